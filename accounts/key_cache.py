@@ -1,0 +1,96 @@
+"""Authenticating a raw API key on the hot path without a database query per request.
+
+Entries are cached per process by key prefix. An entry is used only while
+- it is younger than KEY_CACHE_TTL_S (the bound when another process changed a key and could
+  not reach this one), and
+- the live "keys" generation is unchanged: revoking a key bumps it, in Redis for every gateway
+  process, so a revoked key is refused on the next request everywhere.
+Unknown keys are not cached: a freshly issued key works at once.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.utils import timezone
+
+from accounts.keys import hash_matches, parse_prefix
+from ocsweb.live import live_state
+
+GENERATION = "keys"
+
+
+@dataclass(frozen=True)
+class KeyIdentity:
+    """What the gateway needs to know about a key's owner; no secret in it."""
+
+    key_id: int
+    prefix: str
+    user_id: int
+    username: str
+    pool_id: int
+    pool_name: str
+    secret_hash: str
+    expires_at: datetime | None
+    revoked: bool
+    user_active: bool
+
+    def usable(self, now: datetime) -> bool:
+        if self.revoked or not self.user_active:
+            return False
+        return self.expires_at is None or self.expires_at > now
+
+
+_cache: dict[str, tuple[KeyIdentity, float, int]] = {}
+
+
+def _load(prefix: str) -> KeyIdentity | None:
+    from accounts.models import ApiKey
+
+    key = ApiKey.objects.select_related("user", "pool").filter(prefix=prefix).first()
+    if key is None:
+        return None
+    return KeyIdentity(
+        key_id=key.id,
+        prefix=key.prefix,
+        user_id=key.user_id,
+        username=key.user.username,
+        pool_id=key.pool_id,
+        pool_name=key.pool.name,
+        secret_hash=key.secret_hash,
+        expires_at=key.expires_at,
+        revoked=key.revoked_at is not None,
+        user_active=key.user.is_active,
+    )
+
+
+async def key_authenticate(raw: str) -> KeyIdentity | None:
+    """The identity behind a raw key, or None if it is malformed, unknown, revoked or expired."""
+    prefix = parse_prefix(raw)
+    if prefix is None:
+        return None
+    generation = await live_state().generation(GENERATION)
+    cached = _cache.get(prefix)
+    now = time.monotonic()
+    if cached and cached[2] == generation and now - cached[1] < settings.OCS["KEY_CACHE_TTL_S"]:
+        identity = cached[0]
+    else:
+        identity = await sync_to_async(_load, thread_sensitive=False)(prefix)
+        if identity is None:
+            _cache.pop(prefix, None)
+            return None
+        _cache[prefix] = (identity, now, generation)
+    if not hash_matches(raw, identity.secret_hash):
+        return None
+    if not identity.usable(timezone.now()):
+        return None
+    return identity
+
+
+def key_cache_invalidate(*, prefix: str) -> None:
+    """Called after a key changes: drops it here and tells every other gateway process."""
+    _cache.pop(prefix, None)
+    live_state().bump_generation(GENERATION)

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from accounts.models import User
+from accounts.services import key_issue
+from fleet.models import Pool
+
+
+class Command(BaseCommand):
+    help = "Issue a new API key for USERNAME and print the raw key, alone, on stdout (shown only this once)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("username")
+        parser.add_argument("--name", default="default", help="A label for the key, e.g. 'laptop' or 'vscode'.")
+        parser.add_argument("--pool", default=None, help="Pool the key routes to (default: production).")
+
+    def handle(self, *args: object, **options: object) -> None:
+        try:
+            user = User.objects.get(username=options["username"])
+        except User.DoesNotExist:
+            raise CommandError(f"no user named {options['username']!r}") from None
+        pool = None
+        if options["pool"]:
+            pool = Pool.objects.filter(name=options["pool"]).first()
+            if pool is None:
+                raise CommandError(f"no pool named {options['pool']!r}")
+        _key, raw = key_issue(user=user, name=str(options["name"]), pool=pool)
+        self.stdout.write(raw)

@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from accounts.models import ApiKey
+from accounts.services import key_revoke
+
+
+class Command(BaseCommand):
+    help = "Revoke the key with this prefix (the part after 'ocs-', as the portal shows it)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("prefix")
+
+    def handle(self, *args: object, **options: object) -> None:
+        prefix = str(options["prefix"]).removeprefix("ocs-").split("-")[0]
+        key = ApiKey.objects.filter(prefix=prefix).first()
+        if key is None:
+            raise CommandError(f"no key with prefix {prefix!r}")
+        key_revoke(key=key)
+        self.stdout.write(f"revoked {key.display} of {key.user.username}")

@@ -1,0 +1,66 @@
+"""A local llama-server started and registered as a worker: the embedded default's worker,
+used by `serve_worker`, `demo` and the integration tests."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from fleet.local_worker import (
+    DEFAULT_MODEL_ID,
+    LlamaServerProcess,
+    LlamaServerSpec,
+    find_default_model,
+)
+from fleet.models import Worker
+from fleet.services import worker_register, worker_set_state
+
+PER_SLOT_CONTEXT = 4096
+
+
+def local_worker_spec(*, port: int, slots: int, model_id: str = DEFAULT_MODEL_ID) -> LlamaServerSpec:
+    return LlamaServerSpec(
+        model_path=find_default_model(),
+        model_id=model_id,
+        port=port,
+        slots=slots,
+        context=PER_SLOT_CONTEXT * slots,
+    )
+
+
+def per_slot_context(base_url: str) -> int | None:
+    try:
+        props = httpx.get(base_url + "/props", timeout=3).json()
+        return int(props["default_generation_settings"]["n_ctx"])
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return None
+
+
+def local_worker_start(
+    *, name: str, port: int, pool: str, slots: int, log_dir: Path | None = None, timeout_s: float = 120.0
+) -> tuple[LlamaServerProcess, Worker, float]:
+    """Start llama-server, wait for /health, register it healthy. Returns (process, worker, seconds to healthy)."""
+    spec = local_worker_spec(port=port, slots=slots)
+    log_path = (log_dir / f"{name}.log") if log_dir else None
+    process = LlamaServerProcess(spec, log_path=log_path).start()
+    try:
+        seconds = process.wait_healthy(timeout_s)
+    except BaseException:
+        process.stop()
+        raise
+    worker = worker_register(
+        name=name,
+        base_url=spec.base_url,
+        model_id=spec.model_id,
+        pool_name=pool,
+        slots=slots,
+        context_length=per_slot_context(spec.base_url) or PER_SLOT_CONTEXT,
+        state=Worker.State.HEALTHY,
+    )
+    return process, worker, seconds
+
+
+def local_worker_stop(*, process: LlamaServerProcess, worker: Worker, reason: str) -> None:
+    process.stop()
+    worker.refresh_from_db()
+    worker_set_state(worker=worker, state=Worker.State.DOWN, reason=reason)

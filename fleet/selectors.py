@@ -1,0 +1,74 @@
+"""Reads of the fleet for the hot path, cached per process for FLEET_CACHE_TTL_S."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from fleet.scheduler import WorkerView
+
+
+@dataclass(frozen=True)
+class ModelView:
+    public_id: str
+    context_length: int
+    max_output_tokens: int
+    owned_by: str
+    created: int
+
+
+@dataclass(frozen=True)
+class FleetSnapshot:
+    workers: list[WorkerView]
+    models: dict[str, ModelView]
+    taken_at: float
+
+
+def _load_snapshot() -> FleetSnapshot:
+    from fleet.models import CatalogModel, Worker
+
+    workers = [
+        WorkerView(
+            id=w.id,
+            name=w.name,
+            base_url=w.base_url,
+            pool_id=w.pool_id,
+            pool_name=w.pool.name,
+            model_id=w.model.public_id,
+            slots=w.slots,
+            state=w.state,
+        )
+        for w in Worker.objects.select_related("pool", "model")
+    ]
+    models = {
+        m.public_id: ModelView(
+            public_id=m.public_id,
+            context_length=m.context_length,
+            max_output_tokens=m.max_output_tokens,
+            owned_by=m.owned_by,
+            created=int(m.created_at.timestamp()),
+        )
+        for m in CatalogModel.objects.all()
+    }
+    return FleetSnapshot(workers=workers, models=models, taken_at=time.monotonic())
+
+
+_snapshot: FleetSnapshot | None = None
+
+
+async def fleet_snapshot(*, fresh: bool = False) -> FleetSnapshot:
+    """The fleet as of at most FLEET_CACHE_TTL_S ago; `fresh` forces a reload (after a miss)."""
+    global _snapshot
+    snapshot = _snapshot
+    if fresh or snapshot is None or time.monotonic() - snapshot.taken_at >= settings.OCS["FLEET_CACHE_TTL_S"]:
+        snapshot = await sync_to_async(_load_snapshot, thread_sensitive=False)()
+        _snapshot = snapshot
+    return snapshot
+
+
+def models_for_pool(snapshot: FleetSnapshot, pool_id: int) -> list[ModelView]:
+    """Models a key in `pool_id` may use: those served by at least one of the pool's workers."""
+    served = {w.model_id for w in snapshot.workers if w.pool_id == pool_id and w.state != "disabled"}
+    return [snapshot.models[m] for m in sorted(served) if m in snapshot.models]

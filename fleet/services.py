@@ -1,0 +1,63 @@
+"""State changes of the fleet."""
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from fleet.models import CatalogModel, Pool, Worker, WorkerEvent
+
+
+def catalog_model_ensure(*, public_id: str, context_length: int | None = None) -> CatalogModel:
+    context = context_length or 8192
+    model, created = CatalogModel.objects.get_or_create(
+        public_id=public_id,
+        # A small model asked for no max_tokens must not fill its whole context.
+        defaults={"context_length": context, "max_output_tokens": min(4096, max(256, context // 2))},
+    )
+    if not created and context_length and model.context_length != context_length:
+        model.context_length = context_length
+        model.save(update_fields=["context_length"])
+    return model
+
+
+def worker_register(
+    *,
+    name: str,
+    base_url: str,
+    model_id: str,
+    pool_name: str,
+    slots: int = 1,
+    context_length: int | None = None,
+    state: str = Worker.State.STARTING,
+) -> Worker:
+    """Create or update a worker by name. Re-registering a worker is how a restarted one returns."""
+    pool, _ = Pool.objects.get_or_create(name=pool_name)
+    model = catalog_model_ensure(public_id=model_id, context_length=context_length)
+    with transaction.atomic():
+        worker, created = Worker.objects.select_for_update().get_or_create(
+            name=name,
+            defaults={"base_url": base_url.rstrip("/"), "pool": pool, "model": model, "slots": slots, "state": state},
+        )
+        if not created:
+            worker.base_url = base_url.rstrip("/")
+            worker.pool = pool
+            worker.model = model
+            worker.slots = slots
+            worker.save(update_fields=["base_url", "pool", "model", "slots"])
+            if worker.state != state:
+                worker_set_state(worker=worker, state=state, reason="re-registered")
+        else:
+            WorkerEvent.objects.create(worker=worker, from_state=state, to_state=state, reason="registered")
+    return worker
+
+
+def worker_set_state(*, worker: Worker, state: str, reason: str) -> bool:
+    """Move a worker to `state`, recording the transition. Returns False if it was already there."""
+    if worker.state == state:
+        return False
+    previous = worker.state
+    worker.state = state
+    worker.state_changed_at = timezone.now()
+    worker.save(update_fields=["state", "state_changed_at"])
+    WorkerEvent.objects.create(worker=worker, from_state=previous, to_state=state, reason=reason[:300])
+    return True

@@ -1,0 +1,53 @@
+"""Finding the API key in a request, the way each client sends it."""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from accounts.key_cache import KeyIdentity, key_authenticate
+from inference import errors
+
+LAST_USED_RESOLUTION_S = 60.0
+_last_touched: dict[int, float] = {}
+_background: set[asyncio.Task[None]] = set()
+
+
+def key_from_headers(headers: Mapping[str, str]) -> str | None:
+    """`Authorization: Bearer <key>` (OpenAI, Claude Code's auth token) or `x-api-key` (Anthropic)."""
+    authorization = headers.get("Authorization", "")
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    api_key = headers.get("X-Api-Key", "").strip()
+    return api_key or None
+
+
+async def authenticate(raw_key: str | None) -> KeyIdentity:
+    if not raw_key:
+        raise errors.invalid_api_key()
+    identity = await key_authenticate(raw_key)
+    if identity is None:
+        raise errors.invalid_api_key()
+    _touch_last_used(identity.key_id)
+    return identity
+
+
+def _touch_last_used(key_id: int) -> None:
+    """Record last use at most once a minute per key and process, off the request path."""
+    now = time.monotonic()
+    if now - _last_touched.get(key_id, -LAST_USED_RESOLUTION_S) < LAST_USED_RESOLUTION_S:
+        return
+    _last_touched[key_id] = now
+    task = asyncio.ensure_future(sync_to_async(_write_last_used, thread_sensitive=False)(key_id))
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+def _write_last_used(key_id: int) -> None:
+    from accounts.models import ApiKey
+
+    ApiKey.objects.filter(id=key_id).update(last_used_at=timezone.now())

@@ -1,0 +1,98 @@
+"""Errors of the public API and their OpenAI envelope. Pure: no Django.
+
+Every refusal on /v1 is an ApiError, rendered as
+{"error": {"message": str, "type": str, "param": str|null, "code": str|null}}
+with the status the official SDKs map to their exception classes.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ApiError(Exception):
+    status: int
+    message: str
+    type: str = "invalid_request_error"
+    code: str | None = None
+    param: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def openai_body(self) -> dict[str, object]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def openai_json(self) -> bytes:
+        return json.dumps(self.openai_body()).encode()
+
+
+def invalid_api_key() -> ApiError:
+    return ApiError(
+        401,
+        "Incorrect or missing API key. Get a key from your teacher or the portal and send it as "
+        "'Authorization: Bearer <key>'.",
+        type="invalid_request_error",
+        code="invalid_api_key",
+    )
+
+
+def model_not_found(model: str) -> ApiError:
+    return ApiError(
+        404,
+        f"The model `{model}` does not exist or you do not have access to it.",
+        type="invalid_request_error",
+        code="model_not_found",
+        param="model",
+    )
+
+
+def invalid_request(message: str, *, param: str | None = None, code: str | None = None) -> ApiError:
+    return ApiError(400, message, type="invalid_request_error", code=code, param=param)
+
+
+def no_worker_available(model: str) -> ApiError:
+    return ApiError(
+        503,
+        f"No worker can serve `{model}` right now (all are down or restarting). Try again in a minute; "
+        "if it persists, tell your teacher.",
+        type="server_error",
+        code="no_worker_available",
+    )
+
+
+def queue_timeout(model: str, waited_s: float, retry_after_s: int) -> ApiError:
+    return ApiError(
+        429,
+        f"All workers serving `{model}` stayed busy for {waited_s:.0f} s. Retry after {retry_after_s} s.",
+        type="requests",
+        code="rate_limit_exceeded",
+        headers={"retry-after": str(retry_after_s)},
+    )
+
+
+def upstream_failed(detail: str) -> ApiError:
+    return ApiError(502, f"The worker failed: {detail}", type="server_error", code="upstream_error")
+
+
+# llama-server error types -> (OpenAI code, status). Its bodies carry a numeric `code`.
+_LLAMA_ERROR_CODES = {
+    "exceed_context_size_error": ("context_length_exceeded", 400),
+    "invalid_request_error": (None, 400),
+    "not_supported_error": ("not_supported", 400),
+    "authentication_error": ("upstream_auth", 502),
+}
+
+
+def from_llama_server(status: int, body: bytes) -> ApiError:
+    """Translate a llama-server error response into the OpenAI envelope."""
+    try:
+        error = json.loads(body).get("error") or {}
+        message = str(error.get("message") or "")
+        kind = str(error.get("type") or "")
+    except (ValueError, AttributeError):
+        message, kind = body[:300].decode("utf-8", "replace"), ""
+    code, mapped_status = _LLAMA_ERROR_CODES.get(kind, (None, status if 400 <= status < 500 else 502))
+    if 400 <= mapped_status < 500:
+        param = "messages" if code == "context_length_exceeded" else None
+        return ApiError(mapped_status, message or "The worker refused the request.", code=code, param=param)
+    return upstream_failed(message or f"status {status}")

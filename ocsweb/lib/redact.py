@@ -1,0 +1,30 @@
+"""Keeps API keys out of log lines.
+
+Keys look like ocs-<prefix>-<secret>. The filter replaces the secret part wherever it appears
+(bearer headers, x-api-key values, /ollama/<key>/ paths, exception text), keeping the prefix so
+an operator can still tell which key was involved.
+"""
+from __future__ import annotations
+
+import logging
+import re
+
+KEY_PATTERN = re.compile(r"\b(ocs-[a-z0-9]{10})-[A-Za-z0-9]{20,}")
+
+
+def redact(text: str) -> str:
+    return KEY_PATTERN.sub(r"\1-[redacted]", text)
+
+
+class RedactKeysFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg = cleaned
+            record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True

@@ -1,0 +1,198 @@
+"""OCS Intelligence settings, read from the environment.
+
+No environment at all gives the embedded default: SQLite under var/, live state in process,
+the in-memory channel layer, django-q2 on the ORM broker. DATABASE_URL and REDIS_URL switch to
+PostgreSQL and Redis. OCS_ENV=production refuses to start without a secret key and allowed hosts.
+docs/configuration.md lists every variable.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ocsweb.lib.env import (
+    ConfigError,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    parse_database_url,
+    parse_redis_url,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("OCS_VAR_DIR") or BASE_DIR / "var")
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+OCS_ENV = env_str("OCS_ENV", "development") or "development"
+if OCS_ENV not in {"development", "production", "test"}:
+    raise ConfigError(f"OCS_ENV={OCS_ENV!r} must be development, production or test")
+PRODUCTION = OCS_ENV == "production"
+
+DEBUG = env_bool("OCS_DEBUG", False)
+SECRET_KEY = env_str("OCS_SECRET_KEY") or ""
+ALLOWED_HOSTS = env_list("OCS_ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "[::1]"])
+if PRODUCTION:
+    if len(SECRET_KEY) < 32:
+        raise ConfigError("OCS_SECRET_KEY (or OCS_SECRET_KEY_FILE) must be set to 32+ characters when OCS_ENV=production")
+    if not ALLOWED_HOSTS:
+        raise ConfigError("OCS_ALLOWED_HOSTS must list the public host names when OCS_ENV=production")
+    if DEBUG:
+        raise ConfigError("OCS_DEBUG must be off when OCS_ENV=production")
+elif not SECRET_KEY:
+    # Development only: a per-checkout key kept under var/, never committed.
+    _key_file = VAR_DIR / "secret_key"
+    if not _key_file.exists():
+        import secrets
+
+        _key_file.write_text(secrets.token_urlsafe(50))
+        _key_file.chmod(0o600)
+    SECRET_KEY = _key_file.read_text().strip()
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "channels",
+    "django_q",
+    "ocsweb",
+    "accounts",
+    "fleet",
+    "inference",
+    "research",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "ocsweb.urls"
+ASGI_APPLICATION = "ocsweb.asgi.application"
+AUTH_USER_MODEL = "accounts.User"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Durable state -------------------------------------------------------------------------
+_database_url = env_str("DATABASE_URL")
+if _database_url:
+    DATABASES = {"default": parse_database_url("DATABASE_URL", _database_url).as_django()}
+else:
+    DATABASES = {"default": parse_database_url("DATABASE_URL", f"sqlite:///{VAR_DIR / 'ocs.sqlite3'}").as_django()}
+
+# --- Live state, channel layer, task broker, cache -----------------------------------------
+_redis_url = env_str("REDIS_URL")
+REDIS_URL = parse_redis_url("REDIS_URL", _redis_url) if _redis_url else None
+# Prefix of every live-state key in Redis; tests use their own so runs never see each other.
+OCS_LIVE_NAMESPACE = env_str("OCS_LIVE_NAMESPACE", "ocs") or "ocs"
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    }
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    Q_CLUSTER = {
+        "name": "ocs",
+        "redis": REDIS_URL,
+        "workers": env_int("OCS_Q_WORKERS", 1, minimum=1),
+        "timeout": 120,
+        "retry": 180,
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    Q_CLUSTER = {
+        "name": "ocs",
+        "orm": "default",
+        "workers": env_int("OCS_Q_WORKERS", 1, minimum=1),
+        "timeout": 120,
+        "retry": 180,
+    }
+
+# --- Gateway behaviour ---------------------------------------------------------------------
+OCS = {
+    # How long a claimed worker slot lives without renewal; a crashed gateway's slots expire.
+    "SLOT_LEASE_S": env_float("OCS_SLOT_LEASE_S", 30.0, minimum=1.0),
+    # How long a request waits for a free slot before it is refused with 429.
+    "QUEUE_MAX_WAIT_S": env_float("OCS_QUEUE_MAX_WAIT_S", 30.0, minimum=0.0),
+    # Connect / first-byte timeout towards a worker, and how many workers one request may try.
+    "UPSTREAM_CONNECT_TIMEOUT_S": env_float("OCS_UPSTREAM_CONNECT_TIMEOUT_S", 3.0, minimum=0.1),
+    "UPSTREAM_READ_TIMEOUT_S": env_float("OCS_UPSTREAM_READ_TIMEOUT_S", 600.0, minimum=1.0),
+    "UPSTREAM_MAX_TRIES": env_int("OCS_UPSTREAM_MAX_TRIES", 3, minimum=1),
+    # In-process caches of keys and of the fleet snapshot, in seconds.
+    "KEY_CACHE_TTL_S": env_float("OCS_KEY_CACHE_TTL_S", 1.0, minimum=0.0),
+    "FLEET_CACHE_TTL_S": env_float("OCS_FLEET_CACHE_TTL_S", 1.0, minimum=0.0),
+    # Largest request body accepted on the API, in bytes.
+    "MAX_BODY_BYTES": env_int("OCS_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024),
+    "DEFAULT_POOL": env_str("OCS_DEFAULT_POOL", "production") or "production",
+}
+DATA_UPLOAD_MAX_MEMORY_SIZE = OCS["MAX_BODY_BYTES"]
+
+# --- Standard Django -----------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("OCS_TIME_ZONE", "UTC") or "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+REST_FRAMEWORK = {
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}
+
+if PRODUCTION:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env_bool("OCS_SSL_REDIRECT", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("OCS_HSTS_SECONDS", 31536000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    CSRF_TRUSTED_ORIGINS = [f"https://{host}" for host in ALLOWED_HOSTS if not host.startswith(".")]
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"redact_keys": {"()": "ocsweb.lib.redact.RedactKeysFilter"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_keys"]},
+    },
+    "root": {"handlers": ["console"], "level": env_str("OCS_LOG_LEVEL", "INFO") or "INFO"},
+    "loggers": {
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "daphne": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        # One INFO line per upstream request would double the log volume of the hot path.
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+    },
+}

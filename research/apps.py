@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ResearchConfig(AppConfig):
+    name = "research"
+    verbose_name = "Research: benchmarks and experiments"

@@ -1,0 +1,1 @@
+"""Benchmark runs and experiments live here (the research-instrument issue)."""
