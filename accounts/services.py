@@ -53,3 +53,14 @@ def key_revoke(*, key: ApiKey) -> ApiKey:
 
     key_cache_invalidate(prefix=key.prefix)
     return key
+
+
+def user_set_active(*, user: User, active: bool) -> User:
+    """Disable or re-enable a student; their keys stop (or resume) working in every gateway process."""
+    user.is_active = active
+    user.save(update_fields=["is_active"])
+    from accounts.key_cache import key_cache_invalidate
+
+    for prefix in user.api_keys.values_list("prefix", flat=True):
+        key_cache_invalidate(prefix=prefix)
+    return user

@@ -23,11 +23,12 @@ class ModelView:
 class FleetSnapshot:
     workers: list[WorkerView]
     models: dict[str, ModelView]
+    pool_ids: frozenset[int]
     taken_at: float
 
 
 def _load_snapshot() -> FleetSnapshot:
-    from fleet.models import CatalogModel, Worker
+    from fleet.models import CatalogModel, Pool, Worker
 
     workers = [
         WorkerView(
@@ -52,17 +53,24 @@ def _load_snapshot() -> FleetSnapshot:
         )
         for m in CatalogModel.objects.all()
     }
-    return FleetSnapshot(workers=workers, models=models, taken_at=time.monotonic())
+    pool_ids = frozenset(Pool.objects.values_list("id", flat=True))
+    return FleetSnapshot(workers=workers, models=models, pool_ids=pool_ids, taken_at=time.monotonic())
 
 
 _snapshot: FleetSnapshot | None = None
 
 
-async def fleet_snapshot(*, fresh: bool = False) -> FleetSnapshot:
-    """The fleet as of at most FLEET_CACHE_TTL_S ago; `fresh` forces a reload (after a miss)."""
+async def fleet_snapshot(*, fresh: bool = False, pool_id: int | None = None) -> FleetSnapshot:
+    """The fleet as of at most FLEET_CACHE_TTL_S ago. `fresh` forces a reload (after a miss);
+    so does a `pool_id` the snapshot does not know (a pool created since it was taken)."""
     global _snapshot
     snapshot = _snapshot
-    if fresh or snapshot is None or time.monotonic() - snapshot.taken_at >= settings.OCS["FLEET_CACHE_TTL_S"]:
+    if (
+        fresh
+        or snapshot is None
+        or time.monotonic() - snapshot.taken_at >= settings.OCS["FLEET_CACHE_TTL_S"]
+        or (pool_id is not None and pool_id not in snapshot.pool_ids)
+    ):
         snapshot = await sync_to_async(_load_snapshot, thread_sensitive=False)()
         _snapshot = snapshot
     return snapshot

@@ -64,7 +64,7 @@ class Attempts:
 
 
 async def ensure_model_visible(*, model_id: str, pool_id: int) -> None:
-    snapshot = await fleet_snapshot()
+    snapshot = await fleet_snapshot(pool_id=pool_id)
     if not serves_model(snapshot.workers, model_id=model_id, pool_id=pool_id):
         snapshot = await fleet_snapshot(fresh=True)  # a worker may have registered just now
         if not serves_model(snapshot.workers, model_id=model_id, pool_id=pool_id):

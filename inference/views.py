@@ -59,7 +59,7 @@ def api_view(*methods: str) -> Callable[[View], View]:
 @api_view("GET")
 async def models_list(request: HttpRequest) -> HttpResponse:
     identity = await authenticate(key_from_headers(request.headers))
-    snapshot = await fleet_snapshot()
+    snapshot = await fleet_snapshot(pool_id=identity.pool_id)
     data = [
         {
             "id": model.public_id,

@@ -121,11 +121,12 @@ class DatabaseConfig:
 
 
 def parse_database_url(name: str, raw: str) -> DatabaseConfig:
-    """postgres://user:pass@host:port/db?sslmode=require  or  sqlite:///absolute/path.sqlite3"""
+    """postgres://user:pass@host:port/db?sslmode=require, sqlite:////absolute/path.sqlite3 or
+    sqlite:///relative/path.sqlite3 (the usual database-URL convention)."""
     parts = urlsplit(raw)
     if parts.scheme == "sqlite":
-        path = unquote(parts.path)
-        if not path or path == "/":
+        path = unquote(parts.path)[1:]
+        if not path:
             raise ConfigError(f"{name}={raw!r}: sqlite URL needs a file path, e.g. sqlite:////srv/ocs/db.sqlite3")
         return DatabaseConfig(engine="sqlite", name=path)
     if parts.scheme not in {"postgres", "postgresql"}:

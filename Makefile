@@ -1,0 +1,33 @@
+# The front door. `make demo` and `make test` work on a fresh machine (Debian/Ubuntu, Python 3.11+).
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+PORT ?= 8000
+WORKERS ?= 1
+
+.PHONY: setup demo test test-embedded test-services clean
+
+setup: $(VENV)/.setup-done
+
+$(VENV)/.setup-done: requirements.txt requirements-dev.txt scripts/ensure_llama_server.sh
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	bash scripts/ensure_llama_server.sh $(PY)
+	touch $@
+
+demo: setup
+	$(PY) manage.py demo --port $(PORT) --workers $(WORKERS)
+
+# The whole suite twice: on the embedded default (SQLite, in-process live state) and on
+# PostgreSQL + Redis. Both must pass; a missing service fails the run, it is never skipped.
+test: setup
+	bash scripts/run_tests.sh $(PY)
+
+test-embedded: setup
+	bash scripts/run_tests.sh $(PY) embedded
+
+test-services: setup
+	bash scripts/run_tests.sh $(PY) services
+
+clean:
+	rm -rf $(VENV) var/test-*

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs the whole suite on each back end: `embedded` (no environment: SQLite, in-process live
+# state) and `services` (PostgreSQL + Redis, required). Default: both, embedded first.
+set -euo pipefail
+PY="${1:-.venv/bin/python}"
+WHICH="${2:-all}"
+export PYTHONUNBUFFERED=1
+status=0
+
+run_embedded() {
+    echo "=== test suite on the embedded default (SQLite, in-process live state)"
+    env -u DATABASE_URL -u REDIS_URL OCS_ENV=test "$PY" -m pytest "${PYTEST_ARGS[@]}" || status=1
+}
+
+run_services() {
+    bash scripts/ensure_services.sh || { status=1; return; }
+    echo "=== test suite on PostgreSQL + Redis"
+    DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}" \
+    REDIS_URL="${TEST_REDIS_URL:-redis://127.0.0.1:6379/0}" \
+    OCS_LIVE_NAMESPACE="ocs-test-$$" OCS_REQUIRE_SERVICES=1 OCS_ENV=test \
+        "$PY" -m pytest "${PYTEST_ARGS[@]}" || status=1
+}
+
+PYTEST_ARGS=(${PYTEST_EXTRA:-})
+case "$WHICH" in
+    embedded) run_embedded ;;
+    services) run_services ;;
+    all) run_embedded; run_services ;;
+    *) echo "usage: run_tests.sh PYTHON [embedded|services|all]" >&2; exit 2 ;;
+esac
+exit $status

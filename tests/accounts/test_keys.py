@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from accounts.keys import KEY_RE, generate_key, hash_key, hash_matches, parse_prefix
+
+
+def test_generated_keys_are_well_formed_unique_and_hashed() -> None:
+    keys = [generate_key() for _ in range(200)]
+    assert all(KEY_RE.match(k.raw) for k in keys)
+    assert len({k.raw for k in keys}) == 200
+    assert len({k.prefix for k in keys}) == 200
+    for key in keys[:5]:
+        assert key.secret_hash == hash_key(key.raw)
+        assert key.raw not in key.secret_hash
+        assert parse_prefix(key.raw) == key.prefix
+
+
+def test_parse_prefix_rejects_anything_that_is_not_a_key() -> None:
+    key = generate_key().raw
+    for bad in ["", "sk-abc", key[:-1], key + "x", key.upper(), key.replace("ocs-", "ocx-"), " " + key]:
+        assert parse_prefix(bad) is None, bad
+
+
+def test_hash_matches_only_the_same_key() -> None:
+    a, b = generate_key(), generate_key()
+    assert hash_matches(a.raw, a.secret_hash)
+    assert not hash_matches(b.raw, a.secret_hash)

@@ -1,0 +1,201 @@
+"""Shared fixtures: personas, the back end in use, and the real processes of integration tests.
+
+One llama-server (SmolLM2) and one daphne gateway are started per test session and shared by
+every integration test; each test registers its own worker rows and keys.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL_ID = "smollm2-135m-instruct"
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With OCS_REQUIRE_SERVICES=1 (the PostgreSQL + Redis run) a missing service fails the run."""
+    if os.environ.get("OCS_REQUIRE_SERVICES") != "1":
+        return
+    missing = []
+    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        missing.append("DATABASE_URL (postgres://…) is not set")
+    if not os.environ.get("REDIS_URL"):
+        missing.append("REDIS_URL is not set")
+    if not _answers("127.0.0.1", 5432):
+        missing.append("PostgreSQL does not answer on 127.0.0.1:5432")
+    if not _answers("127.0.0.1", 6379):
+        missing.append("Redis does not answer on 127.0.0.1:6379")
+    if missing:
+        pytest.exit("required services missing: " + "; ".join(missing), returncode=3)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _clean_live_namespace() -> Iterator[None]:
+    """Redis keys of an earlier, killed run must not leak slot leases into this one."""
+    if settings.REDIS_URL:
+        import redis
+
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        for key in client.scan_iter(f"{settings.OCS_LIVE_NAMESPACE}:*"):
+            client.delete(key)
+    yield
+
+
+# --- personas ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def teacher(django_user_model):  # noqa: ANN001, ANN201
+    from accounts.services import user_ensure
+
+    return user_ensure(username="teacher", role="teacher", password="pw-teacher-1")[0]
+
+
+@pytest.fixture
+def student(django_user_model):  # noqa: ANN001, ANN201
+    from accounts.services import user_ensure
+
+    return user_ensure(username="alice", role="student", password="pw-alice-1")[0]
+
+
+@pytest.fixture
+def other_student(django_user_model):  # noqa: ANN001, ANN201
+    from accounts.services import user_ensure
+
+    return user_ensure(username="bob", role="student", password="pw-bob-1")[0]
+
+
+# --- real processes ----------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real llama-server with SmolLM2, shared by the session. Yields its base URL."""
+    from fleet.embedded import local_worker_spec
+    from fleet.local_worker import LlamaServerProcess
+
+    spec = local_worker_spec(port=_free_port(), slots=4)
+    log_path = tmp_path_factory.mktemp("llama") / "llama-server.log"
+    process = LlamaServerProcess(spec, log_path=log_path).start()
+    try:
+        process.wait_healthy(120)
+        yield spec.base_url
+    finally:
+        process.stop()
+
+
+def database_url_for_subprocess() -> str:
+    """The test database (as pytest-django set it up) as a DATABASE_URL for the gateway process."""
+    from django.db import connection
+
+    conf = connection.settings_dict
+    if conf["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{conf['NAME']}"
+    auth = quote(conf["USER"] or "")
+    if conf.get("PASSWORD"):
+        auth += ":" + quote(conf["PASSWORD"])
+    return f"postgres://{auth}@{conf['HOST'] or '127.0.0.1'}:{conf['PORT'] or 5432}/{conf['NAME']}"
+
+
+def gateway_env(**overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(
+        DATABASE_URL=database_url_for_subprocess(),
+        DJANGO_SETTINGS_MODULE="ocsweb.settings",
+        OCS_VAR_DIR=str(settings.VAR_DIR),
+        OCS_LIVE_NAMESPACE=settings.OCS_LIVE_NAMESPACE,
+        # Short waits so that a leaked slot shows up as a 429 within the test, not after 30 s.
+        OCS_QUEUE_MAX_WAIT_S="5",
+        PYTHONUNBUFFERED="1",
+    )
+    if settings.REDIS_URL:
+        env["REDIS_URL"] = settings.REDIS_URL
+    env.update(overrides)
+    return env
+
+
+class Gateway:
+    def __init__(self, process: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
+        self.process, self.port, self.log_path = process, port, log_path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def start_gateway(log_path: Path, **env_overrides: str) -> Gateway:
+    port = _free_port()
+    log = open(log_path, "ab")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "ocsweb.asgi:application"],
+        cwd=ROOT, env=gateway_env(**env_overrides), stdout=log, stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"gateway exited: {log_path.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return Gateway(process, port, log_path)
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError("gateway did not start within 60 s")
+
+
+@pytest.fixture(scope="session")
+def gateway(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Gateway]:  # noqa: ANN001
+    """daphne serving ocsweb.asgi against the test database, for the whole session."""
+    with django_db_blocker.unblock():
+        running = start_gateway(tmp_path_factory.mktemp("gateway") / "gateway.log")
+    try:
+        yield running
+    finally:
+        running.process.terminate()
+        running.process.wait(timeout=10)
+
+
+@pytest.fixture
+def worker(transactional_db, llama_server):  # noqa: ANN001, ANN201
+    """The session's llama-server registered as a healthy production worker."""
+    from fleet.services import worker_register
+
+    return worker_register(
+        name="it-worker", base_url=llama_server, model_id=MODEL_ID, pool_name="production", slots=4,
+        context_length=4096, state="healthy",
+    )
+
+
+@pytest.fixture
+def student_key(transactional_db, student):  # noqa: ANN001, ANN201
+    """(ApiKey row, raw key) for alice, in the production pool."""
+    from accounts.services import key_issue
+
+    return key_issue(user=student, name="laptop")

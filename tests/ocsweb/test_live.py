@@ -1,0 +1,77 @@
+"""The live-state contract, on the in-process backend and (when REDIS_URL is set) on Redis."""
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from django.conf import settings
+
+from ocsweb.live import InProcessLiveState, RedisLiveState
+
+BACKENDS = ["in-process"] + (["redis"] if settings.REDIS_URL else [])
+
+
+def make_backends(kind: str, processes: int = 1) -> list:  # noqa: ANN401
+    """`processes` independent instances sharing one store, as separate gateway processes would."""
+    if kind == "in-process":
+        shared = InProcessLiveState()
+        return [shared] * processes
+    namespace = f"{settings.OCS_LIVE_NAMESPACE}-{uuid.uuid4().hex[:8]}"
+    return [RedisLiveState(settings.REDIS_URL, namespace) for _ in range(processes)]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_claims_stop_at_capacity_and_release_frees_a_slot(kind: str) -> None:
+    (live,) = make_backends(kind)
+
+    async def scenario() -> None:
+        leases = [await live.claim_slot(7, 2, 30) for _ in range(3)]
+        assert leases[0] and leases[1] and leases[2] is None
+        assert (await live.busy_slots([7, 8])) == {7: 2, 8: 0}
+        await live.release_slot(7, leases[0])
+        assert (await live.busy_slots([7])) == {7: 1}
+        assert await live.claim_slot(7, 2, 30) is not None
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_lease_that_is_not_renewed_expires_and_a_renewed_one_stays(kind: str) -> None:
+    (live,) = make_backends(kind)
+
+    async def scenario() -> None:
+        kept = await live.claim_slot(1, 2, 0.4)
+        dropped = await live.claim_slot(1, 2, 0.4)
+        assert kept and dropped
+        await asyncio.sleep(0.25)
+        await live.renew_slot(1, kept, 0.4)
+        await asyncio.sleep(0.25)  # `dropped` has now outlived its lease; `kept` has not
+        assert (await live.busy_slots([1])) == {1: 1}
+        assert await live.claim_slot(1, 2, 0.4) is not None
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_concurrent_claims_from_several_processes_never_exceed_capacity(kind: str) -> None:
+    backends = make_backends(kind, processes=2)
+
+    async def scenario() -> list[str | None]:
+        claims = [backends[i % 2].claim_slot(42, 3, 30) for i in range(60)]
+        return await asyncio.gather(*claims)
+
+    results = asyncio.run(scenario())
+    assert sum(1 for r in results if r) == 3
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_generation_bumps_are_seen_by_every_process(kind: str) -> None:
+    first, second = make_backends(kind, processes=2)
+
+    async def read() -> int:
+        return await second.generation("keys")
+
+    before = asyncio.run(read())
+    first.bump_generation("keys")
+    assert asyncio.run(read()) == before + 1

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import logging
+
+from accounts.keys import generate_key
+from ocsweb.lib.redact import RedactKeysFilter, redact
+
+
+def test_redact_keeps_prefix_and_removes_secret_everywhere() -> None:
+    key = generate_key()
+    text = f"GET /ollama/{key.raw}/api/tags Authorization: Bearer {key.raw}"
+    cleaned = redact(text)
+    assert key.raw not in cleaned
+    assert cleaned.count(f"ocs-{key.prefix}-[redacted]") == 2
+
+
+def test_log_filter_redacts_message_arguments_and_exception_text() -> None:
+    key = generate_key()
+    record = logging.LogRecord("x", logging.WARNING, __file__, 1, "bad key %s", (key.raw,), None)
+    try:
+        raise ValueError(f"boom {key.raw}")
+    except ValueError:
+        import sys
+
+        record.exc_info = sys.exc_info()
+    RedactKeysFilter().filter(record)
+    assert key.raw not in record.getMessage()
+    assert key.raw not in (record.exc_text or "")
