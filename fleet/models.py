@@ -40,6 +40,51 @@ class CatalogModel(models.Model):
         return self.public_id
 
 
+class Rig(models.Model):
+    """A physical machine (or Proxmox VM) on the NetBird network running the rig agent."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    address = models.CharField(max_length=255, help_text="Private (NetBird) address the workers listen on.")
+    token_prefix = models.CharField(max_length=16, unique=True)
+    token_hash = models.CharField(max_length=64)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    agent_version = models.CharField(max_length=50, blank=True)
+    gpu_status = models.CharField(max_length=200, blank=True, help_text="'no GPUs' or the NVML error, if any.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Gpu(models.Model):
+    """One GPU of a rig, with its latest telemetry (pynvml) from the agent's heartbeat."""
+
+    rig = models.ForeignKey(Rig, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveSmallIntegerField()
+    uuid = models.CharField(max_length=100, blank=True)
+    name = models.CharField(max_length=100, blank=True)
+    memory_total_mib = models.PositiveIntegerField(default=0)
+    memory_used_mib = models.PositiveIntegerField(default=0)
+    utilization_pct = models.PositiveSmallIntegerField(null=True, blank=True)
+    temperature_c = models.PositiveSmallIntegerField(null=True, blank=True)
+    power_w = models.FloatField(null=True, blank=True)
+    sm_clock_mhz = models.PositiveIntegerField(null=True, blank=True)
+    mem_clock_mhz = models.PositiveIntegerField(null=True, blank=True)
+    pcie_gen = models.PositiveSmallIntegerField(null=True, blank=True)
+    pcie_width = models.PositiveSmallIntegerField(null=True, blank=True)
+    sampled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["rig", "index"]
+        constraints = [models.UniqueConstraint(fields=["rig", "index"], name="unique_gpu_index_per_rig")]
+
+    def __str__(self) -> str:
+        return f"{self.rig.name}/gpu{self.index}"
+
+
 class Worker(models.Model):
     """One llama-server endpoint: a whole rig, a subset of its GPUs, or a CPU process."""
 
@@ -58,8 +103,13 @@ class Worker(models.Model):
     slots = models.PositiveIntegerField(default=1, help_text="llama-server -np: requests it decodes at once")
     state = models.CharField(max_length=16, choices=State.choices, default=State.STARTING)
     state_changed_at = models.DateTimeField(default=timezone.now)
-    last_probe_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Where it runs and how it was launched (reported by the rig agent; empty for workers
+    # registered by hand). The launch configuration is what research runs compare.
+    rig = models.ForeignKey(Rig, on_delete=models.SET_NULL, null=True, blank=True, related_name="workers")
+    gpu_indices = models.JSONField(default=list, blank=True, help_text="CUDA_VISIBLE_DEVICES; [] = CPU.")
+    launch = models.JSONField(default=dict, blank=True, help_text="model file, context, split mode, YaRN, draft…")
+    process_state = models.CharField(max_length=32, blank=True, help_text="As the agent last saw the process.")
 
     class Meta:
         ordering = ["name"]
@@ -76,6 +126,18 @@ class WorkerEvent(models.Model):
     from_state = models.CharField(max_length=16, choices=Worker.State.choices)
     to_state = models.CharField(max_length=16, choices=Worker.State.choices)
     reason = models.CharField(max_length=300)
+
+    class Meta:
+        ordering = ["-at"]
+
+
+class PoolEvent(models.Model):
+    """Something that happened to a pool as a whole, e.g. dev workers lent to production."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    kind = models.CharField(max_length=32)
+    detail = models.CharField(max_length=300)
 
     class Meta:
         ordering = ["-at"]

@@ -1,12 +1,16 @@
 """The scheduling decision: a pure function over a snapshot of the fleet and its live load.
 
 No Django, no I/O: unit tests feed it snapshots. Claiming the chosen worker's slot is a separate
-atomic step (ocsweb.live), so the choice here is a ranked preference list, and the gateway walks
-it until a claim succeeds.
+atomic step (ocsweb.live), so the choice here is a ranked preference list with a reason for
+each place, and the gateway walks it until a claim succeeds.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -34,13 +38,32 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Decision:
-    """Workers to try in order, and why; `excluded` says why the others were left out."""
+    """Workers to try in order, and why; `excluded` says why the others were left out.
+    `lent_by` names the pools whose workers were borrowed because the key's pool had none."""
 
     ranked: list[Candidate]
     excluded: dict[str, str] = field(default_factory=dict)
+    lent_by: tuple[str, ...] = ()
 
 
 ROUTABLE_STATES = frozenset({"healthy", "degraded"})
+
+
+def _eligible(
+    workers: Iterable[WorkerView], *, model_id: str, pool_ids: frozenset[int], avoid: frozenset[int],
+    excluded: dict[str, str],
+) -> list[WorkerView]:
+    chosen = []
+    for worker in workers:
+        if worker.pool_id not in pool_ids or worker.model_id != model_id:
+            continue
+        if worker.state not in ROUTABLE_STATES:
+            excluded[worker.name] = f"state {worker.state}"
+        elif worker.id in avoid:
+            excluded[worker.name] = "failed earlier in this request"
+        else:
+            chosen.append(worker)
+    return chosen
 
 
 def rank_workers(
@@ -50,37 +73,69 @@ def rank_workers(
     model_id: str,
     pool_id: int,
     avoid: frozenset[int] = frozenset(),
+    suspects: frozenset[int] = frozenset(),
+    affinity_worker_id: int | None = None,
+    lending_pool_ids: frozenset[int] = frozenset(),
 ) -> Decision:
     """Rank the workers that may serve `model_id` for a key in `pool_id`.
 
-    Rules, in order: same pool; serves the model; routable state (healthy before degraded);
-    not in `avoid` (workers this request already failed on); then least loaded relative to
-    its slots, ties broken by more free slots, then name (stable)."""
+    1. Candidates: the key's pool, serving the model, in a routable state, not failed earlier
+       in this request. If there is none, workers of the pools that may lend (promotion).
+    2. The worker that served this conversation before comes first while it has a free slot
+       and is sound (its KV cache holds the prompt's prefix: llama-server's cache_prompt).
+    3. Sound workers (healthy, not suspect) before degraded or suspect ones.
+    4. Least loaded relative to its slots; then more free slots; then name, for stability.
+    """
     excluded: dict[str, str] = {}
-    eligible: list[Candidate] = []
-    for worker in workers:
-        if worker.pool_id != pool_id:
-            continue
-        if worker.model_id != model_id:
-            continue
-        if worker.state not in ROUTABLE_STATES:
-            excluded[worker.name] = f"state {worker.state}"
-            continue
-        if worker.id in avoid:
-            excluded[worker.name] = "failed earlier in this request"
-            continue
+    chosen = _eligible(workers, model_id=model_id, pool_ids=frozenset({pool_id}), avoid=avoid, excluded=excluded)
+    lent_by: tuple[str, ...] = ()
+    if not chosen and lending_pool_ids - {pool_id}:
+        chosen = _eligible(workers, model_id=model_id, pool_ids=lending_pool_ids - {pool_id}, avoid=avoid,
+                           excluded=excluded)
+        lent_by = tuple(sorted({w.pool_name for w in chosen}))
+
+    def sound(worker: WorkerView) -> bool:
+        return worker.state == "healthy" and worker.id not in suspects
+
+    candidates = []
+    for worker in chosen:
         load = busy.get(worker.id, 0)
-        eligible.append(Candidate(worker=worker, busy=load, reason=f"{load}/{worker.slots} slots busy"))
-    eligible.sort(
+        if worker.id == affinity_worker_id and sound(worker) and load < worker.slots:
+            reason = "served this conversation before (prompt cache)"
+        else:
+            reason = f"{load}/{worker.slots} slots busy"
+            if worker.id in suspects:
+                reason += ", suspect after a failed request"
+            if worker.state == "degraded":
+                reason += ", degraded"
+        if lent_by:
+            reason += f", lent by pool {worker.pool_name}"
+        candidates.append(Candidate(worker=worker, busy=load, reason=reason))
+
+    candidates.sort(
         key=lambda c: (
-            c.worker.state != "healthy",
+            not (c.worker.id == affinity_worker_id and sound(c.worker) and c.free > 0),
+            not sound(c.worker),
             c.busy / max(1, c.worker.slots),
             -c.free,
             c.worker.name,
         )
     )
-    return Decision(ranked=eligible, excluded=excluded)
+    return Decision(ranked=candidates, excluded=excluded, lent_by=lent_by)
 
 
-def serves_model(workers: list[WorkerView], *, model_id: str, pool_id: int) -> bool:
-    return any(w.model_id == model_id and w.pool_id == pool_id for w in workers)
+def serves_model(workers: list[WorkerView], *, model_id: str, pool_ids: Iterable[int]) -> bool:
+    pools = set(pool_ids)
+    return any(w.model_id == model_id and w.pool_id in pools for w in workers)
+
+
+def conversation_key(*, user_id: int, model_id: str, messages: list[Any]) -> str:
+    """Identifies a student's conversation across turns: the same student, model, and opening
+    (system prompt and first user message), which every later turn repeats as its prefix."""
+    opening: list[Any] = []
+    for message in messages:
+        opening.append(message)
+        if isinstance(message, dict) and message.get("role") == "user":
+            break
+    digest = hashlib.sha256(json.dumps([user_id, model_id, opening], sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:32]

@@ -24,6 +24,7 @@ class FleetSnapshot:
     workers: list[WorkerView]
     models: dict[str, ModelView]
     pool_ids: frozenset[int]
+    lending_pool_ids: frozenset[int]
     taken_at: float
 
 
@@ -53,8 +54,14 @@ def _load_snapshot() -> FleetSnapshot:
         )
         for m in CatalogModel.objects.all()
     }
-    pool_ids = frozenset(Pool.objects.values_list("id", flat=True))
-    return FleetSnapshot(workers=workers, models=models, pool_ids=pool_ids, taken_at=time.monotonic())
+    pools = list(Pool.objects.values_list("id", "may_lend"))
+    return FleetSnapshot(
+        workers=workers,
+        models=models,
+        pool_ids=frozenset(pool_id for pool_id, _ in pools),
+        lending_pool_ids=frozenset(pool_id for pool_id, may_lend in pools if may_lend),
+        taken_at=time.monotonic(),
+    )
 
 
 _snapshot: FleetSnapshot | None = None
@@ -76,7 +83,13 @@ async def fleet_snapshot(*, fresh: bool = False, pool_id: int | None = None) -> 
     return snapshot
 
 
+def usable_pool_ids(snapshot: FleetSnapshot, pool_id: int) -> frozenset[int]:
+    """The key's own pool and the pools that may lend it workers."""
+    return snapshot.lending_pool_ids | {pool_id}
+
+
 def models_for_pool(snapshot: FleetSnapshot, pool_id: int) -> list[ModelView]:
-    """Models a key in `pool_id` may use: those served by at least one of the pool's workers."""
-    served = {w.model_id for w in snapshot.workers if w.pool_id == pool_id and w.state != "disabled"}
+    """Models a key in `pool_id` may use: those served by a worker of its pool or of a lending pool."""
+    pools = usable_pool_ids(snapshot, pool_id)
+    served = {w.model_id for w in snapshot.workers if w.pool_id in pools and w.state != "disabled"}
     return [snapshot.models[m] for m in sorted(served) if m in snapshot.models]

@@ -1,12 +1,15 @@
-"""Live state shared by gateway processes: worker slot leases and cache generations.
+"""Live state shared by gateway processes: leases, suspect workers, conversation affinity and
+cache generations.
 
 Two backends with one contract:
 - InProcessLiveState: the embedded default (one gateway process), plain dicts;
-- RedisLiveState: several gateway processes on one Redis. Claiming a slot is one Lua script,
+- RedisLiveState: several gateway processes on one Redis. Claiming a lease is one Lua script,
   so two processes can never both take a worker's last slot.
 
-A slot is a lease with an expiry, not a counter: if the gateway process that holds it dies,
-the lease runs out and the slot comes back. Long streams renew their lease.
+A lease has an expiry, it is not a counter: if the gateway process that holds it dies, the
+lease runs out and the capacity comes back. Running requests renew their leases. The same
+mechanism bounds a worker's slots (resource "worker:<id>") and a key's concurrent requests
+(resource "key:<id>").
 """
 from __future__ import annotations
 
@@ -14,54 +17,108 @@ import asyncio
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 
+def worker_resource(worker_id: int) -> str:
+    return f"worker:{worker_id}"
+
+
+def key_resource(key_id: int) -> str:
+    return f"key:{key_id}"
+
+
+@dataclass(frozen=True)
+class LiveView:
+    """What the scheduler needs from live state, read in one round trip."""
+
+    busy: dict[int, int]
+    suspects: frozenset[int]
+    affinity_worker_id: int | None
+
+
 class LiveState(Protocol):
-    async def claim_slot(self, worker_id: int, capacity: int, lease_s: float) -> str | None: ...
-    async def renew_slot(self, worker_id: int, lease_id: str, lease_s: float) -> None: ...
-    async def release_slot(self, worker_id: int, lease_id: str) -> None: ...
-    async def busy_slots(self, worker_ids: list[int]) -> dict[int, int]: ...
+    async def claim(self, resource: str, capacity: int, lease_s: float) -> str | None: ...
+    async def renew(self, resource: str, lease_id: str, lease_s: float) -> None: ...
+    async def release(self, resource: str, lease_id: str) -> None: ...
+    async def busy(self, resources: list[str]) -> dict[str, int]: ...
+    async def view(self, worker_ids: list[int], conversation: str | None) -> LiveView: ...
+    async def mark_suspect(self, worker_id: int, ttl_s: float) -> None: ...
+    async def set_affinity(self, conversation: str, worker_id: int, ttl_s: float) -> None: ...
     async def generation(self, name: str) -> int: ...
     def bump_generation(self, name: str) -> int: ...
+    def suspects_sync(self) -> frozenset[int]: ...
 
 
 class InProcessLiveState:
-    def __init__(self, clock: "callable[[], float]" = time.monotonic) -> None:  # type: ignore[valid-type]
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._leases: dict[int, dict[str, float]] = {}
+        self._leases: dict[str, dict[str, float]] = {}
+        self._suspects: dict[int, float] = {}
+        self._affinity: dict[str, tuple[int, float]] = {}
         self._generations: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def _live_leases(self, worker_id: int) -> dict[str, float]:
+    def _live_leases(self, resource: str) -> dict[str, float]:
         now = self._clock()
-        leases = self._leases.setdefault(worker_id, {})
+        leases = self._leases.setdefault(resource, {})
         for lease_id in [lid for lid, expires in leases.items() if expires <= now]:
             del leases[lease_id]
         return leases
 
-    async def claim_slot(self, worker_id: int, capacity: int, lease_s: float) -> str | None:
+    async def claim(self, resource: str, capacity: int, lease_s: float) -> str | None:
         with self._lock:
-            leases = self._live_leases(worker_id)
+            leases = self._live_leases(resource)
             if len(leases) >= capacity:
                 return None
             lease_id = uuid.uuid4().hex
             leases[lease_id] = self._clock() + lease_s
             return lease_id
 
-    async def renew_slot(self, worker_id: int, lease_id: str, lease_s: float) -> None:
+    async def renew(self, resource: str, lease_id: str, lease_s: float) -> None:
         with self._lock:
-            leases = self._leases.get(worker_id, {})
+            leases = self._leases.get(resource, {})
             if lease_id in leases:
                 leases[lease_id] = self._clock() + lease_s
 
-    async def release_slot(self, worker_id: int, lease_id: str) -> None:
+    async def release(self, resource: str, lease_id: str) -> None:
         with self._lock:
-            self._leases.get(worker_id, {}).pop(lease_id, None)
+            self._leases.get(resource, {}).pop(lease_id, None)
 
-    async def busy_slots(self, worker_ids: list[int]) -> dict[int, int]:
+    async def busy(self, resources: list[str]) -> dict[str, int]:
         with self._lock:
-            return {worker_id: len(self._live_leases(worker_id)) for worker_id in worker_ids}
+            return {resource: len(self._live_leases(resource)) for resource in resources}
+
+    def suspects_sync(self) -> frozenset[int]:
+        now = self._clock()
+        with self._lock:
+            return frozenset(w for w, until in self._suspects.items() if until > now)
+
+    async def view(self, worker_ids: list[int], conversation: str | None) -> LiveView:
+        busy = await self.busy([worker_resource(w) for w in worker_ids])
+        affinity = None
+        if conversation is not None:
+            entry = self._affinity.get(conversation)
+            if entry and entry[1] > self._clock():
+                affinity = entry[0]
+        return LiveView(
+            busy={w: busy[worker_resource(w)] for w in worker_ids},
+            suspects=self.suspects_sync(),
+            affinity_worker_id=affinity,
+        )
+
+    async def mark_suspect(self, worker_id: int, ttl_s: float) -> None:
+        with self._lock:
+            self._suspects[worker_id] = self._clock() + ttl_s
+
+    async def set_affinity(self, conversation: str, worker_id: int, ttl_s: float) -> None:
+        with self._lock:
+            if len(self._affinity) > 100_000:  # bound memory: drop expired entries
+                now = self._clock()
+                self._affinity = {k: v for k, v in self._affinity.items() if v[1] > now}
+            self._affinity[conversation] = (worker_id, self._clock() + ttl_s)
 
     async def generation(self, name: str) -> int:
         return self._generations.get(name, 0)
@@ -72,15 +129,15 @@ class InProcessLiveState:
             return self._generations[name]
 
 
-# KEYS[1] = the worker's lease zset; ARGV = capacity, now_ms, expires_ms, lease_id.
+# KEYS[1] = the resource's lease zset; ARGV = capacity, now_ms, expires_ms, lease_id.
 _CLAIM_LUA = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
-redis.call('PEXPIRE', KEYS[1], math.max(1, tonumber(ARGV[3]) - tonumber(ARGV[2])) + 60000)
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) - tonumber(ARGV[2]) + 60000)
 return 1
 """
-# KEYS[1] = lease zset; ARGV = expires_ms, lease_id. Renews only a lease that still exists.
+# KEYS[1] = lease zset; ARGV = expires_ms, lease_id, lease_ms. Renews only a lease that still exists.
 _RENEW_LUA = """
 if redis.call('ZSCORE', KEYS[1], ARGV[2]) then
   redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
@@ -91,11 +148,10 @@ return 1
 
 
 class RedisLiveState:
-    """Leases live in one sorted set per worker (member = lease id, score = expiry in ms).
-
-    Time comes from the Redis server (TIME inside the script would forbid writes on old Redis,
-    so each process passes its own wall clock; gateway hosts are NTP-synced and leases are
-    tens of seconds, so skew of a few ms does not matter)."""
+    """Leases live in one sorted set per resource (member = lease id, score = expiry in ms);
+    suspects in one sorted set (member = worker id, score = until); affinity in plain keys with
+    a TTL. Expiry uses each process's wall clock: gateway hosts are NTP-synced and leases last
+    tens of seconds, so a few ms of skew does not matter."""
 
     def __init__(self, url: str, namespace: str = "ocs") -> None:
         import redis
@@ -115,40 +171,72 @@ class RedisLiveState:
             self._clients[loop_id] = client
         return client
 
-    def _slots_key(self, worker_id: int) -> str:
-        return f"{self._ns}:slots:{worker_id}"
+    def _k(self, *parts: str) -> str:
+        return ":".join((self._ns, *parts))
 
-    async def claim_slot(self, worker_id: int, capacity: int, lease_s: float) -> str | None:
+    async def claim(self, resource: str, capacity: int, lease_s: float) -> str | None:
         now_ms = int(time.time() * 1000)
         lease_id = uuid.uuid4().hex
         claimed = await self._client().eval(
-            _CLAIM_LUA, 1, self._slots_key(worker_id), capacity, now_ms, now_ms + int(lease_s * 1000), lease_id
+            _CLAIM_LUA, 1, self._k("lease", resource), capacity, now_ms, now_ms + int(lease_s * 1000), lease_id
         )
         return lease_id if claimed == 1 else None
 
-    async def renew_slot(self, worker_id: int, lease_id: str, lease_s: float) -> None:
-        expires_ms = int(time.time() * 1000) + int(lease_s * 1000)
-        await self._client().eval(_RENEW_LUA, 1, self._slots_key(worker_id), expires_ms, lease_id, int(lease_s * 1000))
+    async def renew(self, resource: str, lease_id: str, lease_s: float) -> None:
+        lease_ms = int(lease_s * 1000)
+        await self._client().eval(
+            _RENEW_LUA, 1, self._k("lease", resource), int(time.time() * 1000) + lease_ms, lease_id, lease_ms
+        )
 
-    async def release_slot(self, worker_id: int, lease_id: str) -> None:
-        await self._client().zrem(self._slots_key(worker_id), lease_id)
+    async def release(self, resource: str, lease_id: str) -> None:
+        await self._client().zrem(self._k("lease", resource), lease_id)
 
-    async def busy_slots(self, worker_ids: list[int]) -> dict[int, int]:
-        if not worker_ids:
+    async def busy(self, resources: list[str]) -> dict[str, int]:
+        if not resources:
             return {}
         now_ms = int(time.time() * 1000)
         pipe = self._client().pipeline(transaction=False)
-        for worker_id in worker_ids:
-            pipe.zcount(self._slots_key(worker_id), now_ms + 1, "+inf")
+        for resource in resources:
+            pipe.zcount(self._k("lease", resource), now_ms + 1, "+inf")
         counts = await pipe.execute()
-        return dict(zip(worker_ids, (int(c) for c in counts)))
+        return dict(zip(resources, (int(c) for c in counts)))
+
+    async def view(self, worker_ids: list[int], conversation: str | None) -> LiveView:
+        now_ms = int(time.time() * 1000)
+        pipe = self._client().pipeline(transaction=False)
+        for worker_id in worker_ids:
+            pipe.zcount(self._k("lease", worker_resource(worker_id)), now_ms + 1, "+inf")
+        pipe.zrangebyscore(self._k("suspects"), now_ms + 1, "+inf")
+        if conversation is not None:
+            pipe.get(self._k("affinity", conversation))
+        results = await pipe.execute()
+        counts = results[: len(worker_ids)]
+        suspects = frozenset(int(s) for s in results[len(worker_ids)])
+        affinity_raw = results[len(worker_ids) + 1] if conversation is not None else None
+        return LiveView(
+            busy={w: int(c) for w, c in zip(worker_ids, counts)},
+            suspects=suspects,
+            affinity_worker_id=int(affinity_raw) if affinity_raw else None,
+        )
+
+    async def mark_suspect(self, worker_id: int, ttl_s: float) -> None:
+        until_ms = int((time.time() + ttl_s) * 1000)
+        await self._client().zadd(self._k("suspects"), {str(worker_id): until_ms})
+
+    def suspects_sync(self) -> frozenset[int]:
+        now_ms = int(time.time() * 1000)
+        self._sync.zremrangebyscore(self._k("suspects"), "-inf", now_ms)
+        return frozenset(int(s) for s in self._sync.zrangebyscore(self._k("suspects"), now_ms + 1, "+inf"))
+
+    async def set_affinity(self, conversation: str, worker_id: int, ttl_s: float) -> None:
+        await self._client().set(self._k("affinity", conversation), worker_id, px=int(ttl_s * 1000))
 
     async def generation(self, name: str) -> int:
-        value = await self._client().get(f"{self._ns}:gen:{name}")
+        value = await self._client().get(self._k("gen", name))
         return int(value or 0)
 
     def bump_generation(self, name: str) -> int:
-        return int(self._sync.incr(f"{self._ns}:gen:{name}"))
+        return int(self._sync.incr(self._k("gen", name)))
 
 
 _live_state: LiveState | None = None
@@ -160,6 +248,9 @@ def live_state() -> LiveState:
     if _live_state is None:
         from django.conf import settings
 
-        namespace = getattr(settings, "OCS_LIVE_NAMESPACE", "ocs")
-        _live_state = RedisLiveState(settings.REDIS_URL, namespace) if settings.REDIS_URL else InProcessLiveState()
+        _live_state = (
+            RedisLiveState(settings.REDIS_URL, settings.OCS_LIVE_NAMESPACE)
+            if settings.REDIS_URL
+            else InProcessLiveState()
+        )
     return _live_state

@@ -139,6 +139,16 @@ OCS = {
     "SLOT_LEASE_S": env_float("OCS_SLOT_LEASE_S", 30.0, minimum=1.0),
     # How long a request waits for a free slot before it is refused with 429.
     "QUEUE_MAX_WAIT_S": env_float("OCS_QUEUE_MAX_WAIT_S", 30.0, minimum=0.0),
+    # A student's concurrent requests per key; more are refused at once with 429.
+    "KEY_MAX_CONCURRENCY": env_int("OCS_KEY_MAX_CONCURRENCY", 8, minimum=1),
+    # A streaming request that waits longer than this for a slot starts its response and sends
+    # SSE comments every KEEPALIVE_S while it waits (clients give up on long silence).
+    "STREAM_QUEUE_GRACE_S": env_float("OCS_STREAM_QUEUE_GRACE_S", 1.0, minimum=0.0),
+    "KEEPALIVE_S": env_float("OCS_KEEPALIVE_S", 5.0, minimum=0.1),
+    # A worker a real request failed on is ranked last for this long.
+    "SUSPECT_S": env_float("OCS_SUSPECT_S", 10.0, minimum=0.0),
+    # How long a conversation prefers the worker that holds its prompt in cache.
+    "AFFINITY_TTL_S": env_float("OCS_AFFINITY_TTL_S", 600.0, minimum=0.0),
     # Connect / first-byte timeout towards a worker, and how many workers one request may try.
     "UPSTREAM_CONNECT_TIMEOUT_S": env_float("OCS_UPSTREAM_CONNECT_TIMEOUT_S", 3.0, minimum=0.1),
     "UPSTREAM_READ_TIMEOUT_S": env_float("OCS_UPSTREAM_READ_TIMEOUT_S", 600.0, minimum=1.0),

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from fleet.scheduler import WorkerView, rank_workers, serves_model
+from fleet.scheduler import WorkerView, conversation_key, rank_workers, serves_model
 
 PROD, DEV = 1, 2
 MODEL = "smollm2"
@@ -55,7 +55,60 @@ def test_full_workers_stay_ranked_but_have_no_free_slot() -> None:
     assert names(decision) == ["w1"] and decision.ranked[0].free == 0
 
 
-def test_serves_model_looks_at_pool_and_model() -> None:
-    assert serves_model([w(1)], model_id=MODEL, pool_id=PROD)
-    assert not serves_model([w(1, pool=DEV)], model_id=MODEL, pool_id=PROD)
-    assert not serves_model([w(1)], model_id="x", pool_id=PROD)
+def test_serves_model_looks_at_pools_and_model() -> None:
+    assert serves_model([w(1)], model_id=MODEL, pool_ids={PROD})
+    assert not serves_model([w(1, pool=DEV)], model_id=MODEL, pool_ids={PROD})
+    assert serves_model([w(1, pool=DEV)], model_id=MODEL, pool_ids={PROD, DEV})
+    assert not serves_model([w(1)], model_id="x", pool_ids={PROD})
+
+
+def test_the_conversations_previous_worker_comes_first_while_it_has_a_free_slot() -> None:
+    workers = [w(1), w(2)]
+    decision = rank_workers(workers=workers, busy={1: 0, 2: 3}, model_id=MODEL, pool_id=PROD, affinity_worker_id=2)
+    assert names(decision) == ["w2", "w1"]
+    assert decision.ranked[0].reason == "served this conversation before (prompt cache)"
+    full = rank_workers(workers=workers, busy={1: 0, 2: 4}, model_id=MODEL, pool_id=PROD, affinity_worker_id=2)
+    assert names(full) == ["w1", "w2"]  # a full cache-holder does not make the student wait
+
+
+def test_affinity_does_not_override_a_suspect_or_degraded_worker() -> None:
+    workers = [w(1), w(2, state="degraded"), w(3)]
+    assert names(rank_workers(workers=workers, busy={}, model_id=MODEL, pool_id=PROD, affinity_worker_id=2))[0] == "w1"
+    decision = rank_workers(workers=workers, busy={}, model_id=MODEL, pool_id=PROD, affinity_worker_id=3,
+                            suspects=frozenset({3}))
+    assert names(decision) == ["w1", "w2", "w3"]  # unsound ones last, then by name
+
+
+def test_suspect_workers_are_ranked_after_sound_ones_even_when_idle() -> None:
+    decision = rank_workers(workers=[w(1), w(2)], busy={1: 0, 2: 3}, model_id=MODEL, pool_id=PROD,
+                            suspects=frozenset({1}))
+    assert names(decision) == ["w2", "w1"]
+    assert "suspect" in decision.ranked[1].reason
+
+
+def test_a_lending_pool_serves_only_when_the_keys_pool_has_no_routable_worker() -> None:
+    workers = [w(1, state="down"), w(2, pool=DEV), w(3, pool=DEV, state="down")]
+    decision = rank_workers(workers=workers, busy={}, model_id=MODEL, pool_id=PROD, lending_pool_ids=frozenset({DEV}))
+    assert names(decision) == ["w2"]
+    assert decision.lent_by == ("dev",)
+    assert "lent by pool dev" in decision.ranked[0].reason
+    workers[0] = w(1)
+    own = rank_workers(workers=workers, busy={1: 4}, model_id=MODEL, pool_id=PROD, lending_pool_ids=frozenset({DEV}))
+    assert names(own) == ["w1"] and own.lent_by == ()  # busy but healthy: the pool waits for its own
+
+
+def test_no_promotion_without_a_lending_pool() -> None:
+    decision = rank_workers(workers=[w(1, state="down"), w(2, pool=DEV)], busy={}, model_id=MODEL, pool_id=PROD)
+    assert decision.ranked == []
+
+
+def test_conversation_key_is_stable_across_turns_and_differs_between_students() -> None:
+    first = [{"role": "system", "content": "You are a tutor."}, {"role": "user", "content": "What is a list?"}]
+    second = first + [{"role": "assistant", "content": "A list is…"}, {"role": "user", "content": "And a tuple?"}]
+    assert conversation_key(user_id=1, model_id=MODEL, messages=first) == conversation_key(
+        user_id=1, model_id=MODEL, messages=second)
+    assert conversation_key(user_id=1, model_id=MODEL, messages=first) != conversation_key(
+        user_id=2, model_id=MODEL, messages=first)
+    other = [{"role": "system", "content": "You are a tutor."}, {"role": "user", "content": "What is a dict?"}]
+    assert conversation_key(user_id=1, model_id=MODEL, messages=first) != conversation_key(
+        user_id=1, model_id=MODEL, messages=other)

@@ -26,12 +26,12 @@ def test_claims_stop_at_capacity_and_release_frees_a_slot(kind: str) -> None:
     (live,) = make_backends(kind)
 
     async def scenario() -> None:
-        leases = [await live.claim_slot(7, 2, 30) for _ in range(3)]
+        leases = [await live.claim("worker:7", 2, 30) for _ in range(3)]
         assert leases[0] and leases[1] and leases[2] is None
-        assert (await live.busy_slots([7, 8])) == {7: 2, 8: 0}
-        await live.release_slot(7, leases[0])
-        assert (await live.busy_slots([7])) == {7: 1}
-        assert await live.claim_slot(7, 2, 30) is not None
+        assert (await live.busy(["worker:7", "worker:8"])) == {"worker:7": 2, "worker:8": 0}
+        await live.release("worker:7", leases[0])
+        assert (await live.view([7], None)).busy == {7: 1}
+        assert await live.claim("worker:7", 2, 30) is not None
 
     asyncio.run(scenario())
 
@@ -41,14 +41,14 @@ def test_a_lease_that_is_not_renewed_expires_and_a_renewed_one_stays(kind: str) 
     (live,) = make_backends(kind)
 
     async def scenario() -> None:
-        kept = await live.claim_slot(1, 2, 0.4)
-        dropped = await live.claim_slot(1, 2, 0.4)
+        kept = await live.claim("key:1", 2, 0.4)
+        dropped = await live.claim("key:1", 2, 0.4)
         assert kept and dropped
         await asyncio.sleep(0.25)
-        await live.renew_slot(1, kept, 0.4)
+        await live.renew("key:1", kept, 0.4)
         await asyncio.sleep(0.25)  # `dropped` has now outlived its lease; `kept` has not
-        assert (await live.busy_slots([1])) == {1: 1}
-        assert await live.claim_slot(1, 2, 0.4) is not None
+        assert (await live.busy(["key:1"])) == {"key:1": 1}
+        assert await live.claim("key:1", 2, 0.4) is not None
 
     asyncio.run(scenario())
 
@@ -58,7 +58,7 @@ def test_concurrent_claims_from_several_processes_never_exceed_capacity(kind: st
     backends = make_backends(kind, processes=2)
 
     async def scenario() -> list[str | None]:
-        claims = [backends[i % 2].claim_slot(42, 3, 30) for i in range(60)]
+        claims = [backends[i % 2].claim("worker:42", 3, 30) for i in range(60)]
         return await asyncio.gather(*claims)
 
     results = asyncio.run(scenario())
@@ -75,3 +75,20 @@ def test_generation_bumps_are_seen_by_every_process(kind: str) -> None:
     before = asyncio.run(read())
     first.bump_generation("keys")
     assert asyncio.run(read()) == before + 1
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_suspects_and_affinity_are_shared_and_expire(kind: str) -> None:
+    first, second = make_backends(kind, processes=2)
+
+    async def scenario() -> None:
+        await first.mark_suspect(5, 0.3)
+        await first.set_affinity("conv-a", 9, 0.3)
+        view = await second.view([5, 9], "conv-a")
+        assert view.suspects == frozenset({5}) and view.affinity_worker_id == 9
+        assert (await second.view([5], "conv-b")).affinity_worker_id is None
+        await asyncio.sleep(0.4)
+        view = await second.view([5, 9], "conv-a")
+        assert view.suspects == frozenset() and view.affinity_worker_id is None
+
+    asyncio.run(scenario())

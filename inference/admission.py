@@ -1,0 +1,235 @@
+"""Admission: from "this request wants model M in pool P" to a claimed worker slot.
+
+Each gateway process keeps one fair queue per (pool, model). A request first tries to claim a
+slot directly, but only when nobody is waiting (no barging past waiting classmates); otherwise
+it joins its student's line, and a pump serves the lines round-robin whenever a slot may have
+come free (a release in this process, or every POLL_INTERVAL_S for releases elsewhere and
+expired leases). Claiming itself is atomic in live state, so several processes share slots
+correctly; fairness holds within each process.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from fleet.scheduler import WorkerView, rank_workers
+from fleet.selectors import fleet_snapshot
+from inference import errors
+from inference.fair_queue import FairQueue
+from ocsweb.live import live_state, worker_resource
+
+log = logging.getLogger("ocs.admission")
+
+POLL_INTERVAL_S = 0.05
+LENT_EVENT_EVERY_S = 60.0
+
+
+@dataclass
+class Lease:
+    """A claimed unit of capacity (a worker slot, a key's concurrency), renewed while held."""
+
+    resource: str
+    lease_id: str
+    _keeper: asyncio.Task[None] | None = None
+    _released: bool = False
+
+    def keep(self) -> "Lease":
+        lease_s = settings.OCS["SLOT_LEASE_S"]
+
+        async def renew_forever() -> None:
+            while True:
+                await asyncio.sleep(lease_s / 3)
+                await live_state().renew(self.resource, self.lease_id, lease_s)
+
+        self._keeper = asyncio.ensure_future(renew_forever())
+        return self
+
+    async def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        if self._keeper is not None:
+            self._keeper.cancel()
+        await live_state().release(self.resource, self.lease_id)
+
+
+@dataclass
+class Slot:
+    worker: WorkerView
+    lease: Lease
+    reason: str
+
+    async def release(self) -> None:
+        await self.lease.release()
+        _slot_freed(self.worker)
+
+
+@dataclass
+class Want:
+    """One request's wish: which model, for whom, and what it already tried."""
+
+    user_id: int
+    pool_id: int
+    model_id: str
+    conversation: str | None = None
+    failed: dict[int, str] = field(default_factory=dict)
+
+    def avoid(self) -> frozenset[int]:
+        return frozenset(self.failed)
+
+
+@dataclass(eq=False)
+class _Waiter:
+    want: Want
+    future: asyncio.Future[Slot]
+
+
+class _Line:
+    def __init__(self) -> None:
+        self.queue: FairQueue[_Waiter] = FairQueue()
+        self.wake = asyncio.Event()
+        self.pump: asyncio.Task[None] | None = None
+
+
+_lines: dict[tuple[int, int, str], _Line] = {}
+_last_lent_event: dict[tuple[int, str], float] = {}
+_background: set[asyncio.Task[None]] = set()
+
+
+def _line_for(pool_id: int, model_id: str) -> _Line:
+    key = (id(asyncio.get_running_loop()), pool_id, model_id)
+    line = _lines.get(key)
+    if line is None:
+        line = _lines[key] = _Line()
+    return line
+
+
+def _slot_freed(worker: WorkerView) -> None:
+    for (loop_id, _pool, model_id), line in _lines.items():
+        if model_id == worker.model_id and len(line.queue):
+            line.wake.set()
+
+
+def queue_depths() -> dict[tuple[int, str], int]:
+    """Waiting requests in this process by (pool id, model id), for metrics and the dashboard."""
+    return {(pool, model): len(line.queue) for (_loop, pool, model), line in _lines.items()}
+
+
+async def try_claim(want: Want) -> Slot | None:
+    """Claim a slot on the best worker with one free, or None if all are busy.
+    Raises when no worker could ever serve (none routable)."""
+    snapshot = await fleet_snapshot()
+    ids = [w.id for w in snapshot.workers if w.model_id == want.model_id]
+    live = live_state()
+    view = await live.view(ids, want.conversation)
+    decision = rank_workers(
+        workers=snapshot.workers,
+        busy=view.busy,
+        model_id=want.model_id,
+        pool_id=want.pool_id,
+        avoid=want.avoid(),
+        suspects=view.suspects,
+        affinity_worker_id=view.affinity_worker_id,
+        lending_pool_ids=snapshot.lending_pool_ids,
+    )
+    if not decision.ranked:
+        if want.failed:
+            raise errors.upstream_failed("; ".join(want.failed.values()))
+        raise errors.no_worker_available(want.model_id)
+    lease_s = settings.OCS["SLOT_LEASE_S"]
+    for candidate in decision.ranked:
+        if candidate.free <= 0:
+            continue
+        resource = worker_resource(candidate.worker.id)
+        lease_id = await live.claim(resource, candidate.worker.slots, lease_s)
+        if lease_id is not None:
+            if decision.lent_by:
+                _record_lent(want.pool_id, decision.lent_by, candidate.worker)
+            return Slot(worker=candidate.worker, lease=Lease(resource, lease_id).keep(), reason=candidate.reason)
+    return None
+
+
+async def acquire_slot(want: Want) -> Slot:
+    """A claimed slot for `want`, waiting fairly up to QUEUE_MAX_WAIT_S, else 429."""
+    line = _line_for(want.pool_id, want.model_id)
+    if not len(line.queue):
+        slot = await try_claim(want)
+        if slot is not None:
+            return slot
+    waiter = _Waiter(want=want, future=asyncio.get_running_loop().create_future())
+    line.queue.push(want.user_id, waiter)
+    if line.pump is None or line.pump.done():
+        line.pump = asyncio.ensure_future(_pump(line))
+    line.wake.set()
+    max_wait_s = settings.OCS["QUEUE_MAX_WAIT_S"]
+    started = time.monotonic()
+    served = False
+    try:
+        slot = await asyncio.wait_for(asyncio.shield(waiter.future), timeout=max_wait_s)
+        served = True
+        return slot
+    except asyncio.TimeoutError:
+        raise errors.queue_timeout(want.model_id, time.monotonic() - started,
+                                   retry_after_s=max(1, int(settings.OCS["SLOT_LEASE_S"] // 3))) from None
+    finally:
+        # Gave up (timeout, or the client went away and this task was cancelled).
+        if not served and not line.queue.remove(want.user_id, waiter):
+            future = waiter.future
+            if future.done() and not future.cancelled() and future.exception() is None:
+                await future.result().release()  # served in the same instant: hand the slot back
+        waiter.future.cancel()
+
+
+async def _pump(line: _Line) -> None:
+    """Serve waiters round-robin while any wait."""
+    while len(line.queue):
+        waiter = line.queue.peek()
+        assert waiter is not None
+        if waiter.future.done():  # its request gave up; acquire_slot removes it
+            line.queue.pop()
+            continue
+        try:
+            slot = await try_claim(waiter.want)
+        except errors.ApiError as error:
+            line.queue.pop()
+            waiter.future.set_exception(error)
+            continue
+        if slot is not None:
+            line.queue.pop()
+            if waiter.future.done():
+                await slot.release()
+            else:
+                waiter.future.set_result(slot)
+            continue
+        line.wake.clear()
+        try:
+            await asyncio.wait_for(line.wake.wait(), timeout=POLL_INTERVAL_S)
+        except asyncio.TimeoutError:
+            pass
+
+
+def _record_lent(pool_id: int, lent_by: tuple[str, ...], worker: WorkerView) -> None:
+    """Note, at most once a minute per process, that a pool ran on borrowed workers."""
+    key = (pool_id, ",".join(lent_by))
+    now = time.monotonic()
+    if now - _last_lent_event.get(key, -LENT_EVENT_EVERY_S) < LENT_EVENT_EVERY_S:
+        return
+    _last_lent_event[key] = now
+    log.warning("pool %s has no healthy worker: using workers lent by %s", pool_id, ", ".join(lent_by))
+
+    def write() -> None:
+        from fleet.models import PoolEvent
+
+        PoolEvent.objects.create(
+            pool_id=pool_id, kind="lent",
+            detail=f"no healthy worker of its own; served by {worker.name} of pool {', '.join(lent_by)}",
+        )
+
+    task = asyncio.ensure_future(sync_to_async(write, thread_sensitive=False)())
+    _background.add(task)
+    task.add_done_callback(_background.discard)
