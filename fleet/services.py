@@ -61,3 +61,30 @@ def worker_set_state(*, worker: Worker, state: str, reason: str) -> bool:
     worker.save(update_fields=["state", "state_changed_at"])
     WorkerEvent.objects.create(worker=worker, from_state=previous, to_state=state, reason=reason[:300])
     return True
+
+
+def worker_move(*, worker: Worker, pool: Pool) -> Worker:
+    """Move a worker to another pool; its in-flight requests finish where they are."""
+    if worker.pool_id != pool.id:
+        previous = worker.pool.name
+        worker.pool = pool
+        worker.save(update_fields=["pool"])
+        WorkerEvent.objects.create(worker=worker, from_state=worker.state, to_state=worker.state,
+                                   reason=f"moved from pool {previous} to {pool.name}")
+    return worker
+
+
+def worker_drain(*, worker: Worker, reason: str = "drained by a teacher") -> bool:
+    """No new requests; those in flight finish (their slots are leases, untouched here)."""
+    return worker_set_state(worker=worker, state=Worker.State.DRAINING, reason=reason)
+
+
+def worker_disable(*, worker: Worker, reason: str = "disabled by a teacher") -> bool:
+    return worker_set_state(worker=worker, state=Worker.State.DISABLED, reason=reason)
+
+
+def worker_enable(*, worker: Worker, reason: str = "enabled by a teacher") -> bool:
+    """Back under the monitor's care: `starting` until its first good probe makes it healthy."""
+    if worker.state not in {Worker.State.DRAINING, Worker.State.DISABLED}:
+        return False
+    return worker_set_state(worker=worker, state=Worker.State.STARTING, reason=reason)

@@ -128,8 +128,10 @@ def gateway_env(**overrides: str) -> dict[str, str]:
         DJANGO_SETTINGS_MODULE="ocsweb.settings",
         OCS_VAR_DIR=str(settings.VAR_DIR),
         OCS_LIVE_NAMESPACE=settings.OCS_LIVE_NAMESPACE,
-        # Short waits so that a leaked slot shows up as a 429 within the test, not after 30 s.
-        OCS_QUEUE_MAX_WAIT_S="5",
+        # Shorter than a slot lease (30 s): a leaked slot shows up as a 429 within the test.
+        OCS_QUEUE_MAX_WAIT_S="15",
+        OCS_KEY_MAX_CONCURRENCY="20",
+        OCS_KEEPALIVE_S="0.5",
         PYTHONUNBUFFERED="1",
     )
     if settings.REDIS_URL:
@@ -199,3 +201,47 @@ def student_key(transactional_db, student):  # noqa: ANN001, ANN201
     from accounts.services import key_issue
 
     return key_issue(user=student, name="laptop")
+
+
+@pytest.fixture
+def monitor(gateway, tmp_path):  # noqa: ANN001, ANN201
+    """The real `fleet_monitor` against the test database, probing every 0.5 s."""
+    log_path = tmp_path / "monitor.log"
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "fleet_monitor", "--interval", "0.5"],
+        cwd=ROOT, env=gateway_env(), stdout=open(log_path, "ab"), stderr=subprocess.STDOUT,
+    )
+    yield log_path
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest.fixture
+def spare_llama_servers(tmp_path):  # noqa: ANN001, ANN201
+    """Starts extra real llama-servers for one test (to kill or restart); stops them after."""
+    from fleet.embedded import local_worker_spec
+    from fleet.local_worker import LlamaServerProcess
+
+    started: list[LlamaServerProcess] = []
+
+    def start(port: int | None = None, slots: int = 4) -> LlamaServerProcess:
+        spec = local_worker_spec(port=port or _free_port(), slots=slots)
+        process = LlamaServerProcess(spec, log_path=tmp_path / f"llama-{spec.port}.log").start()
+        process.wait_healthy(120)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+def wait_for(predicate, timeout_s: float, interval_s: float = 0.1):  # noqa: ANN001, ANN201
+    """Poll until predicate() is truthy; returns its value, or None after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval_s)
+    return None

@@ -121,7 +121,8 @@ def test_client_disconnect_releases_the_slot(gateway, worker, student_key) -> No
     time.sleep(settings.OCS["FLEET_CACHE_TTL_S"] + 0.1)
     client = client_for(gateway, student_key[1])
     for _ in range(3):
-        stream = client.chat.completions.create(model=MODEL_ID, messages=HELLO, stream=True, max_tokens=400)
+        stream = client.chat.completions.create(model=MODEL_ID, messages=HELLO, stream=True, max_tokens=3000,
+                                                extra_body={"ignore_eos": True})  # would run for seconds
         next(iter(stream))  # the first chunk arrived: the slot is held
         stream.close()  # the student closes the tab
     reply = client.chat.completions.create(model=MODEL_ID, messages=HELLO, max_tokens=4)
@@ -147,7 +148,7 @@ def test_no_routable_worker_gives_a_clear_503_and_readyz_follows(gateway, worker
     from fleet.services import worker_set_state
 
     assert httpx.get(gateway.url + "/readyz").status_code == 200
-    worker_set_state(worker=worker, state="down", reason="test")
+    worker_set_state(worker=worker, state="disabled", reason="test")
     time.sleep(settings.OCS["FLEET_CACHE_TTL_S"] + 0.1)
     with pytest.raises(openai.InternalServerError) as caught:
         client_for(gateway, student_key[1]).chat.completions.create(model=MODEL_ID, messages=HELLO)

@@ -1,0 +1,103 @@
+"""The health monitor's round: probe every worker, fold in failures seen by real requests,
+apply state transitions (recorded as WorkerEvents). `fleet_monitor` loops over probe_round()."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import httpx
+from asgiref.sync import sync_to_async
+from django.core.cache import cache
+
+from fleet.hysteresis import HealthTracker, Observation
+from ocsweb.live import live_state
+
+PROBE_TIMEOUT_S = 2.0
+PROBE_CACHE_S = 30
+
+
+@dataclass(frozen=True)
+class WorkerTarget:
+    id: int
+    name: str
+    base_url: str
+    state: str
+
+
+@dataclass
+class RoundReport:
+    observations: dict[str, Observation] = field(default_factory=dict)
+    transitions: list[tuple[str, str, str, str]] = field(default_factory=list)  # name, from, to, reason
+    busy_slots: dict[str, int] = field(default_factory=dict)
+
+
+async def probe_worker(client: httpx.AsyncClient, target: WorkerTarget) -> tuple[Observation, int | None]:
+    """GET /health; when healthy, /slots for how many slots are processing."""
+    try:
+        response = await client.get(target.base_url + "/health", timeout=PROBE_TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        return Observation(ok=False, detail=f"/health: {type(exc).__name__}"), None
+    if response.status_code == 503:
+        return Observation(ok=False, detail="/health: 503 (loading the model)", loading=True), None
+    if response.status_code != 200:
+        return Observation(ok=False, detail=f"/health: status {response.status_code}"), None
+    busy = None
+    try:
+        slots = (await client.get(target.base_url + "/slots", timeout=PROBE_TIMEOUT_S)).json()
+        busy = sum(1 for slot in slots if slot.get("is_processing"))
+    except (httpx.HTTPError, ValueError, AttributeError, TypeError):
+        pass  # /slots is informative only; a server started with --no-slots is still healthy
+    return Observation(ok=True, detail="/health: 200"), busy
+
+
+def _targets() -> list[WorkerTarget]:
+    from fleet.models import Worker
+
+    return [
+        WorkerTarget(id=w.id, name=w.name, base_url=w.base_url, state=w.state)
+        for w in Worker.objects.exclude(state=Worker.State.DISABLED).only("id", "name", "base_url", "state")
+    ]
+
+
+def _apply(worker_id: int, to_state: str, reason: str) -> tuple[str, str] | None:
+    from fleet.models import Worker
+    from fleet.services import worker_set_state
+
+    worker = Worker.objects.filter(id=worker_id).first()
+    if worker is None:
+        return None
+    previous = worker.state
+    if worker_set_state(worker=worker, state=to_state, reason=reason):
+        return previous, to_state
+    return None
+
+
+async def probe_round(
+    tracker: HealthTracker, client: httpx.AsyncClient, previous_suspects: set[int]
+) -> tuple[RoundReport, set[int]]:
+    """One round over every worker that is not disabled. Returns the report and the suspect set
+    to pass to the next round (a worker newly marked suspect by a real request counts as a failure)."""
+    targets = await sync_to_async(_targets, thread_sensitive=False)()
+    results = await asyncio.gather(*(probe_worker(client, t) for t in targets))
+    suspects = set(await sync_to_async(live_state().suspects_sync, thread_sensitive=False)())
+    report = RoundReport()
+    for target, (observation, busy) in zip(targets, results):
+        if target.id in suspects - previous_suspects:
+            # Seen failing by a real request since the last round: one more failure.
+            new_state = tracker.observe(target.id, target.state, Observation(ok=False, detail="a request failed"))
+            target = WorkerTarget(target.id, target.name, target.base_url, new_state or target.state)
+        new_state = tracker.observe(target.id, target.state, observation)
+        report.observations[target.name] = observation
+        if busy is not None:
+            report.busy_slots[target.name] = busy
+        if new_state is not None:
+            applied = await sync_to_async(_apply, thread_sensitive=False)(target.id, new_state, observation.detail)
+            if applied:
+                report.transitions.append((target.name, applied[0], applied[1], observation.detail))
+    tracker.forget({t.id for t in targets})
+    await sync_to_async(cache.set_many, thread_sensitive=False)(
+        {f"fleet:probe:{name}": {"ok": o.ok, "detail": o.detail, "busy": report.busy_slots.get(name)}
+         for name, o in report.observations.items()},
+        PROBE_CACHE_S,
+    )
+    return report, suspects
