@@ -1,6 +1,7 @@
-"""API key format, generation and hashing. Pure: no Django.
+"""API key and rig token format, generation and hashing. Pure: no Django.
 
-A key is  ocs-<prefix>-<secret>:
+A student key is  ocs-<prefix>-<secret>, a rig agent's token  ocsrig-<prefix>-<secret>; the
+schemes never match each other, so a student key can never pass as a rig token or back.
 - prefix: 10 characters [a-z0-9] (~51 bits), not secret; shown in the portal, used for lookup;
 - secret: 40 characters [A-Za-z0-9] (~238 bits) from the OS CSPRNG.
 Only sha256(full key) is stored. A fast hash is right here: the key is random and long, so no
@@ -19,7 +20,16 @@ PREFIX_ALPHABET = string.ascii_lowercase + string.digits
 SECRET_ALPHABET = string.ascii_letters + string.digits
 PREFIX_LENGTH = 10
 SECRET_LENGTH = 40
-KEY_RE = re.compile(rf"^ocs-([a-z0-9]{{{PREFIX_LENGTH}}})-([A-Za-z0-9]{{{SECRET_LENGTH}}})$")
+STUDENT_SCHEME = "ocs"
+RIG_SCHEME = "ocsrig"
+
+
+def _token_re(scheme: str) -> re.Pattern[str]:
+    return re.compile(rf"^{scheme}-([a-z0-9]{{{PREFIX_LENGTH}}})-([A-Za-z0-9]{{{SECRET_LENGTH}}})$")
+
+
+KEY_RE = _token_re(STUDENT_SCHEME)
+_PATTERNS = {STUDENT_SCHEME: KEY_RE, RIG_SCHEME: _token_re(RIG_SCHEME)}
 
 
 @dataclass(frozen=True)
@@ -29,10 +39,10 @@ class NewKey:
     secret_hash: str
 
 
-def generate_key() -> NewKey:
+def generate_key(scheme: str = STUDENT_SCHEME) -> NewKey:
     prefix = "".join(secrets.choice(PREFIX_ALPHABET) for _ in range(PREFIX_LENGTH))
     secret = "".join(secrets.choice(SECRET_ALPHABET) for _ in range(SECRET_LENGTH))
-    raw = f"ocs-{prefix}-{secret}"
+    raw = f"{scheme}-{prefix}-{secret}"
     return NewKey(raw=raw, prefix=prefix, secret_hash=hash_key(raw))
 
 
@@ -40,9 +50,9 @@ def hash_key(raw: str) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
-def parse_prefix(raw: str) -> str | None:
-    """The lookup prefix of a well-formed key, or None for anything that is not one."""
-    match = KEY_RE.match(raw)
+def parse_prefix(raw: str, scheme: str = STUDENT_SCHEME) -> str | None:
+    """The lookup prefix of a well-formed token of `scheme`, or None for anything else."""
+    match = _PATTERNS[scheme].match(raw)
     return match.group(1) if match else None
 
 

@@ -81,6 +81,15 @@ class LlamaServerSpec:
     context: int = DEFAULT_CONTEXT
     slots: int = 2
     threads: int | None = None
+    n_gpu_layers: int | None = None
+    split_mode: str | None = None
+    tensor_split: tuple[float, ...] = ()
+    main_gpu: int | None = None
+    rope_scaling: str | None = None
+    rope_scale: float | None = None
+    yarn_orig_ctx: int | None = None
+    draft_model: str | None = None
+    spec_type: str | None = None
     extra_args: tuple[str, ...] = field(default_factory=tuple)
 
     def command(self, binary: Path) -> list[str]:
@@ -96,8 +105,21 @@ class LlamaServerSpec:
             "--metrics",
             "--slots",
         ]
-        if self.threads:
-            args += ["--threads", str(self.threads)]
+        optional: list[tuple[str, object]] = [
+            ("--threads", self.threads),
+            ("--n-gpu-layers", self.n_gpu_layers),
+            ("--split-mode", self.split_mode),
+            ("--tensor-split", ",".join(f"{share:g}" for share in self.tensor_split) or None),
+            ("--main-gpu", self.main_gpu),
+            ("--rope-scaling", self.rope_scaling),
+            ("--rope-scale", self.rope_scale),
+            ("--yarn-orig-ctx", self.yarn_orig_ctx),
+            ("--model-draft", self.draft_model),
+            ("--spec-type", self.spec_type),
+        ]
+        for flag, value in optional:
+            if value is not None:
+                args += [flag, str(value)]
         return args + list(self.extra_args)
 
     @property
@@ -116,19 +138,34 @@ def _die_with_parent() -> None:
 
 
 class LlamaServerProcess:
-    def __init__(self, spec: LlamaServerSpec, *, log_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        spec: LlamaServerSpec,
+        *,
+        log_path: Path | None = None,
+        binary: Path | None = None,
+        gpus: tuple[int, ...] | None = None,
+    ) -> None:
+        """`gpus`: the GPU indices this process may see (CUDA_VISIBLE_DEVICES); () hides every
+        GPU (a CPU worker); None leaves the environment as it is."""
         self.spec = spec
         self.log_path = log_path
+        self.binary = binary
+        self.gpus = gpus
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> "LlamaServerProcess":
-        binary = find_llama_server()
+        binary = self.binary or find_llama_server()
+        env = dict(os.environ)
+        if self.gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.gpus)
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
             self.spec.command(binary),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            env=env,
             preexec_fn=_die_with_parent,
         )
         return self

@@ -8,13 +8,15 @@ from fleet.models import CatalogModel, Pool, Worker, WorkerEvent
 
 
 def catalog_model_ensure(*, public_id: str, context_length: int | None = None) -> CatalogModel:
+    """The catalogue entry for a model id. Its advertised context length is the smallest any of
+    its workers reported: clients (Copilot sizes its prompts from it) must fit on every worker."""
     context = context_length or 8192
     model, created = CatalogModel.objects.get_or_create(
         public_id=public_id,
         # A small model asked for no max_tokens must not fill its whole context.
         defaults={"context_length": context, "max_output_tokens": min(4096, max(256, context // 2))},
     )
-    if not created and context_length and model.context_length != context_length:
+    if not created and context_length and context_length < model.context_length:
         model.context_length = context_length
         model.save(update_fields=["context_length"])
     return model
@@ -29,8 +31,10 @@ def worker_register(
     slots: int = 1,
     context_length: int | None = None,
     state: str = Worker.State.STARTING,
+    keep_pool: bool = False,
 ) -> Worker:
-    """Create or update a worker by name. Re-registering a worker is how a restarted one returns."""
+    """Create or update a worker by name. Re-registering a worker is how a restarted one returns.
+    With keep_pool, an existing worker stays in the pool a teacher may have moved it to."""
     pool, _ = Pool.objects.get_or_create(name=pool_name)
     model = catalog_model_ensure(public_id=model_id, context_length=context_length)
     with transaction.atomic():
@@ -40,7 +44,8 @@ def worker_register(
         )
         if not created:
             worker.base_url = base_url.rstrip("/")
-            worker.pool = pool
+            if not keep_pool:
+                worker.pool = pool
             worker.model = model
             worker.slots = slots
             worker.save(update_fields=["base_url", "pool", "model", "slots"])

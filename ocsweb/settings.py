@@ -159,6 +159,10 @@ OCS = {
     # Largest request body accepted on the API, in bytes.
     "MAX_BODY_BYTES": env_int("OCS_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024),
     "DEFAULT_POOL": env_str("OCS_DEFAULT_POOL", "production") or "production",
+    # A rig whose agent sent no heartbeat for this long has its workers taken out of service.
+    "RIG_SILENT_S": env_float("OCS_RIG_SILENT_S", 30.0, minimum=1.0),
+    # Worker and pool events older than this are pruned.
+    "EVENT_RETENTION_DAYS": env_int("OCS_EVENT_RETENTION_DAYS", 90, minimum=1),
 }
 DATA_UPLOAD_MAX_MEMORY_SIZE = OCS["MAX_BODY_BYTES"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 
-KEY_PATTERN = re.compile(r"\b(ocs-[a-z0-9]{10})-[A-Za-z0-9]{20,}")
+KEY_PATTERN = re.compile(r"\b(ocs(?:rig)?-[a-z0-9]{10})-[A-Za-z0-9]{20,}")
 
 
 def redact(text: str) -> str:

@@ -24,3 +24,14 @@ def test_hash_matches_only_the_same_key() -> None:
     a, b = generate_key(), generate_key()
     assert hash_matches(a.raw, a.secret_hash)
     assert not hash_matches(b.raw, a.secret_hash)
+
+
+def test_rig_tokens_and_student_keys_never_pass_for_each_other() -> None:
+    from accounts.keys import RIG_SCHEME
+
+    rig = generate_key(RIG_SCHEME)
+    student = generate_key()
+    assert rig.raw.startswith("ocsrig-")
+    assert parse_prefix(rig.raw, RIG_SCHEME) == rig.prefix
+    assert parse_prefix(rig.raw) is None
+    assert parse_prefix(student.raw, RIG_SCHEME) is None

@@ -1,0 +1,173 @@
+"""The rig agent's configuration file (TOML). Pure: no Django. docs/rig.example.toml is the
+commented reference and is parsed by the tests, so it cannot drift from this code."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SPLIT_MODES = {"none", "layer", "row", "tensor"}
+ROPE_SCALINGS = {"none", "linear", "yarn"}
+
+
+class AgentConfigError(ValueError):
+    """The file is not a valid rig configuration; the message says where."""
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    name: str
+    model_id: str
+    port: int
+    model_path: str | None = None  # None: the bundled SmolLM2 (CPU demo)
+    gpus: tuple[int, ...] = ()  # CUDA_VISIBLE_DEVICES; () = CPU only
+    pool: str = "production"
+    context: int = 8192
+    slots: int = 1
+    n_gpu_layers: int | None = None
+    split_mode: str | None = None
+    tensor_split: tuple[float, ...] = ()
+    main_gpu: int | None = None
+    rope_scaling: str | None = None
+    rope_scale: float | None = None
+    yarn_orig_ctx: int | None = None
+    draft_model: str | None = None
+    spec_type: str | None = None
+    extra_args: tuple[str, ...] = ()
+
+    def launch_summary(self) -> dict[str, Any]:
+        """What the control plane stores about how this worker was launched."""
+        return {
+            key: value
+            for key, value in {
+                "model_path": self.model_path, "context": self.context, "slots": self.slots,
+                "n_gpu_layers": self.n_gpu_layers, "split_mode": self.split_mode,
+                "tensor_split": list(self.tensor_split) or None, "main_gpu": self.main_gpu,
+                "rope_scaling": self.rope_scaling, "rope_scale": self.rope_scale,
+                "yarn_orig_ctx": self.yarn_orig_ctx, "draft_model": self.draft_model,
+                "spec_type": self.spec_type, "extra_args": list(self.extra_args) or None,
+            }.items()
+            if value is not None
+        }
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    control_plane_url: str
+    token: str
+    rig_name: str
+    address: str
+    heartbeat_s: float = 5.0
+    llama_server: str | None = None
+    log_dir: str | None = None
+    workers: tuple[WorkerConfig, ...] = field(default_factory=tuple)
+
+
+def _get(table: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str, default: Any = ...) -> Any:
+    if key not in table:
+        if default is ...:
+            raise AgentConfigError(f"{where}: `{key}` is required")
+        return default
+    value = table[key]
+    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        raise AgentConfigError(f"{where}: `{key}` has the wrong type ({type(value).__name__})")
+    return value
+
+
+def _worker(table: dict[str, Any], index: int) -> WorkerConfig:
+    where = f"[[workers]] #{index + 1}"
+    name = _get(table, "name", str, where)
+    where = f"worker {name!r}"
+    gpus = tuple(_get(table, "gpus", list, where, []))
+    if not all(isinstance(g, int) and g >= 0 for g in gpus) or len(set(gpus)) != len(gpus):
+        raise AgentConfigError(f"{where}: `gpus` must be distinct GPU indices, e.g. [0, 1, 2, 3]")
+    split_mode = _get(table, "split_mode", str, where, None)
+    if split_mode is not None and split_mode not in SPLIT_MODES:
+        raise AgentConfigError(f"{where}: `split_mode` must be one of {sorted(SPLIT_MODES)}")
+    rope_scaling = _get(table, "rope_scaling", str, where, None)
+    if rope_scaling is not None and rope_scaling not in ROPE_SCALINGS:
+        raise AgentConfigError(f"{where}: `rope_scaling` must be one of {sorted(ROPE_SCALINGS)}")
+    tensor_split = tuple(float(x) for x in _get(table, "tensor_split", list, where, []))
+    if tensor_split and gpus and len(tensor_split) != len(gpus):
+        raise AgentConfigError(f"{where}: `tensor_split` needs one share per GPU in `gpus`")
+    port = _get(table, "port", int, where)
+    if not 1 <= port <= 65535:
+        raise AgentConfigError(f"{where}: `port` must be 1-65535")
+    slots = _get(table, "slots", int, where, 1)
+    context = _get(table, "context", int, where, 8192)
+    if slots < 1 or context < 256:
+        raise AgentConfigError(f"{where}: `slots` must be >= 1 and `context` >= 256")
+    return WorkerConfig(
+        name=name,
+        model_id=_get(table, "model_id", str, where),
+        port=port,
+        model_path=_get(table, "model_path", str, where, None),
+        gpus=gpus,
+        pool=_get(table, "pool", str, where, "production"),
+        context=context,
+        slots=slots,
+        n_gpu_layers=_get(table, "n_gpu_layers", int, where, None),
+        split_mode=split_mode,
+        tensor_split=tensor_split,
+        main_gpu=_get(table, "main_gpu", int, where, None),
+        rope_scaling=rope_scaling,
+        rope_scale=_get(table, "rope_scale", (int, float), where, None),
+        yarn_orig_ctx=_get(table, "yarn_orig_ctx", int, where, None),
+        draft_model=_get(table, "draft_model", str, where, None),
+        spec_type=_get(table, "spec_type", str, where, None),
+        extra_args=tuple(str(a) for a in _get(table, "extra_args", list, where, [])),
+    )
+
+
+def parse_agent_config(text: str, *, base_dir: Path | None = None) -> AgentConfig:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise AgentConfigError(f"not valid TOML: {exc}") from None
+    control = _get(data, "control_plane", dict, "file")
+    rig = _get(data, "rig", dict, "file")
+    token = _get(control, "token", str, "[control_plane]", None)
+    token_file = _get(control, "token_file", str, "[control_plane]", None)
+    if token is None and token_file is None:
+        raise AgentConfigError("[control_plane]: set `token_file` (preferred) or `token`")
+    if token is None:
+        path = Path(token_file)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        try:
+            token = path.read_text().strip()
+        except OSError as exc:
+            raise AgentConfigError(f"[control_plane]: token_file {path}: {exc.strerror}") from None
+    url = _get(control, "url", str, "[control_plane]").rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise AgentConfigError("[control_plane]: `url` must start with https:// (or http:// on loopback)")
+    workers = tuple(_worker(t, i) for i, t in enumerate(_get(data, "workers", list, "file", [])))
+    names = [w.name for w in workers]
+    if len(set(names)) != len(names):
+        raise AgentConfigError("workers: names must be unique")
+    ports = [w.port for w in workers]
+    if len(set(ports)) != len(ports):
+        raise AgentConfigError("workers: two workers use the same port")
+    used = [g for w in workers for g in w.gpus]
+    if len(set(used)) != len(used):
+        raise AgentConfigError("workers: a GPU is given to two workers")
+    llama = data.get("llama_server", {})
+    return AgentConfig(
+        control_plane_url=url,
+        token=token,
+        rig_name=_get(rig, "name", str, "[rig]"),
+        address=_get(rig, "address", str, "[rig]"),
+        heartbeat_s=float(_get(rig, "heartbeat_s", (int, float), "[rig]", 5.0)),
+        llama_server=_get(llama, "binary", str, "[llama_server]", None),
+        log_dir=_get(llama, "log_dir", str, "[llama_server]", None),
+        workers=workers,
+    )
+
+
+def load_agent_config(path: Path) -> AgentConfig:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise AgentConfigError(f"{path}: {exc.strerror}") from None
+    return parse_agent_config(text, base_dir=path.parent)

@@ -1,0 +1,105 @@
+"""The rig agent: one round = (register if needed) + supervise every worker + heartbeat.
+Talks to the control plane over HTTPS with its rig token; needs no database."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from fleet.agent.config import AgentConfig
+from fleet.agent.supervisor import WorkerSupervisor
+from fleet.agent.telemetry import GpuSample, read_gpus
+
+AGENT_VERSION = "ocs-agent/1"
+log = logging.getLogger("ocs.agent")
+
+
+@dataclass
+class RoundResult:
+    registered: bool
+    gpu_status: str
+    gpus: list[GpuSample]
+    workers: list[dict[str, Any]]
+    errors: list[str] = field(default_factory=list)
+
+
+class RigAgentRunner:
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        http: httpx.Client | None = None,
+        telemetry: Callable[[], tuple[str, list[GpuSample]]] = read_gpus,
+    ) -> None:
+        self.config = config
+        self.http = http or httpx.Client(timeout=10, trust_env=False)
+        self.telemetry = telemetry
+        self.registered = False
+        log_dir = Path(config.log_dir) if config.log_dir else None
+        binary = Path(config.llama_server) if config.llama_server else None
+        self.supervisors = [
+            WorkerSupervisor(worker, host=config.address, binary=binary, log_dir=log_dir) for worker in config.workers
+        ]
+
+    def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        response = self.http.post(
+            self.config.control_plane_url + path, json=body,
+            headers={"Authorization": f"Bearer {self.config.token}"},
+        )
+        response.raise_for_status()
+        return response
+
+    def register(self) -> None:
+        workers = [
+            {
+                "name": s.worker.name, "model_id": s.worker.model_id, "port": s.worker.port,
+                "slots": s.worker.slots, "context_per_slot": s.worker.context // s.worker.slots,
+                "pool": s.worker.pool, "gpus": list(s.worker.gpus), "launch": s.worker.launch_summary(),
+            }
+            for s in self.supervisors
+        ]
+        self._post("/agent/v1/register", {"agent_version": AGENT_VERSION, "workers": workers})
+        self.registered = True
+
+    def run_round(self) -> RoundResult:
+        errors: list[str] = []
+        if not self.registered:
+            try:
+                self.register()
+            except httpx.HTTPError as exc:
+                errors.append(f"register: {exc}")
+        for supervisor in self.supervisors:  # workers run even while the control plane is unreachable
+            try:
+                supervisor.tick()
+            except OSError as exc:
+                errors.append(f"{supervisor.worker.name}: {exc}")
+        gpu_status, gpus = self.telemetry()
+        reports = [s.report() for s in self.supervisors]
+        if self.registered:
+            try:
+                self._post("/agent/v1/heartbeat", {
+                    "gpu_status": gpu_status, "gpus": [g.as_dict() for g in gpus], "workers": reports,
+                })
+            except httpx.HTTPError as exc:
+                errors.append(f"heartbeat: {exc}")
+        for error in errors:
+            log.warning("%s", error)
+        return RoundResult(registered=self.registered, gpu_status=gpu_status, gpus=gpus, workers=reports,
+                           errors=errors)
+
+    def stop(self) -> None:
+        for supervisor in self.supervisors:
+            supervisor.stop()
+        if self.registered:
+            try:
+                gpu_status, gpus = self.telemetry()
+                self._post("/agent/v1/heartbeat", {
+                    "gpu_status": gpu_status, "gpus": [g.as_dict() for g in gpus],
+                    "workers": [s.report() for s in self.supervisors],
+                })
+            except httpx.HTTPError:
+                pass

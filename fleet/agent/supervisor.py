@@ -1,0 +1,117 @@
+"""Keeps one logical worker's llama-server running on a rig: start, notice a crash, restart
+with exponential backoff. `tick()` does one step and never blocks for long, so the agent's
+round stays short; tests drive it directly."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from fleet.agent.config import WorkerConfig
+from fleet.local_worker import LlamaServerProcess, LlamaServerSpec, find_default_model
+
+BACKOFF_FIRST_S = 1.0
+BACKOFF_MAX_S = 60.0
+STABLE_AFTER_S = 60.0  # running this long resets the backoff
+
+
+def spec_for(worker: WorkerConfig, *, host: str) -> LlamaServerSpec:
+    return LlamaServerSpec(
+        model_path=Path(worker.model_path) if worker.model_path else find_default_model(),
+        model_id=worker.model_id,
+        host=host,
+        port=worker.port,
+        context=worker.context,
+        slots=worker.slots,
+        n_gpu_layers=worker.n_gpu_layers,
+        split_mode=worker.split_mode,
+        tensor_split=worker.tensor_split,
+        main_gpu=worker.main_gpu,
+        rope_scaling=worker.rope_scaling,
+        rope_scale=worker.rope_scale,
+        yarn_orig_ctx=worker.yarn_orig_ctx,
+        draft_model=worker.draft_model,
+        spec_type=worker.spec_type,
+        extra_args=worker.extra_args,
+    )
+
+
+class WorkerSupervisor:
+    """States: stopped -> starting -> running; on exit -> backoff -> starting …"""
+
+    def __init__(
+        self,
+        worker: WorkerConfig,
+        *,
+        host: str,
+        binary: Path | None = None,
+        log_dir: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.worker = worker
+        self.spec = spec_for(worker, host=host)
+        self.binary = binary
+        self.log_path = (log_dir / f"{worker.name}.log") if log_dir else None
+        self.clock = clock
+        self.state = "stopped"
+        self.process: LlamaServerProcess | None = None
+        self.restarts = 0
+        self.failures_in_a_row = 0
+        self.last_exit_code: int | None = None
+        self.next_start_at = 0.0
+        self.running_since: float | None = None
+
+    def tick(self) -> str:
+        now = self.clock()
+        if self.process is None:
+            if now >= self.next_start_at:
+                self._start(now)
+            return self.state
+        exit_code = self.process.process.poll() if self.process.process else None
+        if exit_code is not None:
+            self._exited(exit_code, now)
+            return self.state
+        if self.state == "starting" and self._healthy():
+            self.state, self.running_since = "running", now
+        if self.state == "running" and self.running_since and now - self.running_since >= STABLE_AFTER_S:
+            self.failures_in_a_row = 0
+        return self.state
+
+    def _start(self, now: float) -> None:
+        self.process = LlamaServerProcess(self.spec, log_path=self.log_path, binary=self.binary,
+                                          gpus=self.worker.gpus).start()
+        if self.state in {"backoff", "crashed"}:
+            self.restarts += 1
+        self.state, self.running_since = "starting", None
+
+    def _exited(self, exit_code: int, now: float) -> None:
+        self.last_exit_code = exit_code
+        self.process = None
+        self.failures_in_a_row += 1
+        backoff = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (self.failures_in_a_row - 1))
+        self.next_start_at = now + backoff
+        self.state = "backoff"
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(self.spec.base_url + "/health", timeout=0.5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
+        self.state = "stopped"
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "name": self.worker.name,
+            "process_state": self.state,
+            "pid": self.process.pid if self.process else None,
+            "restarts": self.restarts,
+            "last_exit_code": self.last_exit_code,
+        }

@@ -1,0 +1,86 @@
+"""GPU telemetry through NVML (pynvml, from nvidia-ml-py). Pure of Django.
+
+Every metric a card may not support (a GTX 1070 lacks some power and PCIe readings under some
+drivers) is read on its own and becomes None, so one missing sensor never hides the rest.
+With no pynvml, no driver or no GPU the answer is ("no GPUs (why)", []).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from types import ModuleType
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    index: int
+    name: str
+    uuid: str
+    memory_total_mib: int
+    memory_used_mib: int
+    utilization_pct: int | None
+    temperature_c: int | None
+    power_w: float | None
+    sm_clock_mhz: int | None
+    mem_clock_mhz: int | None
+    pcie_gen: int | None
+    pcie_width: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def read_gpus(nvml: ModuleType | None = None) -> tuple[str, list[GpuSample]]:
+    """(status, samples). `nvml` is the pynvml module; tests pass a fake of it."""
+    if nvml is None:
+        try:
+            import pynvml as nvml  # type: ignore[no-redef]
+        except ImportError:
+            return "no GPUs (pynvml not installed)", []
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound / DriverNotLoaded on a CPU machine
+        return f"no GPUs ({type(exc).__name__}: {exc})", []
+    try:
+        count = nvml.nvmlDeviceGetCount()
+        if count == 0:
+            return "no GPUs", []
+        samples = [_sample(nvml, index) for index in range(count)]
+        return f"{count} GPU(s)", samples
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def _sample(nvml: ModuleType, index: int) -> GpuSample:
+    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+
+    def optional(read: Callable[[], Any]) -> Any:
+        try:
+            return read()
+        except Exception:  # NVMLError_NotSupported and friends
+            return None
+
+    memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+    utilization = optional(lambda: nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+    power_mw = optional(lambda: nvml.nvmlDeviceGetPowerUsage(handle))
+    return GpuSample(
+        index=index,
+        name=_text(nvml.nvmlDeviceGetName(handle)),
+        uuid=_text(optional(lambda: nvml.nvmlDeviceGetUUID(handle)) or ""),
+        memory_total_mib=int(memory.total // (1024 * 1024)),
+        memory_used_mib=int(memory.used // (1024 * 1024)),
+        utilization_pct=utilization,
+        temperature_c=optional(lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
+        power_w=round(power_mw / 1000.0, 1) if power_mw is not None else None,
+        sm_clock_mhz=optional(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+        mem_clock_mhz=optional(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
+        pcie_gen=optional(lambda: nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
+        pcie_width=optional(lambda: nvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
+    )

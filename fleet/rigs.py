@@ -1,0 +1,105 @@
+"""Rigs and their agents: tokens, registration, heartbeats. State changes only."""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.keys import RIG_SCHEME, generate_key, hash_matches, parse_prefix
+from fleet.models import Gpu, Rig, Worker
+from fleet.services import worker_register, worker_set_state
+
+PROCESS_DOWN_STATES = {"backoff", "crashed", "stopped"}
+ROUTABLE_OR_STARTING = {Worker.State.STARTING, Worker.State.HEALTHY, Worker.State.DEGRADED}
+
+
+def rig_create(*, name: str, address: str) -> tuple[Rig, str]:
+    """Create a rig (or give an existing one a new token); returns it and the raw token, shown once."""
+    new = generate_key(RIG_SCHEME)
+    rig, _ = Rig.objects.update_or_create(
+        name=name, defaults={"address": address, "token_prefix": new.prefix, "token_hash": new.secret_hash}
+    )
+    return rig, new.raw
+
+
+def rig_authenticate(raw_token: str) -> Rig | None:
+    prefix = parse_prefix(raw_token, RIG_SCHEME)
+    if prefix is None:
+        return None
+    rig = Rig.objects.filter(token_prefix=prefix).first()
+    if rig is None or not hash_matches(raw_token, rig.token_hash):
+        return None
+    return rig
+
+
+@transaction.atomic
+def rig_register(*, rig: Rig, agent_version: str, workers: list[dict[str, Any]]) -> list[Worker]:
+    """The agent declares its workers. Base URLs come from the rig's address as the teacher set
+    it, never from the agent, so a compromised agent cannot point the gateway elsewhere. A
+    worker that left the rig's config is taken out of service."""
+    rig.agent_version = agent_version[:50]
+    rig.last_heartbeat_at = timezone.now()
+    rig.save(update_fields=["agent_version", "last_heartbeat_at"])
+    registered = []
+    for spec in workers:
+        existing = Worker.objects.filter(name=spec["name"]).first()
+        if existing is not None and existing.rig_id not in (None, rig.id):
+            raise PermissionError(f"worker {spec['name']!r} belongs to another rig")
+        worker = worker_register(
+            name=spec["name"],
+            base_url=f"http://{rig.address}:{spec['port']}",
+            model_id=spec["model_id"],
+            pool_name=spec.get("pool") or "production",
+            slots=spec["slots"],
+            context_length=spec.get("context_per_slot") or None,
+            state=existing.state if existing else Worker.State.STARTING,
+            keep_pool=True,
+        )
+        worker.rig = rig
+        worker.gpu_indices = list(spec.get("gpus") or [])
+        worker.launch = spec.get("launch") or {}
+        worker.save(update_fields=["rig", "gpu_indices", "launch"])
+        registered.append(worker)
+    names = {w.name for w in registered}
+    for gone in Worker.objects.filter(rig=rig).exclude(name__in=names):
+        worker_set_state(worker=gone, state=Worker.State.DISABLED, reason="no longer in the rig agent's config")
+    return registered
+
+
+@transaction.atomic
+def rig_heartbeat(*, rig: Rig, gpu_status: str, gpus: list[dict[str, Any]], workers: list[dict[str, Any]]) -> None:
+    now = timezone.now()
+    rig.last_heartbeat_at = now
+    rig.gpu_status = gpu_status[:200]
+    rig.save(update_fields=["last_heartbeat_at", "gpu_status"])
+    for sample in gpus:
+        fields = {k: v for k, v in sample.items() if k != "index"}
+        Gpu.objects.update_or_create(rig=rig, index=sample["index"], defaults={**fields, "sampled_at": now})
+    Gpu.objects.filter(rig=rig).exclude(index__in=[g["index"] for g in gpus]).delete()
+    by_name = {w.name: w for w in Worker.objects.filter(rig=rig)}
+    for report in workers:
+        worker = by_name.get(report["name"])
+        if worker is None:
+            continue
+        process_state = report["process_state"]
+        if worker.process_state != process_state:
+            worker.process_state = process_state
+            worker.save(update_fields=["process_state"])
+        if process_state in PROCESS_DOWN_STATES and worker.state in ROUTABLE_OR_STARTING:
+            code = report.get("last_exit_code")
+            worker_set_state(worker=worker, state=Worker.State.DOWN,
+                             reason=f"rig agent: llama-server {process_state}"
+                                    + (f" (exit code {code})" if code is not None else ""))
+
+
+def rigs_sweep_silent(*, silent_after_s: float) -> list[str]:
+    """Workers of rigs whose agent stopped sending heartbeats are taken out of service."""
+    cutoff = timezone.now() - timedelta(seconds=silent_after_s)
+    changed = []
+    for worker in Worker.objects.filter(rig__last_heartbeat_at__lt=cutoff, state__in=ROUTABLE_OR_STARTING):
+        if worker_set_state(worker=worker, state=Worker.State.DOWN,
+                            reason=f"rig agent silent for more than {silent_after_s:.0f} s"):
+            changed.append(worker.name)
+    return changed

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import pytest
+
+from fleet.models import Worker, WorkerEvent
+from fleet.services import catalog_model_ensure, worker_disable, worker_drain, worker_enable, worker_register
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_catalogue_advertises_the_smallest_context_any_worker_has() -> None:
+    assert catalog_model_ensure(public_id="m", context_length=8192).context_length == 8192
+    assert catalog_model_ensure(public_id="m", context_length=16384).context_length == 8192
+    assert catalog_model_ensure(public_id="m", context_length=4096).context_length == 4096
+    assert catalog_model_ensure(public_id="m").context_length == 4096
+
+
+def test_teacher_controls_record_every_transition() -> None:
+    worker = worker_register(name="w", base_url="http://10.0.0.1:8080/", model_id="m", pool_name="production",
+                             state="healthy")
+    assert worker.base_url == "http://10.0.0.1:8080"
+    assert worker_drain(worker=worker) and worker.state == "draining"
+    assert not worker_drain(worker=worker)  # already draining: no duplicate event
+    assert worker_disable(worker=worker) and worker_enable(worker=worker) and worker.state == "starting"
+    assert not worker_enable(worker=worker)  # only a drained or disabled worker can be enabled
+    transitions = list(WorkerEvent.objects.filter(worker=worker).order_by("at", "id").values_list("from_state", "to_state"))
+    assert transitions == [("healthy", "healthy"), ("healthy", "draining"), ("draining", "disabled"),
+                           ("disabled", "starting")]
+    assert Worker.objects.get(id=worker.id).state == "starting"
