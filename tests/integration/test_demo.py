@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import openai
@@ -54,24 +55,45 @@ def _pid_alive(pid: int) -> bool:
     return status.exists() and "zombie" not in status.read_text()
 
 
-def test_demo_serves_a_streamed_answer_and_stops_everything_it_started(tmp_path: Path) -> None:
+def _descendants(pid: int) -> set[int]:
+    """Every process below `pid`, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def test_demo_with_three_workers_survives_a_killed_worker_and_stops_everything(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(OCS_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
     port = _free_port()
     demo = subprocess.Popen(
-        [sys.executable, "manage.py", "demo", "--port", str(port), "--workers", "2"],
+        [sys.executable, "manage.py", "demo", "--port", str(port), "--workers", "3", "--slots", "2"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
+    started: set[int] = set()
     try:
         lines = _read_until(demo, "OCS_API_KEY=", timeout_s=120)
         worker_pids = [int(m.group(1)) for line in lines if (m := re.search(r"pid (\d+)\)", line))]
-        assert len(worker_pids) == 2
+        assert len(worker_pids) == 3
         assert f"OCS_BASE_URL=http://127.0.0.1:{port}/v1" in lines
         raw_key = lines[-1].removeprefix("OCS_API_KEY=")
         assert re.fullmatch(r"ocs-[a-z0-9]{10}-[A-Za-z0-9]{40}", raw_key)
         assert any("demo-teacher password: " in line for line in lines)
 
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=raw_key, max_retries=0)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=raw_key, max_retries=0,
+                               timeout=120)
         text = "".join(
             chunk.choices[0].delta.content or ""
             for chunk in client.chat.completions.create(
@@ -80,14 +102,46 @@ def test_demo_serves_a_streamed_answer_and_stops_everything_it_started(tmp_path:
             if chunk.choices
         )
         assert text.strip()
+
+        def ask(_: int) -> str | None:
+            return client.chat.completions.create(
+                model=MODEL_ID, max_tokens=32, messages=[{"role": "user", "content": "Name three rivers."}]
+            ).choices[0].message.content
+
+        with ThreadPoolExecutor(max_workers=8) as pool:  # the demo key's concurrency cap is 8
+            futures = [pool.submit(ask, i) for i in range(8)]
+            time.sleep(0.3)
+            os.kill(worker_pids[0], signal.SIGKILL)
+            assert all(f.result() is not None for f in futures)  # no request lost
+        started = _descendants(demo.pid)
+        # The demo's rig agent replaces the dead worker with a new process.
+        assert _wait(lambda: len([p for p in _descendants(demo.pid) if _is_llama(p)]) == 3, 30)
+        started |= _descendants(demo.pid)
     finally:
+        started |= _descendants(demo.pid)
         demo.send_signal(signal.SIGTERM)
-        demo.wait(timeout=30)
+        demo.wait(timeout=60)
     assert demo.returncode == 0
-    deadline = time.monotonic() + 10
-    while any(_pid_alive(pid) for pid in worker_pids) and time.monotonic() < deadline:
+    assert _wait(lambda: not any(_pid_alive(pid) for pid in started), 15), (
+        "processes left running after the demo stopped: "
+        + ", ".join(Path(f"/proc/{p}/cmdline").read_text().replace("\0", " ")[:80] for p in started if _pid_alive(p))
+    )
+
+
+def _is_llama(pid: int) -> bool:
+    try:
+        return "llama-server" in Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return False
+
+
+def _wait(predicate, timeout_s: float) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
         time.sleep(0.2)
-    assert not any(_pid_alive(pid) for pid in worker_pids), "llama-server left running after the demo stopped"
+    return False
 
 
 def test_demo_again_reuses_the_database_and_issues_a_new_key(tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
 """`python manage.py demo`: the whole system on one machine, for a newcomer.
 
-Migrates, creates demo-teacher and demo-student, issues the student a fresh key, starts local
-llama-server workers, serves the gateway with daphne, and prints how to use it. Ctrl-C or SIGTERM
-stops everything it started (children also die with it if it is killed outright).
+It runs the same parts as production: the daphne gateway, the health monitor (fleet_monitor),
+the django-q2 cluster for periodic sweeps, and a rig agent that launches and supervises N local
+llama-server workers (SmolLM2, CPU) and registers them over the agent API. It creates
+demo-teacher and demo-student, issues the student a fresh key and prints how to use it.
+Ctrl-C or SIGTERM stops everything it started; children also die if it is killed outright.
 """
 from __future__ import annotations
 
@@ -21,16 +23,19 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.models import User
 from accounts.services import key_issue, user_ensure
-from fleet.embedded import local_worker_start, local_worker_stop
-from fleet.local_worker import LlamaServerProcess, WorkerRuntimeMissing, _die_with_parent, free_port
+from fleet.agent.config import AgentConfig, WorkerConfig
+from fleet.agent.runner import RigAgentRunner
+from fleet.embedded import PER_SLOT_CONTEXT
+from fleet.local_worker import DEFAULT_MODEL_ID, _die_with_parent, find_default_model, find_llama_server, free_port
 from fleet.models import Worker
-from fleet.services import worker_set_state
+from fleet.rigs import rig_create
 
+DEMO_RIG = "demo-rig"
 DEMO_WORKER_PREFIX = "demo-worker-"
 
 
 class Command(BaseCommand):
-    help = "Run the whole platform locally: gateway + N SmolLM2 workers, with demo users and a key."
+    help = "Run the whole platform locally: gateway, monitor, task cluster and N SmolLM2 workers, with demo users."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--port", type=int, default=8000, help="Gateway port (default 8000).")
@@ -41,8 +46,10 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: object) -> None:
         port, host = int(options["port"]), str(options["host"])
         worker_count, slots = int(options["workers"]), int(options["slots"])
-        if worker_count < 0:
-            raise CommandError("--workers must be 0 or more")
+        if worker_count < 0 or slots < 1:
+            raise CommandError("--workers must be 0 or more and --slots 1 or more")
+        if worker_count:
+            find_llama_server(), find_default_model()  # fail now, with the install hint, not in a thread
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
@@ -57,56 +64,101 @@ class Command(BaseCommand):
         student, _ = user_ensure(username="demo-student", role=User.Role.STUDENT, password=student_password)
         _key, raw_key = key_issue(user=student, name=f"demo {time.strftime('%Y-%m-%d %H:%M')}")
 
-        for stale in Worker.objects.filter(name__startswith=DEMO_WORKER_PREFIX).exclude(state=Worker.State.DOWN):
-            worker_set_state(worker=stale, state=Worker.State.DOWN, reason="demo restarted")
-
         log_dir = Path(settings.VAR_DIR) / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
-        workers: list[tuple[LlamaServerProcess, Worker]] = []
-        gateway: subprocess.Popen[bytes] | None = None
+        children: list[tuple[str, subprocess.Popen[bytes]]] = []
+        agent: RigAgentRunner | None = None
+        agent_thread: threading.Thread | None = None
         try:
-            for index in range(1, worker_count + 1):
-                process, worker, seconds = local_worker_start(
-                    name=f"{DEMO_WORKER_PREFIX}{index}", port=free_port(), pool="production", slots=slots,
-                    log_dir=log_dir,
-                )
-                workers.append((process, worker))
-                self._say(f"worker {worker.name}: healthy in {seconds:.1f} s ({worker.slots} slots, pid {process.pid})")
-            gateway = self._start_gateway(host=host, port=port, log_path=log_dir / "gateway.log")
-            self._print_ready(host=host, port=port, raw_key=raw_key, teacher_password=teacher_password,
+            children.append(("gateway", self._spawn(
+                ["-m", "daphne", "-b", host, "-p", str(port), "ocsweb.asgi:application"], log_dir / "gateway.log")))
+            local = "127.0.0.1" if host in {"0.0.0.0", "::"} else host
+            self._wait_for_gateway(children[0][1], f"http://{local}:{port}", log_dir)
+            children.append(("monitor", self._spawn(["manage.py", "fleet_monitor"], log_dir / "monitor.log")))
+            children.append(("tasks", self._spawn(["manage.py", "qcluster"], log_dir / "qcluster.log")))
+
+            agent = self._agent(control_plane=f"http://{local}:{port}", count=worker_count, slots=slots,
+                                log_dir=log_dir)
+            agent_thread = threading.Thread(target=self._run_agent, args=(agent, stop), name="demo-rig-agent",
+                                            daemon=True)
+            agent_thread.start()
+            self._wait_for_workers(agent, worker_count, stop, children)
+            self._print_ready(host=local, port=port, raw_key=raw_key, teacher_password=teacher_password,
                               student_password=student_password, seconds=time.monotonic() - started_at)
             while not stop.wait(0.5):
-                if gateway.poll() is not None:
-                    raise CommandError(f"the gateway exited with code {gateway.returncode}; see {log_dir / 'gateway.log'}")
+                for name, process in children:
+                    if process.poll() is not None:
+                        raise CommandError(f"the {name} exited with code {process.returncode}; see {log_dir}")
         finally:
             self._say("stopping…")
-            if gateway is not None and gateway.poll() is None:
-                gateway.terminate()
+            stop.set()
+            if agent_thread is not None:
+                agent_thread.join(timeout=30)  # the agent stops its workers and reports them stopped
+            for _name, process in reversed(children):
+                if process.poll() is None:
+                    process.terminate()
+            for _name, process in children:
                 try:
-                    gateway.wait(timeout=10)
+                    process.wait(timeout=15)
                 except subprocess.TimeoutExpired:
-                    gateway.kill()
-            for process, worker in workers:
-                local_worker_stop(process=process, worker=worker, reason="demo stopped")
+                    process.kill()
             self._say("stopped")
 
-    def _start_gateway(self, *, host: str, port: int, log_path: Path) -> subprocess.Popen[bytes]:
-        command = [sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "ocsweb.asgi:application"]
-        log = open(log_path, "ab")
-        gateway = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   preexec_fn=_die_with_parent)
-        probe_host = "127.0.0.1" if host in {"0.0.0.0", "::"} else host
+    def _spawn(self, args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, *args], stdout=open(log_path, "ab"), stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent)
+
+    def _wait_for_gateway(self, gateway: subprocess.Popen[bytes], url: str, log_dir: Path) -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if gateway.poll() is not None:
-                raise CommandError(f"the gateway did not start (exit {gateway.returncode}); see {log_path}")
+                raise CommandError(f"the gateway did not start (exit {gateway.returncode}); see {log_dir}/gateway.log")
             try:
-                if httpx.get(f"http://{probe_host}:{port}/healthz", timeout=1).status_code == 200:
-                    return gateway
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    return
             except httpx.HTTPError:
                 time.sleep(0.1)
-        gateway.kill()
-        raise CommandError(f"the gateway did not answer on port {port} within 60 s; see {log_path}")
+        raise CommandError(f"the gateway did not answer at {url} within 60 s; see {log_dir}/gateway.log")
+
+    def _agent(self, *, control_plane: str, count: int, slots: int, log_dir: Path) -> RigAgentRunner:
+        _rig, token = rig_create(name=DEMO_RIG, address="127.0.0.1")
+        workers = tuple(
+            WorkerConfig(name=f"{DEMO_WORKER_PREFIX}{i}", model_id=DEFAULT_MODEL_ID, port=free_port(),
+                         context=PER_SLOT_CONTEXT * slots, slots=slots)
+            for i in range(1, count + 1)
+        )
+        config = AgentConfig(control_plane_url=control_plane, token=token, rig_name=DEMO_RIG, address="127.0.0.1",
+                             heartbeat_s=1.0, log_dir=str(log_dir), workers=workers)
+        return RigAgentRunner(config)
+
+    @staticmethod
+    def _run_agent(agent: RigAgentRunner, stop: threading.Event) -> None:
+        # llama-servers are children of this thread: their die-with-parent signal follows it.
+        try:
+            while True:
+                agent.run_round()
+                if stop.wait(agent.config.heartbeat_s):
+                    break
+        finally:
+            agent.stop()
+
+    def _wait_for_workers(self, agent: RigAgentRunner, count: int, stop: threading.Event,
+                          children: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
+        names = [s.worker.name for s in agent.supervisors]
+        started, reported = time.monotonic(), set()
+        while len(reported) < count:
+            if stop.is_set():
+                raise CommandError("interrupted while the workers were starting")
+            if time.monotonic() - started > 120:
+                raise CommandError(f"workers not healthy after 120 s; see {settings.VAR_DIR}/logs")
+            healthy = set(Worker.objects.filter(name__in=names, state=Worker.State.HEALTHY).values_list("name", flat=True))
+            for supervisor in agent.supervisors:
+                name = supervisor.worker.name
+                if name in healthy and name not in reported and supervisor.process is not None:
+                    reported.add(name)
+                    self._say(f"worker {name}: healthy in {time.monotonic() - started:.1f} s "
+                              f"({supervisor.worker.slots} slots, pid {supervisor.process.pid})")
+            time.sleep(0.1)
 
     def _say(self, line: str) -> None:
         self.stdout.write(line)
@@ -114,9 +166,8 @@ class Command(BaseCommand):
 
     def _print_ready(self, *, host: str, port: int, raw_key: str, teacher_password: str, student_password: str,
                      seconds: float) -> None:
-        shown_host = "127.0.0.1" if host in {"0.0.0.0", "::"} else host
-        base_url = f"http://{shown_host}:{port}/v1"
-        self._say(f"\nOCS Intelligence is up in {seconds:.1f} s. Admin: http://{shown_host}:{port}/admin/")
+        base_url = f"http://{host}:{port}/v1"
+        self._say(f"\nOCS Intelligence is up in {seconds:.1f} s. Admin: http://{host}:{port}/admin/")
         self._say(f"  demo-teacher password: {teacher_password}")
         self._say(f"  demo-student password: {student_password}\n")
         self._say(f"OCS_BASE_URL={base_url}")
@@ -133,5 +184,5 @@ class Command(BaseCommand):
             "  for chunk in client.chat.completions.create(model=\"smollm2-135m-instruct\", stream=True,\n"
             "          messages=[{\"role\": \"user\", \"content\": \"Say hello to the class\"}]):\n"
             "      print(chunk.choices[0].delta.content or \"\", end=\"\", flush=True) if chunk.choices else None\n"
-            "\nCtrl-C stops the gateway and the workers."
+            "\nCtrl-C stops the gateway, the monitor and the workers."
         )
