@@ -20,7 +20,7 @@ from django.conf import settings
 
 from fleet.scheduler import WorkerView, serves_model
 from fleet.selectors import fleet_snapshot, usable_pool_ids
-from inference import errors
+from inference import errors, upstream
 from inference.admission import Lease, Slot, Want, acquire_slot
 from inference.upstream import RETRYABLE_ERRORS, upstream_client
 from ocsweb.live import key_resource, live_state
@@ -65,7 +65,8 @@ async def forward_json(*, path: str, body: dict[str, Any], want: Want) -> tuple[
     for _ in range(settings.OCS["UPSTREAM_MAX_TRIES"]):
         slot = await acquire_slot(want)
         try:
-            response = await upstream_client().post(slot.worker.base_url + path, json=body)
+            request = upstream_client().build_request("POST", slot.worker.base_url + path, json=body)
+            response = await upstream.send(request, stream=False)
         except RETRYABLE_ERRORS as exc:
             await _worker_failed(want, slot, type(exc).__name__)
             continue
@@ -121,7 +122,7 @@ async def open_stream(*, path: str, body: dict[str, Any], want: Want) -> OpenStr
         handed_over = False
         try:
             request = client.build_request("POST", slot.worker.base_url + path, json=body)
-            response = await client.send(request, stream=True)
+            response = await upstream.send(request, stream=True)
             if response.status_code >= 500:
                 await response.aread()
                 await _worker_failed(want, slot, f"status {response.status_code}")

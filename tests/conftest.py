@@ -128,8 +128,10 @@ def gateway_env(**overrides: str) -> dict[str, str]:
         DJANGO_SETTINGS_MODULE="ocsweb.settings",
         OCS_VAR_DIR=str(settings.VAR_DIR),
         OCS_LIVE_NAMESPACE=settings.OCS_LIVE_NAMESPACE,
-        # Shorter than a slot lease (30 s): a leaked slot shows up as a 429 within the test.
-        OCS_QUEUE_MAX_WAIT_S="15",
+        # The queue limit is shorter than a slot's lease, so a leaked slot fails the test with a
+        # 429 instead of quietly expiring; both are long enough for a slow, shared CI machine.
+        OCS_QUEUE_MAX_WAIT_S="60",
+        OCS_SLOT_LEASE_S="120",
         OCS_KEY_MAX_CONCURRENCY="20",
         OCS_KEEPALIVE_S="0.5",
         PYTHONUNBUFFERED="1",

@@ -10,6 +10,7 @@ import httpx
 import openai
 import pytest
 from django.conf import settings
+from django.utils import timezone
 
 from tests.conftest import MODEL_ID, start_gateway, wait_for
 
@@ -67,25 +68,23 @@ def test_killing_a_worker_under_load_loses_no_request_and_it_is_replaced_then_re
     with ThreadPoolExecutor(max_workers=30) as pool:
         futures = [pool.submit(ask, i) for i in range(30)]
         time.sleep(0.5)  # requests are running on both workers now
-        killed_at = time.monotonic()
+        killed = timezone.now()
         victim.process.send_signal(signal.SIGKILL)
         answers = [f.result() for f in futures]  # raises if any request was lost
     assert len(answers) == 30 and all(a is not None for a in answers)
 
-    went_down = wait_for(lambda: state_of("victim") == "down", timeout_s=5)
-    assert went_down, f"victim still {state_of('victim')} 5 s after SIGKILL"
-    down_event = WorkerEvent.objects.filter(worker__name="victim", to_state="down").first()
+    assert wait_for(lambda: state_of("victim") == "down", timeout_s=10), f"victim still {state_of('victim')}"
+    down_event = WorkerEvent.objects.filter(worker__name="victim", to_state="down", at__gte=killed).last()
     assert down_event is not None and down_event.reason
-    assert time.monotonic() - killed_at < 6
+    down_after_s = (down_event.at - killed).total_seconds()
+    assert down_after_s <= 5, f"the dead worker stayed routable for {down_after_s:.1f} s (target: 5 s)"
 
     # After the kill every request succeeds on the survivor; nothing goes to the dead one.
     for _ in range(3):
         assert ask(0) is not None
 
     spare_llama_servers(port=victim.spec.port)  # the agent (or an operator) restarts it
-    restarted_at = time.monotonic()
     assert wait_for(lambda: state_of("victim") == "healthy", timeout_s=10), "restarted worker not healthy in 10 s"
-    assert time.monotonic() - restarted_at < 10
 
 
 def test_streams_cut_by_a_dying_worker_end_with_an_error_chunk_and_done(
@@ -125,33 +124,39 @@ def test_streams_cut_by_a_dying_worker_end_with_an_error_chunk_and_done(
 def test_a_burst_from_one_student_does_not_starve_a_classmate(
     gateway, worker, student_key, other_student, transactional_db  # noqa: ANN001
 ) -> None:
+    """The order that matters is the order requests get a slot: their first streamed chunk."""
     from accounts.services import key_issue
 
     worker.slots = 2
     worker.save(update_fields=["slots"])
     settle()
     _bob_key, bob_raw = key_issue(user=other_student)
-    finished: list[str] = []
+    served: list[str] = []  # who got a slot, in order
     lock = threading.Lock()
 
     def ask(who: str, raw_key: str) -> None:
-        client_for(gateway.url, raw_key).chat.completions.create(model=MODEL_ID, messages=PROMPT, max_tokens=24)
+        stream = client_for(gateway.url, raw_key).chat.completions.create(
+            model=MODEL_ID, messages=PROMPT, max_tokens=12, stream=True)
+        chunks = iter(stream)
+        next(chunks)
         with lock:
-            finished.append(who)
+            served.append(who)
+        for _ in chunks:
+            pass
 
     with ThreadPoolExecutor(max_workers=21) as pool:
         alice = [pool.submit(ask, "alice", student_key[1]) for _ in range(20)]
         time.sleep(1.0)  # alice's backlog is queued
         with lock:
-            done_before_bob = len(finished)
+            served_before_bob = len(served)
         bob = pool.submit(ask, "bob", bob_raw)
         for future in alice + [bob]:
             future.result()
-    alice_left_when_bob_came = 20 - done_before_bob
-    overtaken = finished.index("bob") - done_before_bob
-    assert alice_left_when_bob_came >= 8, f"the backlog drained too fast for the test to mean anything: {finished}"
-    # Fair: bob waits for the two running requests and at most one turn of alice's (FIFO: all of them).
-    assert overtaken <= 4, f"{overtaken} of alice's {alice_left_when_bob_came} waiting requests went before bob"
+    alice_waiting = 20 - served_before_bob
+    overtaken = served.index("bob") - served_before_bob
+    assert alice_waiting >= 8, f"the backlog drained too fast for the test to mean anything: {served}"
+    # Fair: bob gets the next free slot, give or take a request dispatched as he arrived (FIFO: all 16).
+    assert overtaken <= 3, f"{overtaken} of alice's {alice_waiting} waiting requests got a slot before bob"
 
 
 def test_gateways_never_hold_more_than_a_workers_slots(
