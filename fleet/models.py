@@ -34,6 +34,10 @@ class CatalogModel(models.Model):
         default=4096, help_text="Output cap applied when a client sends no max_tokens."
     )
     owned_by = models.CharField(max_length=100, default="ocs")
+    architecture = models.CharField(max_length=50, default="llama", help_text="GGUF general.architecture.")
+    supports_tools = models.BooleanField(
+        default=True, help_text="Advertise tool calling (Copilot's agent mode needs it; forced calls always work)."
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     def __str__(self) -> str:

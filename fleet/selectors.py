@@ -17,6 +17,8 @@ class ModelView:
     max_output_tokens: int
     owned_by: str
     created: int
+    architecture: str = "llama"
+    supports_tools: bool = True
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ def _load_snapshot() -> FleetSnapshot:
             max_output_tokens=m.max_output_tokens,
             owned_by=m.owned_by,
             created=int(m.created_at.timestamp()),
+            architecture=m.architecture,
+            supports_tools=m.supports_tools,
         )
         for m in CatalogModel.objects.all()
     }

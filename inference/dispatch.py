@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -148,7 +148,22 @@ async def open_stream(*, path: str, body: dict[str, Any], want: Want) -> OpenStr
     raise errors.upstream_failed("; ".join(want.failed.values()) or "no worker answered")
 
 
-async def stream_with_keepalive(opening: asyncio.Task[OpenStream], key_lease: Lease) -> AsyncIterator[bytes]:
+Transform = Callable[[bytes], Iterator[bytes]]
+
+
+async def _relay(stream: OpenStream, transform: Transform | None) -> AsyncIterator[bytes]:
+    async with aclosing(stream.__aiter__()) as chunks:
+        async for chunk in chunks:
+            if transform is None:
+                yield chunk
+            else:
+                for converted in transform(chunk):
+                    yield converted
+
+
+async def stream_with_keepalive(
+    opening: asyncio.Task[OpenStream], key_lease: Lease, *, transform: Transform | None = None
+) -> AsyncIterator[bytes]:
     """The response body of a streaming request whose worker is not known yet: SSE comments
     while it waits in the queue, then the worker's chunks; a refusal becomes an error chunk."""
     stream: OpenStream | None = None
@@ -163,7 +178,7 @@ async def stream_with_keepalive(opening: asyncio.Task[OpenStream], key_lease: Le
             yield sse_error_chunk(error)
             yield b"data: [DONE]\n\n"
             return
-        async with aclosing(stream.__aiter__()) as chunks:
+        async with aclosing(_relay(stream, transform)) as chunks:
             async for chunk in chunks:
                 yield chunk
     finally:
@@ -174,9 +189,11 @@ async def stream_with_keepalive(opening: asyncio.Task[OpenStream], key_lease: Le
         await key_lease.release()
 
 
-async def stream_then_release(stream: OpenStream, key_lease: Lease) -> AsyncIterator[bytes]:
+async def stream_then_release(
+    stream: OpenStream, key_lease: Lease, *, transform: Transform | None = None
+) -> AsyncIterator[bytes]:
     try:
-        async with aclosing(stream.__aiter__()) as chunks:
+        async with aclosing(_relay(stream, transform)) as chunks:
             async for chunk in chunks:
                 yield chunk
     finally:

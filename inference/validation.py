@@ -17,7 +17,9 @@ MAX_TOKENS_LIMIT = 1_000_000
 
 
 @dataclass(frozen=True)
-class ChatRequest:
+class ParsedRequest:
+    """A request body that passed validation, with what the gateway routes on."""
+
     model: str
     stream: bool
     body: dict[str, Any]
@@ -77,7 +79,7 @@ def _check_stream(body: dict[str, Any]) -> bool:
     return stream
 
 
-def validate_chat(raw: bytes) -> ChatRequest:
+def validate_chat(raw: bytes) -> ParsedRequest:
     body = parse_json_object(raw)
     model = _require_model(body)
     messages = body.get("messages")
@@ -110,7 +112,31 @@ def validate_chat(raw: bytes) -> ChatRequest:
     stream_options = body.get("stream_options")
     if stream_options is not None and not isinstance(stream_options, dict):
         raise invalid_request("`stream_options` must be an object.", param="stream_options")
-    return ChatRequest(model=model, stream=stream, body=body)
+    return ParsedRequest(model=model, stream=stream, body=body)
+
+
+def _check_sampling(body: dict[str, Any]) -> None:
+    _check_optional_int(body, "max_tokens", minimum=1, maximum=MAX_TOKENS_LIMIT)
+    _check_optional_number(body, "temperature", minimum=0, maximum=2)
+    _check_optional_number(body, "top_p", minimum=0, maximum=1)
+
+
+def validate_completion(raw: bytes) -> ParsedRequest:
+    """/v1/completions: a prompt (string, or array of strings or token ids) instead of messages."""
+    body = parse_json_object(raw)
+    model = _require_model(body)
+    prompt = body.get("prompt")
+    if prompt is None:
+        raise invalid_request("Missing required parameter: 'prompt'.", param="prompt")
+    valid = isinstance(prompt, str) or (
+        isinstance(prompt, list) and prompt and all(isinstance(p, (str, int)) and not isinstance(p, bool) for p in prompt)
+    )
+    if not valid:
+        raise invalid_request("`prompt` must be a string or a non-empty array of strings or token ids.",
+                              param="prompt")
+    stream = _check_stream(body)
+    _check_sampling(body)
+    return ParsedRequest(model=model, stream=stream, body=body)
 
 
 def apply_output_cap(body: dict[str, Any], *, cap: int) -> dict[str, Any]:

@@ -1,10 +1,13 @@
-"""The OpenAI-compatible endpoint. Native async views: parse, call dispatch, render."""
+"""The OpenAI-compatible endpoint (and Copilot's Ollama route, which reuses it). Native async
+views: parse, call dispatch, render."""
 from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -16,12 +19,14 @@ from fleet.selectors import fleet_snapshot, models_for_pool
 from inference import dispatch, errors
 from inference.admission import Lease, Want
 from inference.auth import authenticate, key_from_headers
-from inference.validation import apply_output_cap, validate_chat
+from inference.forced_tools import ForcedTool, StreamConverter, convert_response, plan_forced_tool, rewrite_request
+from inference.validation import ParsedRequest, apply_output_cap, validate_chat, validate_completion
 
 log = logging.getLogger("ocs.api")
 
 View = Callable[..., Awaitable[HttpResponse]]
 CHAT_PATH = "/v1/chat/completions"
+COMPLETIONS_PATH = "/v1/completions"
 
 
 def error_response(error: errors.ApiError) -> HttpResponse:
@@ -31,9 +36,9 @@ def error_response(error: errors.ApiError) -> HttpResponse:
     return response
 
 
-def api_view(*methods: str) -> Callable[[View], View]:
-    """Every outcome of an API view is JSON in the OpenAI envelope: refusals, wrong methods,
-    oversized bodies and our own bugs alike (logged with the traceback, never sent)."""
+def api_view(*methods: str, render: Callable[[errors.ApiError], HttpResponse] = error_response) -> Callable[[View], View]:
+    """Every outcome of an API view is JSON in the client's envelope (`render`): refusals, wrong
+    methods, oversized bodies and our own bugs alike (logged with the traceback, never sent)."""
 
     def decorate(view: View) -> View:
         @csrf_exempt
@@ -41,18 +46,18 @@ def api_view(*methods: str) -> Callable[[View], View]:
         async def wrapper(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
             if request.method not in methods:
                 error = errors.ApiError(405, f"Method {request.method} is not allowed here; use {' or '.join(methods)}.")
-                response = error_response(error)
+                response = render(error)
                 response["Allow"] = ", ".join(methods)
                 return response
             try:
                 return await view(request, *args, **kwargs)
             except errors.ApiError as error:
-                return error_response(error)
+                return render(error)
             except RequestDataTooBig:
-                return error_response(errors.ApiError(413, "The request body is too large.", code="request_too_large"))
+                return render(errors.ApiError(413, "The request body is too large.", code="request_too_large"))
             except Exception:
                 log.exception("unhandled error on %s", request.path)
-                return error_response(
+                return render(
                     errors.ApiError(500, "The gateway hit an internal error; it has been logged.", type="server_error")
                 )
 
@@ -80,45 +85,70 @@ async def models_list(request: HttpRequest) -> HttpResponse:
 
 @api_view("POST")
 async def chat_completions(request: HttpRequest) -> HttpResponse:
+    return await chat(request, raw_key=key_from_headers(request.headers))
+
+
+@api_view("POST")
+async def completions(request: HttpRequest) -> HttpResponse:
     identity = await authenticate(key_from_headers(request.headers))
-    chat = validate_chat(request.body)
-    await dispatch.ensure_model_visible(model_id=chat.model, pool_id=identity.pool_id)
-    snapshot = await fleet_snapshot()
-    body = apply_output_cap(chat.body, cap=snapshot.models[chat.model].max_output_tokens)
+    parsed = validate_completion(request.body)
+    want = Want(user_id=identity.user_id, pool_id=identity.pool_id, model_id=parsed.model)
+    return await forward(parsed, path=COMPLETIONS_PATH, want=want, key_id=identity.key_id)
+
+
+async def chat(request: HttpRequest, *, raw_key: str | None) -> HttpResponse:
+    identity = await authenticate(raw_key)
+    parsed = validate_chat(request.body)
+    plan = plan_forced_tool(parsed.body)
     want = Want(
         user_id=identity.user_id,
         pool_id=identity.pool_id,
-        model_id=chat.model,
-        conversation=conversation_key(user_id=identity.user_id, model_id=chat.model, messages=chat.body["messages"]),
+        model_id=parsed.model,
+        conversation=conversation_key(user_id=identity.user_id, model_id=parsed.model, messages=parsed.body["messages"]),
     )
-    key_lease = await dispatch.claim_key_concurrency(identity.key_id)
+    return await forward(parsed, path=CHAT_PATH, want=want, key_id=identity.key_id, plan=plan)
+
+
+async def forward(
+    parsed: ParsedRequest, *, path: str, want: Want, key_id: int, plan: ForcedTool | None = None
+) -> HttpResponse:
+    await dispatch.ensure_model_visible(model_id=parsed.model, pool_id=want.pool_id)
+    snapshot = await fleet_snapshot()
+    body = apply_output_cap(parsed.body, cap=snapshot.models[parsed.model].max_output_tokens)
+    if plan is not None:
+        body = rewrite_request(body, plan)
+    key_lease = await dispatch.claim_key_concurrency(key_id)
+    if parsed.stream:
+        return await _stream(path=path, body=body, want=want, key_lease=key_lease, plan=plan)
     try:
-        if chat.stream:
-            return await _stream(body=body, want=want, key_lease=key_lease)
-        status, content, _worker = await dispatch.forward_json(path=CHAT_PATH, body=body, want=want)
+        status, content, _worker = await dispatch.forward_json(path=path, body=body, want=want)
     finally:
-        if not chat.stream:
-            await key_lease.release()
+        await key_lease.release()
+    if plan is not None:
+        content = json.dumps(convert_response(json.loads(content), plan)).encode()
     return HttpResponse(content, status=status, content_type="application/json")
 
 
-async def _stream(*, body: dict, want: Want, key_lease: Lease) -> HttpResponse:
+async def _stream(
+    *, path: str, body: dict[str, Any], want: Want, key_lease: Lease, plan: ForcedTool | None
+) -> HttpResponse:
     """Wait briefly for the first chunk so that refusals keep their HTTP status; past the grace
     period, start the event stream and keep the client informed while the request queues."""
-    opening = asyncio.ensure_future(dispatch.open_stream(path=CHAT_PATH, body=body, want=want))
+    transform = StreamConverter(plan).feed if plan is not None else None
+    opening = asyncio.ensure_future(dispatch.open_stream(path=path, body=body, want=want))
     try:
         await asyncio.wait_for(asyncio.shield(opening), timeout=settings.OCS["STREAM_QUEUE_GRACE_S"])
     except asyncio.TimeoutError:
-        return _event_stream(dispatch.stream_with_keepalive(opening, key_lease))
+        return event_stream(dispatch.stream_with_keepalive(opening, key_lease, transform=transform))
     except BaseException:
         if not opening.done():
             opening.cancel()
         await key_lease.release()
         raise
-    return _event_stream(dispatch.stream_then_release(opening.result(), key_lease))
+    return event_stream(dispatch.stream_then_release(opening.result(), key_lease, transform=transform))
 
 
-def _event_stream(chunks: AsyncIterator[bytes]) -> StreamingHttpResponse:
+def event_stream(chunks: AsyncIterator[bytes]) -> StreamingHttpResponse:
     response = StreamingHttpResponse(chunks, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import path, re_path
 
 from fleet import agent_api
+from inference import ollama_views as ollama
 from inference import views as api
 from ocsweb import views
 
@@ -10,6 +11,13 @@ urlpatterns = [
     path("readyz", views.readyz),
     path("v1/models", api.models_list),
     path("v1/chat/completions", api.chat_completions),
+    path("v1/completions", api.completions),
+    path("ollama/<str:key>/api/version", ollama.version),
+    path("ollama/<str:key>/api/tags", ollama.tags),
+    path("ollama/<str:key>/api/show", ollama.show),
+    path("ollama/<str:key>/v1/chat/completions", ollama.chat_completions),
+    path("ollama/<str:key>/v1/models", ollama.models_list),
+    re_path(r"^ollama/(?P<key>[^/]+)/(?P<rest>.*)$", api.not_found),
     re_path(r"^v1/(?P<rest>.*)$", api.not_found),
     path("agent/v1/register", agent_api.RegisterView.as_view()),
     path("agent/v1/heartbeat", agent_api.HeartbeatView.as_view()),

@@ -158,7 +158,7 @@ def start_gateway(log_path: Path, **env_overrides: str) -> Gateway:
     port = _free_port()
     log = open(log_path, "ab")
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "ocsweb.asgi:application"],
+        [sys.executable, "-m", "ocsweb.gateway", "-b", "127.0.0.1", "-p", str(port), "ocsweb.asgi:application"],
         cwd=ROOT, env=gateway_env(**env_overrides), stdout=log, stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 60

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from inference.errors import ApiError, from_llama_server
-from inference.validation import apply_output_cap, validate_chat
+from inference.validation import apply_output_cap, validate_chat, validate_completion
 
 
 def raw(body: object) -> bytes:
@@ -75,3 +75,14 @@ def test_llama_server_context_overflow_becomes_context_length_exceeded() -> None
 def test_llama_server_5xx_and_garbage_become_upstream_errors() -> None:
     assert from_llama_server(500, b"<html>oops</html>").status == 502
     assert from_llama_server(503, raw({"error": {"type": "unavailable_error", "message": "Loading model"}})).code == "upstream_error"
+
+
+def test_completions_need_a_prompt_of_text_or_tokens() -> None:
+    assert validate_completion(raw({"model": "m", "prompt": "Once upon"})).model == "m"
+    assert validate_completion(raw({"model": "m", "prompt": [1, 2, 3], "stream": True})).stream
+    for bad, fragment in [({"model": "m"}, "prompt"), ({"model": "m", "prompt": []}, "prompt"),
+                          ({"model": "m", "prompt": [True]}, "prompt"), ({"prompt": "x"}, "model"),
+                          ({"model": "m", "prompt": "x", "max_tokens": -1}, "max_tokens")]:
+        with pytest.raises(ApiError) as caught:
+            validate_completion(raw(bad))
+        assert caught.value.status == 400 and caught.value.param == fragment

@@ -71,7 +71,7 @@ class Command(BaseCommand):
         agent_thread: threading.Thread | None = None
         try:
             children.append(("gateway", self._spawn(
-                ["-m", "daphne", "-b", host, "-p", str(port), "ocsweb.asgi:application"], log_dir / "gateway.log")))
+                ["-m", "ocsweb.gateway", "-b", host, "-p", str(port), "ocsweb.asgi:application"], log_dir / "gateway.log")))
             local = "127.0.0.1" if host in {"0.0.0.0", "::"} else host
             self._wait_for_gateway(children[0][1], f"http://{local}:{port}", log_dir)
             children.append(("monitor", self._spawn(["manage.py", "fleet_monitor"], log_dir / "monitor.log")))
