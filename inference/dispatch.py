@@ -8,7 +8,6 @@ released in `finally`, so a client that disconnects frees its slot at once.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import aclosing
@@ -18,10 +17,11 @@ from typing import Any
 import httpx
 from django.conf import settings
 
-from fleet.scheduler import WorkerView, serves_model
+from fleet.scheduler import WorkerView, rank_workers, serves_model
 from fleet.selectors import fleet_snapshot, usable_pool_ids
 from inference import errors, upstream
 from inference.admission import Lease, Slot, Want, acquire_slot
+from inference.dialects import OPENAI, Dialect
 from inference.upstream import RETRYABLE_ERRORS, upstream_client
 from ocsweb.live import key_resource, live_state
 
@@ -90,6 +90,7 @@ class OpenStream:
     response: httpx.Response
     first_chunk: bytes
     chunks: AsyncIterator[bytes]
+    dialect: Dialect = OPENAI
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
@@ -100,10 +101,9 @@ class OpenStream:
             except httpx.HTTPError as exc:
                 log.warning("worker %s failed mid-stream: %s", self.slot.worker.name, type(exc).__name__)
                 await live_state().mark_suspect(self.slot.worker.id, settings.OCS["SUSPECT_S"])
-                yield sse_error_chunk(
+                yield self.dialect.error_event(
                     errors.upstream_failed(f"the worker stopped mid-answer ({type(exc).__name__}); please retry")
                 )
-                yield b"data: [DONE]\n\n"
         finally:
             await self.close()
 
@@ -113,7 +113,7 @@ class OpenStream:
         await self.slot.release()
 
 
-async def open_stream(*, path: str, body: dict[str, Any], want: Want) -> OpenStream:
+async def open_stream(*, path: str, body: dict[str, Any], want: Want, dialect: Dialect = OPENAI) -> OpenStream:
     """Start a streaming request and wait for its first chunk, failing over until one arrives."""
     client = upstream_client()
     for _ in range(settings.OCS["UPSTREAM_MAX_TRIES"]):
@@ -136,7 +136,7 @@ async def open_stream(*, path: str, body: dict[str, Any], want: Want) -> OpenStr
                 continue
             handed_over = True
             await _remember_worker(want, slot.worker)
-            return OpenStream(slot=slot, response=response, first_chunk=first, chunks=chunks)
+            return OpenStream(slot=slot, response=response, first_chunk=first, chunks=chunks, dialect=dialect)
         except RETRYABLE_ERRORS as exc:
             await _worker_failed(want, slot, type(exc).__name__)
             continue
@@ -162,21 +162,21 @@ async def _relay(stream: OpenStream, transform: Transform | None) -> AsyncIterat
 
 
 async def stream_with_keepalive(
-    opening: asyncio.Task[OpenStream], key_lease: Lease, *, transform: Transform | None = None
+    opening: asyncio.Task[OpenStream], key_lease: Lease, *, transform: Transform | None = None,
+    dialect: Dialect = OPENAI,
 ) -> AsyncIterator[bytes]:
-    """The response body of a streaming request whose worker is not known yet: SSE comments
-    while it waits in the queue, then the worker's chunks; a refusal becomes an error chunk."""
+    """The response body of a streaming request whose worker is not known yet: keep-alives
+    while it waits in the queue, then the worker's chunks; a refusal becomes an error event."""
     stream: OpenStream | None = None
     try:
         while not opening.done():
             done, _ = await asyncio.wait({opening}, timeout=settings.OCS["KEEPALIVE_S"])
             if not done:
-                yield b": waiting for a free worker\n\n"
+                yield dialect.keepalive
         try:
             stream = opening.result()
         except errors.ApiError as error:
-            yield sse_error_chunk(error)
-            yield b"data: [DONE]\n\n"
+            yield dialect.error_event(error)
             return
         async with aclosing(_relay(stream, transform)) as chunks:
             async for chunk in chunks:
@@ -200,5 +200,29 @@ async def stream_then_release(
         await key_lease.release()
 
 
-def sse_error_chunk(error: errors.ApiError) -> bytes:
-    return b"data: " + json.dumps(error.openai_body()).encode() + b"\n\n"
+async def forward_light(*, path: str, body: dict[str, Any], want: Want) -> tuple[int, bytes]:
+    """A request that needs no generation slot (tokenizing): the best-ranked worker answers,
+    with failover, without claiming a slot."""
+    snapshot = await fleet_snapshot()
+    view = await live_state().view([w.id for w in snapshot.workers if w.model_id == want.model_id], None)
+    decision = rank_workers(
+        workers=snapshot.workers, busy=view.busy, model_id=want.model_id, pool_id=want.pool_id,
+        suspects=view.suspects, lending_pool_ids=snapshot.lending_pool_ids,
+    )
+    if not decision.ranked:
+        raise errors.no_worker_available(want.model_id)
+    for candidate in decision.ranked[: settings.OCS["UPSTREAM_MAX_TRIES"]]:
+        worker = candidate.worker
+        try:
+            request = upstream_client().build_request("POST", worker.base_url + path, json=body)
+            response = await upstream.send(request, stream=False)
+        except RETRYABLE_ERRORS as exc:
+            want.failed[worker.id] = f"{worker.name}: {type(exc).__name__}"
+            continue
+        if response.status_code >= 500:
+            want.failed[worker.id] = f"{worker.name}: status {response.status_code}"
+            continue
+        if response.status_code >= 400:
+            raise errors.from_llama_server(response.status_code, response.content)
+        return response.status_code, response.content
+    raise errors.upstream_failed("; ".join(want.failed.values()))

@@ -19,7 +19,9 @@ from fleet.selectors import fleet_snapshot, models_for_pool
 from inference import dispatch, errors
 from inference.admission import Lease, Want
 from inference.auth import authenticate, key_from_headers
-from inference.forced_tools import ForcedTool, StreamConverter, convert_response, plan_forced_tool, rewrite_request
+from inference.dialects import OPENAI, Dialect
+from inference.dispatch import Transform
+from inference.forced_tools import StreamConverter, convert_response, plan_forced_tool, rewrite_request
 from inference.validation import ParsedRequest, apply_output_cap, validate_chat, validate_completion
 
 log = logging.getLogger("ocs.api")
@@ -106,40 +108,59 @@ async def chat(request: HttpRequest, *, raw_key: str | None) -> HttpResponse:
         model_id=parsed.model,
         conversation=conversation_key(user_id=identity.user_id, model_id=parsed.model, messages=parsed.body["messages"]),
     )
-    return await forward(parsed, path=CHAT_PATH, want=want, key_id=identity.key_id, plan=plan)
+    if plan is None:
+        return await forward(parsed, path=CHAT_PATH, want=want, key_id=identity.key_id)
+    return await forward(
+        parsed, path=CHAT_PATH, want=want, key_id=identity.key_id,
+        rewrite=lambda body: rewrite_request(body, plan),
+        convert=lambda data: convert_response(data, plan),
+        stream_transform=lambda: StreamConverter(plan).feed,
+    )
 
 
 async def forward(
-    parsed: ParsedRequest, *, path: str, want: Want, key_id: int, plan: ForcedTool | None = None
+    parsed: ParsedRequest,
+    *,
+    path: str,
+    want: Want,
+    key_id: int,
+    rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    convert: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    stream_transform: Callable[[], Transform] | None = None,
+    dialect: Dialect = OPENAI,
 ) -> HttpResponse:
+    """Send a validated request to a worker and answer the client. `rewrite` changes the body the
+    worker gets; `convert` / `stream_transform` change what comes back (forced tool calls,
+    protocol translation). Most requests need none of them: chunks then pass through untouched."""
     await dispatch.ensure_model_visible(model_id=parsed.model, pool_id=want.pool_id)
     snapshot = await fleet_snapshot()
     body = apply_output_cap(parsed.body, cap=snapshot.models[parsed.model].max_output_tokens)
-    if plan is not None:
-        body = rewrite_request(body, plan)
+    if rewrite is not None:
+        body = rewrite(body)
     key_lease = await dispatch.claim_key_concurrency(key_id)
     if parsed.stream:
-        return await _stream(path=path, body=body, want=want, key_lease=key_lease, plan=plan)
+        transform = stream_transform() if stream_transform is not None else None
+        return await _stream(path=path, body=body, want=want, key_lease=key_lease, transform=transform,
+                             dialect=dialect)
     try:
         status, content, _worker = await dispatch.forward_json(path=path, body=body, want=want)
     finally:
         await key_lease.release()
-    if plan is not None:
-        content = json.dumps(convert_response(json.loads(content), plan)).encode()
+    if convert is not None:
+        content = json.dumps(convert(json.loads(content))).encode()
     return HttpResponse(content, status=status, content_type="application/json")
 
 
 async def _stream(
-    *, path: str, body: dict[str, Any], want: Want, key_lease: Lease, plan: ForcedTool | None
+    *, path: str, body: dict[str, Any], want: Want, key_lease: Lease, transform: Transform | None, dialect: Dialect
 ) -> HttpResponse:
     """Wait briefly for the first chunk so that refusals keep their HTTP status; past the grace
     period, start the event stream and keep the client informed while the request queues."""
-    transform = StreamConverter(plan).feed if plan is not None else None
-    opening = asyncio.ensure_future(dispatch.open_stream(path=path, body=body, want=want))
+    opening = asyncio.ensure_future(dispatch.open_stream(path=path, body=body, want=want, dialect=dialect))
     try:
         await asyncio.wait_for(asyncio.shield(opening), timeout=settings.OCS["STREAM_QUEUE_GRACE_S"])
     except asyncio.TimeoutError:
-        return event_stream(dispatch.stream_with_keepalive(opening, key_lease, transform=transform))
+        return event_stream(dispatch.stream_with_keepalive(opening, key_lease, transform=transform, dialect=dialect))
     except BaseException:
         if not opening.done():
             opening.cancel()

@@ -159,6 +159,9 @@ OCS = {
     # Largest request body accepted on the API, in bytes.
     "MAX_BODY_BYTES": env_int("OCS_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024),
     "DEFAULT_POOL": env_str("OCS_DEFAULT_POOL", "production") or "production",
+    # Claude Code asks for claude-* models (its subagents too): those the catalogue does not know
+    # are served by this model; empty = the first model the key's pool serves.
+    "ANTHROPIC_DEFAULT_MODEL": env_str("OCS_ANTHROPIC_DEFAULT_MODEL", "") or "",
     # A rig whose agent sent no heartbeat for this long has its workers taken out of service.
     "RIG_SILENT_S": env_float("OCS_RIG_SILENT_S", 30.0, minimum=1.0),
     # Worker and pool events older than this are pruned.

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import path, re_path
 
 from fleet import agent_api
+from inference import anthropic_views as anthropic
 from inference import ollama_views as ollama
 from inference import views as api
 from ocsweb import views
@@ -12,6 +13,8 @@ urlpatterns = [
     path("v1/models", api.models_list),
     path("v1/chat/completions", api.chat_completions),
     path("v1/completions", api.completions),
+    path("v1/messages", anthropic.messages),
+    path("v1/messages/count_tokens", anthropic.count_tokens),
     path("ollama/<str:key>/api/version", ollama.version),
     path("ollama/<str:key>/api/tags", ollama.tags),
     path("ollama/<str:key>/api/show", ollama.show),
