@@ -22,6 +22,7 @@ from inference.auth import authenticate, key_from_headers
 from inference.dialects import OPENAI, Dialect
 from inference.dispatch import Transform
 from inference.forced_tools import StreamConverter, convert_response, plan_forced_tool, rewrite_request
+from inference.openapi import openapi_document
 from inference.validation import ParsedRequest, apply_output_cap, validate_chat, validate_completion
 
 log = logging.getLogger("ocs.api")
@@ -174,6 +175,11 @@ def event_stream(chunks: AsyncIterator[bytes]) -> StreamingHttpResponse:
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
+
+
+async def openapi(request: HttpRequest) -> HttpResponse:
+    """Public: clients and tools read it before they have a key."""
+    return JsonResponse(openapi_document())
 
 
 @api_view("GET", "POST", "PUT", "PATCH", "DELETE")

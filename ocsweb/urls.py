@@ -11,6 +11,7 @@ urlpatterns = [
     path("healthz", views.healthz),
     path("readyz", views.readyz),
     path("v1/models", api.models_list),
+    path("v1/openapi.json", api.openapi),
     path("v1/chat/completions", api.chat_completions),
     path("v1/completions", api.completions),
     path("v1/messages", anthropic.messages),
