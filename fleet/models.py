@@ -38,6 +38,9 @@ class CatalogModel(models.Model):
     supports_tools = models.BooleanField(
         default=True, help_text="Advertise tool calling (Copilot's agent mode needs it; forced calls always work)."
     )
+    reasoning = models.BooleanField(
+        default=False, help_text="The model thinks aloud (reasoning_content); also sent as Copilot's reasoning_text."
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     def __str__(self) -> str:

@@ -19,6 +19,7 @@ class ModelView:
     created: int
     architecture: str = "llama"
     supports_tools: bool = True
+    reasoning: bool = False
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ def _load_snapshot() -> FleetSnapshot:
             created=int(m.created_at.timestamp()),
             architecture=m.architecture,
             supports_tools=m.supports_tools,
+            reasoning=m.reasoning,
         )
         for m in CatalogModel.objects.all()
     }

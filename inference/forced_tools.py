@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from inference.errors import invalid_request
+from inference.sse import SseRewriter
 
 EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -151,31 +151,17 @@ def convert_response(data: dict[str, Any], plan: ForcedTool) -> dict[str, Any]:
     return data
 
 
-class StreamConverter:
+class StreamConverter(SseRewriter):
     """Rewrites a worker's SSE stream of content deltas into tool-call deltas, event by event."""
 
     def __init__(self, plan: ForcedTool) -> None:
+        super().__init__()
         self.plan = plan
         self.call_id = new_call_id()
         self.started = False
         self.buffered = ""
-        self._pending = b""
 
-    def feed(self, raw: bytes) -> Iterator[bytes]:
-        self._pending += raw
-        while b"\n\n" in self._pending:
-            event, self._pending = self._pending.split(b"\n\n", 1)
-            yield from self._event(event)
-
-    def _event(self, event: bytes) -> Iterator[bytes]:
-        if not event.startswith(b"data: ") or event == b"data: [DONE]":
-            yield event + b"\n\n"
-            return
-        try:
-            chunk = json.loads(event[6:])
-        except ValueError:
-            yield event + b"\n\n"
-            return
+    def rewrite(self, chunk: dict[str, Any]) -> dict[str, Any]:
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             content = delta.pop("content", None)
@@ -191,7 +177,7 @@ class StreamConverter:
                 if choice["finish_reason"] == "stop":
                     choice["finish_reason"] = "tool_calls"
             choice["delta"] = delta
-        yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        return chunk
 
     def _arguments(self, delta: dict[str, Any], text: str) -> None:
         if not self.plan.single:

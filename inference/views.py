@@ -23,6 +23,7 @@ from inference.dialects import OPENAI, Dialect
 from inference.dispatch import Transform
 from inference.forced_tools import StreamConverter, convert_response, plan_forced_tool, rewrite_request
 from inference.openapi import openapi_document
+from inference.reasoning import ReasoningMirror, mirror_reasoning
 from inference.validation import ParsedRequest, apply_output_cap, validate_chat, validate_completion
 
 log = logging.getLogger("ocs.api")
@@ -110,6 +111,11 @@ async def chat(request: HttpRequest, *, raw_key: str | None) -> HttpResponse:
         conversation=conversation_key(user_id=identity.user_id, model_id=parsed.model, messages=parsed.body["messages"]),
     )
     if plan is None:
+        snapshot = await fleet_snapshot()
+        model = snapshot.models.get(parsed.model)
+        if model is not None and model.reasoning:
+            return await forward(parsed, path=CHAT_PATH, want=want, key_id=identity.key_id,
+                                 convert=mirror_reasoning, stream_transform=lambda: ReasoningMirror().feed)
         return await forward(parsed, path=CHAT_PATH, want=want, key_id=identity.key_id)
     return await forward(
         parsed, path=CHAT_PATH, want=want, key_id=identity.key_id,
