@@ -15,6 +15,8 @@ from datetime import datetime
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+
+from ocsweb.lib.db import fresh_connection
 from django.utils import timezone
 
 from accounts.keys import hash_matches, parse_prefix
@@ -47,6 +49,7 @@ class KeyIdentity:
 _cache: dict[str, tuple[KeyIdentity, float, int]] = {}
 
 
+@fresh_connection
 def _load(prefix: str) -> KeyIdentity | None:
     from accounts.models import ApiKey
 

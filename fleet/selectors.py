@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from ocsweb.lib.db import fresh_connection
+
 from fleet.scheduler import WorkerView
 
 
@@ -31,6 +33,7 @@ class FleetSnapshot:
     taken_at: float
 
 
+@fresh_connection
 def _load_snapshot() -> FleetSnapshot:
     from fleet.models import CatalogModel, Pool, Worker
 

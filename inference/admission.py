@@ -21,6 +21,7 @@ from fleet.scheduler import WorkerView, rank_workers
 from fleet.selectors import fleet_snapshot
 from inference import errors
 from inference.fair_queue import FairQueue
+from ocsweb.lib.db import fresh_connection
 from ocsweb.live import live_state, worker_resource
 
 log = logging.getLogger("ocs.admission")
@@ -222,6 +223,7 @@ def _record_lent(pool_id: int, lent_by: tuple[str, ...], worker: WorkerView) -> 
     _last_lent_event[key] = now
     log.warning("pool %s has no healthy worker: using workers lent by %s", pool_id, ", ".join(lent_by))
 
+    @fresh_connection
     def write() -> None:
         from fleet.models import PoolEvent
 

@@ -9,6 +9,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from accounts.key_cache import KeyIdentity, key_authenticate
+from ocsweb.lib.db import fresh_connection
 from inference import errors
 
 LAST_USED_RESOLUTION_S = 60.0
@@ -47,6 +48,7 @@ def _touch_last_used(key_id: int) -> None:
     task.add_done_callback(_background.discard)
 
 
+@fresh_connection
 def _write_last_used(key_id: int) -> None:
     from accounts.models import ApiKey
 

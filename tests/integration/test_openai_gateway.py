@@ -157,3 +157,11 @@ def test_no_routable_worker_gives_a_clear_503_and_readyz_follows(gateway, worker
     ready = httpx.get(gateway.url + "/readyz")
     assert ready.status_code == 503 and ready.json()["healthy_workers"] == 0
     assert httpx.get(gateway.url + "/healthz").status_code == 200
+
+
+def test_the_admin_keeps_djangos_middleware_and_the_hot_paths_skip_it(gateway) -> None:  # noqa: ANN001
+    login = httpx.get(gateway.url + "/admin/login/")
+    assert login.status_code == 200
+    assert login.headers["x-frame-options"] == "DENY" and "csrftoken" in login.cookies
+    probe = httpx.get(gateway.url + "/healthz")
+    assert probe.status_code == 200 and "x-frame-options" not in probe.headers and not probe.cookies
