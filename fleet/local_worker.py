@@ -14,7 +14,7 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
@@ -71,15 +71,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 @dataclass(frozen=True)
-class LlamaServerSpec:
-    """How to launch one llama-server. Flags checked against the pinned build's --help."""
+class LaunchOptions:
+    """The tuning a rig's config may set per worker: GPU split, YaRN, speculative decoding.
+    None leaves llama-server's default. Flags checked against the pinned build's --help."""
 
-    model_path: Path
-    model_id: str = DEFAULT_MODEL_ID
-    host: str = "127.0.0.1"
-    port: int = 8081
-    context: int = DEFAULT_CONTEXT
-    slots: int = 2
     threads: int | None = None
     n_gpu_layers: int | None = None
     split_mode: str | None = None
@@ -90,7 +85,44 @@ class LlamaServerSpec:
     yarn_orig_ctx: int | None = None
     draft_model: str | None = None
     spec_type: str | None = None
-    extra_args: tuple[str, ...] = field(default_factory=tuple)
+    extra_args: tuple[str, ...] = ()
+
+    def args(self) -> list[str]:
+        flags: list[tuple[str, object]] = [
+            ("--threads", self.threads),
+            ("--n-gpu-layers", self.n_gpu_layers),
+            ("--split-mode", self.split_mode),
+            ("--tensor-split", ",".join(f"{share:g}" for share in self.tensor_split) or None),
+            ("--main-gpu", self.main_gpu),
+            ("--rope-scaling", self.rope_scaling),
+            ("--rope-scale", self.rope_scale),
+            ("--yarn-orig-ctx", self.yarn_orig_ctx),
+            ("--model-draft", self.draft_model),
+            ("--spec-type", self.spec_type),
+        ]
+        args: list[str] = []
+        for flag, value in flags:
+            if value is not None:
+                args += [flag, str(value)]
+        return args + list(self.extra_args)
+
+    def summary(self) -> dict[str, object]:
+        """The options that are set, as the control plane stores them."""
+        return {name: list(value) if isinstance(value, tuple) else value
+                for name, value in asdict(self).items() if value not in (None, ())}
+
+
+@dataclass(frozen=True)
+class LlamaServerSpec:
+    """How to launch one llama-server."""
+
+    model_path: Path
+    model_id: str = DEFAULT_MODEL_ID
+    host: str = "127.0.0.1"
+    port: int = 8081
+    context: int = DEFAULT_CONTEXT
+    slots: int = 2
+    options: LaunchOptions = field(default_factory=LaunchOptions)
 
     def command(self, binary: Path) -> list[str]:
         args = [
@@ -105,22 +137,7 @@ class LlamaServerSpec:
             "--metrics",
             "--slots",
         ]
-        optional: list[tuple[str, object]] = [
-            ("--threads", self.threads),
-            ("--n-gpu-layers", self.n_gpu_layers),
-            ("--split-mode", self.split_mode),
-            ("--tensor-split", ",".join(f"{share:g}" for share in self.tensor_split) or None),
-            ("--main-gpu", self.main_gpu),
-            ("--rope-scaling", self.rope_scaling),
-            ("--rope-scale", self.rope_scale),
-            ("--yarn-orig-ctx", self.yarn_orig_ctx),
-            ("--model-draft", self.draft_model),
-            ("--spec-type", self.spec_type),
-        ]
-        for flag, value in optional:
-            if value is not None:
-                args += [flag, str(value)]
-        return args + list(self.extra_args)
+        return args + self.options.args()
 
     @property
     def base_url(self) -> str:

@@ -104,11 +104,9 @@ def validate_chat(raw: bytes) -> ParsedRequest:
         if content is None and role != "assistant":
             raise invalid_request(f"`{where}.content` is required for role {role}.", param=f"{where}.content")
     stream = _check_stream(body)
-    _check_optional_int(body, "max_tokens", minimum=1, maximum=MAX_TOKENS_LIMIT)
+    _check_sampling(body)
     _check_optional_int(body, "max_completion_tokens", minimum=1, maximum=MAX_TOKENS_LIMIT)
     _check_optional_int(body, "n", minimum=1, maximum=1)
-    _check_optional_number(body, "temperature", minimum=0, maximum=2)
-    _check_optional_number(body, "top_p", minimum=0, maximum=1)
     stream_options = body.get("stream_options")
     if stream_options is not None and not isinstance(stream_options, dict):
         raise invalid_request("`stream_options` must be an object.", param="stream_options")

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleet.local_worker import LaunchOptions
+
 SPLIT_MODES = {"none", "layer", "row", "tensor"}
 ROPE_SCALINGS = {"none", "linear", "yarn"}
 
@@ -25,31 +27,14 @@ class WorkerConfig:
     pool: str = "production"
     context: int = 8192
     slots: int = 1
-    n_gpu_layers: int | None = None
-    split_mode: str | None = None
-    tensor_split: tuple[float, ...] = ()
-    main_gpu: int | None = None
-    rope_scaling: str | None = None
-    rope_scale: float | None = None
-    yarn_orig_ctx: int | None = None
-    draft_model: str | None = None
-    spec_type: str | None = None
-    extra_args: tuple[str, ...] = ()
+    options: LaunchOptions = field(default_factory=LaunchOptions)
 
     def launch_summary(self) -> dict[str, Any]:
         """What the control plane stores about how this worker was launched."""
-        return {
-            key: value
-            for key, value in {
-                "model_path": self.model_path, "context": self.context, "slots": self.slots,
-                "n_gpu_layers": self.n_gpu_layers, "split_mode": self.split_mode,
-                "tensor_split": list(self.tensor_split) or None, "main_gpu": self.main_gpu,
-                "rope_scaling": self.rope_scaling, "rope_scale": self.rope_scale,
-                "yarn_orig_ctx": self.yarn_orig_ctx, "draft_model": self.draft_model,
-                "spec_type": self.spec_type, "extra_args": list(self.extra_args) or None,
-            }.items()
-            if value is not None
-        }
+        summary: dict[str, Any] = {"context": self.context, "slots": self.slots, **self.options.summary()}
+        if self.model_path:
+            summary["model_path"] = self.model_path
+        return summary
 
 
 @dataclass(frozen=True)
@@ -107,16 +92,18 @@ def _worker(table: dict[str, Any], index: int) -> WorkerConfig:
         pool=_get(table, "pool", str, where, "production"),
         context=context,
         slots=slots,
-        n_gpu_layers=_get(table, "n_gpu_layers", int, where, None),
-        split_mode=split_mode,
-        tensor_split=tensor_split,
-        main_gpu=_get(table, "main_gpu", int, where, None),
-        rope_scaling=rope_scaling,
-        rope_scale=_get(table, "rope_scale", (int, float), where, None),
-        yarn_orig_ctx=_get(table, "yarn_orig_ctx", int, where, None),
-        draft_model=_get(table, "draft_model", str, where, None),
-        spec_type=_get(table, "spec_type", str, where, None),
-        extra_args=tuple(str(a) for a in _get(table, "extra_args", list, where, [])),
+        options=LaunchOptions(
+            n_gpu_layers=_get(table, "n_gpu_layers", int, where, None),
+            split_mode=split_mode,
+            tensor_split=tensor_split,
+            main_gpu=_get(table, "main_gpu", int, where, None),
+            rope_scaling=rope_scaling,
+            rope_scale=_get(table, "rope_scale", (int, float), where, None),
+            yarn_orig_ctx=_get(table, "yarn_orig_ctx", int, where, None),
+            draft_model=_get(table, "draft_model", str, where, None),
+            spec_type=_get(table, "spec_type", str, where, None),
+            extra_args=tuple(str(a) for a in _get(table, "extra_args", list, where, [])),
+        ),
     )
 
 

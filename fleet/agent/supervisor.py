@@ -26,16 +26,7 @@ def spec_for(worker: WorkerConfig, *, host: str) -> LlamaServerSpec:
         port=worker.port,
         context=worker.context,
         slots=worker.slots,
-        n_gpu_layers=worker.n_gpu_layers,
-        split_mode=worker.split_mode,
-        tensor_split=worker.tensor_split,
-        main_gpu=worker.main_gpu,
-        rope_scaling=worker.rope_scaling,
-        rope_scale=worker.rope_scale,
-        yarn_orig_ctx=worker.yarn_orig_ctx,
-        draft_model=worker.draft_model,
-        spec_type=worker.spec_type,
-        extra_args=worker.extra_args,
+        options=worker.options,
     )
 
 

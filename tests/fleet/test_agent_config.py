@@ -36,6 +36,8 @@ def test_the_documented_example_is_a_valid_config_for_two_four_gpu_workers(tmp_p
         assert expected in joined, expected
     assert "--tensor-split 1,1,1,1" in " ".join(spec_for(a, host=config.address).command(Path("x")))
     assert b.launch_summary()["rope_scaling"] == "yarn" and "tensor_split" not in b.launch_summary()
+    assert a.launch_summary()["tensor_split"] == [1.0, 1.0, 1.0, 1.0]
+    assert a.launch_summary()["extra_args"][:2] == ["--cache-type-k", "q8_0"]
 
 
 @pytest.mark.parametrize(
