@@ -59,6 +59,22 @@ def _clean_live_namespace() -> Iterator[None]:
     yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _end_stray_database_sessions(django_db_setup, django_db_blocker) -> Iterator[None]:  # noqa: ANN001
+    """Async code under test reads the database from executor threads (sync_to_async with
+    thread_sensitive=False), whose connections outlive the test. On PostgreSQL they would keep
+    the test database from being dropped at the end; end them first (torn down before
+    django_db_setup, after every process fixture)."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+
+
 # --- personas ----------------------------------------------------------------------------------
 
 
