@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
 from dataclasses import dataclass, field
 
@@ -116,9 +118,22 @@ def _slot_freed(worker: WorkerView) -> None:
             line.wake.set()
 
 
-def queue_depths() -> dict[tuple[int, str], int]:
-    """Waiting requests in this process by (pool id, model id), for metrics and the dashboard."""
-    return {(pool, model): len(line.queue) for (_loop, pool, model), line in _lines.items()}
+PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}"
+QUEUE_REPORT_TTL_S = 30.0
+
+
+def queue_depths() -> dict[str, int]:
+    """Waiting requests in this process by "pool id:model id"."""
+    depths: dict[str, int] = {}
+    for (_loop, pool, model), line in _lines.items():
+        depths[f"{pool}:{model}"] = depths.get(f"{pool}:{model}", 0) + len(line.queue)
+    return depths
+
+
+async def _publish_queue_depths() -> None:
+    """Queue depths go to live state whenever a queue changes (only requests that wait pay for
+    it), under this process's own key with a TTL: a process that dies takes its numbers along."""
+    await live_state().publish_queue(PROCESS_ID, queue_depths(), QUEUE_REPORT_TTL_S)
 
 
 async def try_claim(want: Want) -> Slot | None:
@@ -164,6 +179,7 @@ async def acquire_slot(want: Want) -> Slot:
             return slot
     waiter = _Waiter(want=want, future=asyncio.get_running_loop().create_future())
     line.queue.push(want.user_id, waiter)
+    await _publish_queue_depths()
     if line.pump is None or line.pump.done():
         line.pump = asyncio.ensure_future(_pump(line))
     line.wake.set()
@@ -184,6 +200,7 @@ async def acquire_slot(want: Want) -> Slot:
             if future.done() and not future.cancelled() and future.exception() is None:
                 await future.result().release()  # served in the same instant: hand the slot back
         waiter.future.cancel()
+        await _publish_queue_depths()
 
 
 async def _pump(line: _Line) -> None:

@@ -50,6 +50,8 @@ class LiveState(Protocol):
     async def generation(self, name: str) -> int: ...
     def bump_generation(self, name: str) -> int: ...
     def suspects_sync(self) -> frozenset[int]: ...
+    async def publish_queue(self, process: str, depths: dict[str, int], ttl_s: float) -> None: ...
+    def queue_depths_sync(self) -> dict[str, int]: ...
 
 
 class InProcessLiveState:
@@ -59,6 +61,7 @@ class InProcessLiveState:
         self._suspects: dict[int, float] = {}
         self._affinity: dict[str, tuple[int, float]] = {}
         self._generations: dict[str, int] = {}
+        self._queues: dict[str, tuple[dict[str, int], float]] = {}
         self._lock = threading.Lock()
 
     def _live_leases(self, resource: str) -> dict[str, float]:
@@ -127,6 +130,19 @@ class InProcessLiveState:
         with self._lock:
             self._generations[name] = self._generations.get(name, 0) + 1
             return self._generations[name]
+
+    async def publish_queue(self, process: str, depths: dict[str, int], ttl_s: float) -> None:
+        with self._lock:
+            self._queues[process] = ({line: d for line, d in depths.items() if d}, self._clock() + ttl_s)
+
+    def queue_depths_sync(self) -> dict[str, int]:
+        now, total = self._clock(), {}
+        with self._lock:
+            for depths, until in self._queues.values():
+                if until > now:
+                    for line, depth in depths.items():
+                        total[line] = total.get(line, 0) + depth
+        return total
 
 
 # KEYS[1] = the resource's lease zset; ARGV = capacity, now_ms, expires_ms, lease_id.
@@ -237,6 +253,23 @@ class RedisLiveState:
 
     def bump_generation(self, name: str) -> int:
         return int(self._sync.incr(self._k("gen", name)))
+
+    async def publish_queue(self, process: str, depths: dict[str, int], ttl_s: float) -> None:
+        key = self._k("queue", process)
+        pipe = self._client().pipeline(transaction=True)
+        pipe.delete(key)
+        waiting = {line: depth for line, depth in depths.items() if depth}
+        if waiting:
+            pipe.hset(key, mapping=waiting)
+            pipe.pexpire(key, int(ttl_s * 1000))
+        await pipe.execute()
+
+    def queue_depths_sync(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for key in self._sync.scan_iter(self._k("queue", "*")):
+            for line, depth in self._sync.hgetall(key).items():
+                total[line.decode()] = total.get(line.decode(), 0) + int(depth)
+        return total
 
 
 _live_state: LiveState | None = None

@@ -92,3 +92,19 @@ def test_suspects_and_affinity_are_shared_and_expire(kind: str) -> None:
         assert view.suspects == frozenset() and view.affinity_worker_id is None
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_queue_depths_add_up_across_processes_and_vanish_with_a_dead_one(kind: str) -> None:
+    first, second = make_backends(kind, processes=2)
+
+    async def scenario() -> None:
+        await first.publish_queue("gw-a", {"1:m": 3, "2:m": 0}, 0.3)
+        await second.publish_queue("gw-b", {"1:m": 2}, 30)
+        assert second.queue_depths_sync() == {"1:m": 5}
+        await second.publish_queue("gw-b", {"1:m": 0}, 30)  # its queue drained
+        assert first.queue_depths_sync() == {"1:m": 3}
+        await asyncio.sleep(0.4)  # gw-a stopped reporting (died)
+        assert first.queue_depths_sync() == {}
+
+    asyncio.run(scenario())

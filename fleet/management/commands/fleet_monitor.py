@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from fleet.health import probe_round
 from fleet.hysteresis import HealthTracker
+from ocsweb.live import live_state
 
 
 class Command(BaseCommand):
@@ -33,7 +34,12 @@ class Command(BaseCommand):
                     self.stdout.write(f"{name}: {old} -> {new} ({reason})")
                 if once:
                     for name, observation in report.observations.items():
-                        self.stdout.write(f"{name}: {'ok' if observation.ok else 'FAIL'} {observation.detail}")
+                        busy = report.busy_slots.get(name)
+                        self.stdout.write(f"{name}: {'ok' if observation.ok else 'FAIL'} {observation.detail}"
+                                          + (f", {busy} slot(s) processing" if busy is not None else ""))
+                    waiting = live_state().queue_depths_sync()
+                    self.stdout.write("waiting for a slot (pool:model): "
+                                      + (", ".join(f"{line}={n}" for line, n in sorted(waiting.items())) or "none"))
                     return
                 self.stdout.flush()
                 try:
