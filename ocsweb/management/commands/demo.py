@@ -8,6 +8,7 @@ Ctrl-C or SIGTERM stops everything it started; children also die if it is killed
 """
 from __future__ import annotations
 
+import os
 import secrets
 import signal
 import subprocess
@@ -75,7 +76,9 @@ class Command(BaseCommand):
             local = "127.0.0.1" if host in {"0.0.0.0", "::"} else host
             self._wait_for_gateway(children[0][1], f"http://{local}:{port}", log_dir)
             children.append(("monitor", self._spawn(["manage.py", "fleet_monitor"], log_dir / "monitor.log")))
-            children.append(("tasks", self._spawn(["manage.py", "qcluster"], log_dir / "qcluster.log")))
+            # django-q2 forks its own workers, which do not inherit the die-with-parent signal:
+            # it gets a process group of its own, stopped as a whole.
+            children.append(("tasks", self._spawn(["manage.py", "qcluster"], log_dir / "qcluster.log", group=True)))
 
             agent = self._agent(control_plane=f"http://{local}:{port}", count=worker_count, slots=slots,
                                 log_dir=log_dir)
@@ -94,19 +97,32 @@ class Command(BaseCommand):
             stop.set()
             if agent_thread is not None:
                 agent_thread.join(timeout=30)  # the agent stops its workers and reports them stopped
-            for _name, process in reversed(children):
-                if process.poll() is None:
-                    process.terminate()
-            for _name, process in children:
+            for name, process in reversed(children):
+                self._signal(name, process, signal.SIGTERM)
+            for name, process in children:
                 try:
-                    process.wait(timeout=15)
+                    # The task cluster only runs idempotent sweeps: no need to wait for its slow
+                    # graceful stop.
+                    process.wait(timeout=5 if name == "tasks" else 15)
                 except subprocess.TimeoutExpired:
-                    process.kill()
+                    self._signal(name, process, signal.SIGKILL)
+                    process.wait()
             self._say("stopped")
 
-    def _spawn(self, args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    def _spawn(self, args: list[str], log_path: Path, *, group: bool = False) -> subprocess.Popen[bytes]:
         return subprocess.Popen([sys.executable, *args], stdout=open(log_path, "ab"), stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent)
+                                stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent,
+                                start_new_session=group)
+
+    @staticmethod
+    def _signal(name: str, process: subprocess.Popen[bytes], signum: int) -> None:
+        try:
+            if name == "tasks":
+                os.killpg(process.pid, signum)  # the cluster and the workers it forked
+            elif process.poll() is None:
+                process.send_signal(signum)
+        except ProcessLookupError:
+            pass
 
     def _wait_for_gateway(self, gateway: subprocess.Popen[bytes], url: str, log_dir: Path) -> None:
         deadline = time.monotonic() + 60
