@@ -13,7 +13,7 @@ from accounts.services import key_revoke
 class OcsUserAdmin(UserAdmin):
     list_display = ("username", "role", "first_name", "last_name", "is_active", "last_login")
     list_filter = ("role", "is_active")
-    fieldsets = UserAdmin.fieldsets + (("OCS", {"fields": ("role",)}),)
+    fieldsets = (*(UserAdmin.fieldsets or ()), ("OCS", {"fields": ("role",)}))
 
 
 @admin.register(ApiKey)

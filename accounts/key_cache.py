@@ -78,6 +78,7 @@ async def key_authenticate(raw: str) -> KeyIdentity | None:
     generation = await live_state().generation(GENERATION)
     cached = _cache.get(prefix)
     now = time.monotonic()
+    identity: KeyIdentity | None
     if cached and cached[2] == generation and now - cached[1] < settings.OCS["KEY_CACHE_TTL_S"]:
         identity = cached[0]
     else:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.contrib.auth.models import AbstractUser
 from django.db import models
 from django.utils import timezone
@@ -40,7 +42,7 @@ class ApiKey(models.Model):
     def display(self) -> str:
         return f"ocs-{self.prefix}-…"
 
-    def usable_at(self, now: timezone.datetime) -> bool:
+    def usable_at(self, now: datetime) -> bool:
         if self.revoked_at is not None:
             return False
         return self.expires_at is None or self.expires_at > now

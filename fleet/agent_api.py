@@ -92,15 +92,21 @@ class HeartbeatRequest(serializers.Serializer):
     workers = WorkerReport(many=True)
 
 
+def _rig(request: Request) -> Rig:
+    assert isinstance(request.auth, Rig)  # IsRigAgent admitted only rig tokens
+    return request.auth
+
+
 class RegisterView(AgentView):
     def post(self, request: Request) -> Response:
         body = RegisterRequest(data=request.data)
         body.is_valid(raise_exception=True)
+        rig = _rig(request)
         try:
-            workers = rig_register(rig=request.auth, **body.validated_data)
+            workers = rig_register(rig=rig, **body.validated_data)
         except PermissionError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        return Response({"rig": request.auth.name,
+        return Response({"rig": rig.name,
                          "workers": [{"name": w.name, "state": w.state, "pool": w.pool.name} for w in workers]})
 
 
@@ -108,5 +114,5 @@ class HeartbeatView(AgentView):
     def post(self, request: Request) -> Response:
         body = HeartbeatRequest(data=request.data)
         body.is_valid(raise_exception=True)
-        rig_heartbeat(rig=request.auth, **body.validated_data)
+        rig_heartbeat(rig=_rig(request), **body.validated_data)
         return Response({"ok": True})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from fleet.scheduler import conversation_key, serves_model
 from fleet.selectors import fleet_snapshot, models_for_pool, usable_pool_ids
@@ -53,7 +53,7 @@ def _with_model(parsed: ParsedRequest, model: str) -> ParsedRequest:
 
 
 @api_view("POST", render=anthropic_error_response)
-async def messages(request: HttpRequest) -> HttpResponse:
+async def messages(request: HttpRequest) -> HttpResponseBase:
     identity = await authenticate(key_from_headers(request.headers))
     asked = validate_messages(request.body)
     parsed = _with_model(asked, await resolve_model(asked.model, identity.pool_id))
@@ -83,7 +83,7 @@ def _chain(first, second):  # noqa: ANN001, ANN202
 
 
 @api_view("POST", render=anthropic_error_response)
-async def count_tokens(request: HttpRequest) -> HttpResponse:
+async def count_tokens(request: HttpRequest) -> HttpResponseBase:
     identity = await authenticate(key_from_headers(request.headers))
     asked = validate_count_tokens(request.body)
     parsed = _with_model(asked, await resolve_model(asked.model, identity.pool_id))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -92,7 +92,7 @@ class OpenStream:
     chunks: AsyncIterator[bytes]
     dialect: Dialect = OPENAI
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    async def __aiter__(self) -> AsyncGenerator[bytes, None]:
         try:
             yield self.first_chunk
             try:
@@ -151,7 +151,7 @@ async def open_stream(*, path: str, body: dict[str, Any], want: Want, dialect: D
 Transform = Callable[[bytes], Iterator[bytes]]
 
 
-async def _relay(stream: OpenStream, transform: Transform | None) -> AsyncIterator[bytes]:
+async def _relay(stream: OpenStream, transform: Transform | None) -> AsyncGenerator[bytes, None]:
     async with aclosing(stream.__aiter__()) as chunks:
         async for chunk in chunks:
             if transform is None:

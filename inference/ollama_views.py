@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timezone
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 
 from fleet.selectors import ModelView, fleet_snapshot, models_for_pool
 from inference import errors
@@ -36,13 +36,13 @@ async def _models(raw_key: str) -> list[ModelView]:
 
 
 @api_view("GET")
-async def version(request: HttpRequest, key: str) -> HttpResponse:
+async def version(request: HttpRequest, key: str) -> HttpResponseBase:
     await authenticate(key)
     return JsonResponse({"version": OLLAMA_VERSION})
 
 
 @api_view("GET")
-async def tags(request: HttpRequest, key: str) -> HttpResponse:
+async def tags(request: HttpRequest, key: str) -> HttpResponseBase:
     models = await _models(key)
     return JsonResponse({
         "models": [
@@ -60,7 +60,7 @@ async def tags(request: HttpRequest, key: str) -> HttpResponse:
 
 
 @api_view("POST")
-async def show(request: HttpRequest, key: str) -> HttpResponse:
+async def show(request: HttpRequest, key: str) -> HttpResponseBase:
     models = {m.public_id: m for m in await _models(key)}
     body = parse_json_object(request.body)
     name = body.get("model") or body.get("name")
@@ -86,12 +86,12 @@ async def show(request: HttpRequest, key: str) -> HttpResponse:
 
 
 @api_view("POST")
-async def chat_completions(request: HttpRequest, key: str) -> HttpResponse:
+async def chat_completions(request: HttpRequest, key: str) -> HttpResponseBase:
     return await chat(request, raw_key=key)
 
 
 @api_view("GET")
-async def models_list(request: HttpRequest, key: str) -> HttpResponse:
+async def models_list(request: HttpRequest, key: str) -> HttpResponseBase:
     models = await _models(key)
     return JsonResponse({"object": "list", "data": [
         {"id": m.public_id, "object": "model", "created": m.created, "owned_by": m.owned_by,

@@ -123,7 +123,7 @@ def _post(summary: str, request: dict[str, Any], error: dict[str, Any], *, strea
 
 
 def openapi_document() -> dict[str, Any]:
-    anthropic_security = [{"apiKeyHeader": []}, {"bearer": []}]
+    anthropic_security: list[dict[str, list[str]]] = [{"apiKeyHeader": []}, {"bearer": []}]
     return {
         "openapi": "3.1.0",
         "info": {"title": "OCS Intelligence", "version": "1",

@@ -34,7 +34,7 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
         raise invalid_request("The request body is not valid UTF-8.") from None
     try:
         body = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise invalid_request(f"The request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}.") from None
     if not isinstance(body, dict):
         raise invalid_request("The request body must be a JSON object.")

@@ -6,12 +6,12 @@ import asyncio
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from fleet.scheduler import conversation_key
@@ -28,7 +28,7 @@ from inference.validation import ParsedRequest, apply_output_cap, validate_chat,
 
 log = logging.getLogger("ocs.api")
 
-View = Callable[..., Awaitable[HttpResponse]]
+View = Callable[..., Coroutine[Any, Any, HttpResponseBase]]
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
 
@@ -40,14 +40,14 @@ def error_response(error: errors.ApiError) -> HttpResponse:
     return response
 
 
-def api_view(*methods: str, render: Callable[[errors.ApiError], HttpResponse] = error_response) -> Callable[[View], View]:
+def api_view(*methods: str, render: Callable[[errors.ApiError], HttpResponseBase] = error_response) -> Callable[[View], View]:
     """Every outcome of an API view is JSON in the client's envelope (`render`): refusals, wrong
     methods, oversized bodies and our own bugs alike (logged with the traceback, never sent)."""
 
     def decorate(view: View) -> View:
         @csrf_exempt
         @functools.wraps(view)
-        async def wrapper(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+        async def wrapper(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponseBase:
             if request.method not in methods:
                 error = errors.ApiError(405, f"Method {request.method} is not allowed here; use {' or '.join(methods)}.")
                 response = render(error)
@@ -71,7 +71,7 @@ def api_view(*methods: str, render: Callable[[errors.ApiError], HttpResponse] = 
 
 
 @api_view("GET")
-async def models_list(request: HttpRequest) -> HttpResponse:
+async def models_list(request: HttpRequest) -> HttpResponseBase:
     identity = await authenticate(key_from_headers(request.headers))
     snapshot = await fleet_snapshot(pool_id=identity.pool_id)
     data = [
@@ -88,19 +88,19 @@ async def models_list(request: HttpRequest) -> HttpResponse:
 
 
 @api_view("POST")
-async def chat_completions(request: HttpRequest) -> HttpResponse:
+async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     return await chat(request, raw_key=key_from_headers(request.headers))
 
 
 @api_view("POST")
-async def completions(request: HttpRequest) -> HttpResponse:
+async def completions(request: HttpRequest) -> HttpResponseBase:
     identity = await authenticate(key_from_headers(request.headers))
     parsed = validate_completion(request.body)
     want = Want(user_id=identity.user_id, pool_id=identity.pool_id, model_id=parsed.model)
     return await forward(parsed, path=COMPLETIONS_PATH, want=want, key_id=identity.key_id)
 
 
-async def chat(request: HttpRequest, *, raw_key: str | None) -> HttpResponse:
+async def chat(request: HttpRequest, *, raw_key: str | None) -> HttpResponseBase:
     identity = await authenticate(raw_key)
     parsed = validate_chat(request.body)
     plan = plan_forced_tool(parsed.body)
@@ -135,7 +135,7 @@ async def forward(
     convert: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     stream_transform: Callable[[], Transform] | None = None,
     dialect: Dialect = OPENAI,
-) -> HttpResponse:
+) -> HttpResponseBase:
     """Send a validated request to a worker and answer the client. `rewrite` changes the body the
     worker gets; `convert` / `stream_transform` change what comes back (forced tool calls,
     protocol translation). Most requests need none of them: chunks then pass through untouched."""
@@ -160,7 +160,7 @@ async def forward(
 
 async def _stream(
     *, path: str, body: dict[str, Any], want: Want, key_lease: Lease, transform: Transform | None, dialect: Dialect
-) -> HttpResponse:
+) -> HttpResponseBase:
     """Wait briefly for the first chunk so that refusals keep their HTTP status; past the grace
     period, start the event stream and keep the client informed while the request queues."""
     opening = asyncio.ensure_future(dispatch.open_stream(path=path, body=body, want=want, dialect=dialect))
@@ -183,11 +183,11 @@ def event_stream(chunks: AsyncIterator[bytes]) -> StreamingHttpResponse:
     return response
 
 
-async def openapi(request: HttpRequest) -> HttpResponse:
+async def openapi(request: HttpRequest) -> HttpResponseBase:
     """Public: clients and tools read it before they have a key."""
     return JsonResponse(openapi_document())
 
 
 @api_view("GET", "POST", "PUT", "PATCH", "DELETE")
-async def not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
+async def not_found(request: HttpRequest, rest: str = "") -> HttpResponseBase:
     raise errors.ApiError(404, f"Unknown API route: {request.method} {request.path}", code="unknown_url")

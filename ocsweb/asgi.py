@@ -49,6 +49,7 @@ class BareASGIHandler(ASGIHandler):
         set_script_prefix(get_script_prefix(scope))
         request, error_response = self.create_request(scope, body_file)
         if request is None:
+            assert error_response is not None  # Django returns one or the other
             body_file.close()
             await self.send_response(error_response, send)
             _close_without_signal(error_response)

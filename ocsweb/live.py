@@ -136,7 +136,7 @@ class InProcessLiveState:
             self._queues[process] = ({line: d for line, d in depths.items() if d}, self._clock() + ttl_s)
 
     def queue_depths_sync(self) -> dict[str, int]:
-        now, total = self._clock(), {}
+        now, total = self._clock(), dict[str, int]()
         with self._lock:
             for depths, until in self._queues.values():
                 if until > now:
@@ -242,7 +242,8 @@ class RedisLiveState:
     def suspects_sync(self) -> frozenset[int]:
         now_ms = int(time.time() * 1000)
         self._sync.zremrangebyscore(self._k("suspects"), "-inf", now_ms)
-        return frozenset(int(s) for s in self._sync.zrangebyscore(self._k("suspects"), now_ms + 1, "+inf"))
+        members: list[bytes] = self._sync.zrangebyscore(self._k("suspects"), now_ms + 1, "+inf")  # type: ignore[assignment]
+        return frozenset(int(member) for member in members)
 
     async def set_affinity(self, conversation: str, worker_id: int, ttl_s: float) -> None:
         await self._client().set(self._k("affinity", conversation), worker_id, px=int(ttl_s * 1000))
@@ -267,7 +268,8 @@ class RedisLiveState:
     def queue_depths_sync(self) -> dict[str, int]:
         total: dict[str, int] = {}
         for key in self._sync.scan_iter(self._k("queue", "*")):
-            for line, depth in self._sync.hgetall(key).items():
+            depths: dict[bytes, bytes] = self._sync.hgetall(key)  # type: ignore[assignment]
+            for line, depth in depths.items():
                 total[line.decode()] = total.get(line.decode(), 0) + int(depth)
         return total
 

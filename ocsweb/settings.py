@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ocsweb.lib.gateway_settings import GatewaySettings
 from ocsweb.lib.env import (
     ConfigError,
     env_bool,
@@ -134,7 +135,7 @@ else:
     }
 
 # --- Gateway behaviour ---------------------------------------------------------------------
-OCS = {
+OCS: GatewaySettings = {
     # How long a claimed worker slot lives without renewal; a crashed gateway's slots expire.
     "SLOT_LEASE_S": env_float("OCS_SLOT_LEASE_S", 30.0, minimum=1.0),
     # How long a request waits for a free slot before it is refused with 429.

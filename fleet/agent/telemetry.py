@@ -38,9 +38,14 @@ def read_gpus(nvml: ModuleType | None = None) -> tuple[str, list[GpuSample]]:
     """(status, samples). `nvml` is the pynvml module; tests pass a fake of it."""
     if nvml is None:
         try:
-            import pynvml as nvml  # type: ignore[no-redef]
+            import pynvml
         except ImportError:
             return "no GPUs (pynvml not installed)", []
+        nvml = pynvml
+    return _read_all(nvml)
+
+
+def _read_all(nvml: ModuleType) -> tuple[str, list[GpuSample]]:
     try:
         nvml.nvmlInit()
     except Exception as exc:  # NVMLError_LibraryNotFound / DriverNotLoaded on a CPU machine

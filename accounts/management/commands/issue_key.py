@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.models import User
@@ -15,7 +17,7 @@ class Command(BaseCommand):
         parser.add_argument("--name", default="default", help="A label for the key, e.g. 'laptop' or 'vscode'.")
         parser.add_argument("--pool", default=None, help="Pool the key routes to (default: production).")
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             user = User.objects.get(username=options["username"])
         except User.DoesNotExist:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.models import ApiKey
@@ -12,7 +14,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("prefix")
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         prefix = str(options["prefix"]).removeprefix("ocs-").split("-")[0]
         key = ApiKey.objects.filter(prefix=prefix).first()
         if key is None:

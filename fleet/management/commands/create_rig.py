@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandParser
 
 from fleet.rigs import rig_create
@@ -13,6 +15,6 @@ class Command(BaseCommand):
         parser.add_argument("name")
         parser.add_argument("--address", required=True, help="The rig's NetBird address, where its workers listen.")
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         _rig, token = rig_create(name=str(options["name"]), address=str(options["address"]))
         self.stdout.write(token)

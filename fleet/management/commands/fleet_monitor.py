@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import asyncio
 import signal
 
@@ -18,7 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=1.0, help="Seconds between rounds (default 1).")
         parser.add_argument("--once", action="store_true", help="Run one round, print it, exit.")
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         asyncio.run(self._run(float(options["interval"]), bool(options["once"])))
 
     async def _run(self, interval_s: float, once: bool) -> None:
@@ -26,7 +28,7 @@ class Command(BaseCommand):
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)  # finish the round in progress, then exit
-        tracker, suspects = HealthTracker(), set()
+        tracker, suspects = HealthTracker(), set[int]()
         async with httpx.AsyncClient(trust_env=False) as client:
             while True:
                 report, suspects = await probe_round(tracker, client, suspects)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -18,7 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("--slots", type=int, default=None, help="Default: read from the server's /props.")
         parser.add_argument("--context", type=int, default=None, help="Context length (default: from /props).")
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         url = str(options["url"]).rstrip("/")
         if not url.startswith(("http://", "https://")):
             raise CommandError("--url must start with http:// or https://")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import signal
 import threading
 from pathlib import Path
@@ -18,7 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("--config", required=True, type=Path, help="Path of the rig's TOML config.")
         parser.add_argument("--once", action="store_true", help="One round, print it, stop the workers, exit.")
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             config = load_agent_config(options["config"])
         except AgentConfigError as exc:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import signal
 import threading
 
@@ -18,7 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("--name", default=None, help="Default: local-<port>.")
         parser.add_argument("--slots", type=int, default=4, help="llama-server --parallel.")
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         port = int(options["port"]) or free_port()
         name = str(options["name"] or f"local-{port}")
         stop = threading.Event()
@@ -32,7 +34,8 @@ class Command(BaseCommand):
         try:
             while not stop.wait(1.0):
                 if not process.alive():
-                    self.stderr.write(f"llama-server exited with code {process.process.returncode}")
+                    code = process.process.returncode if process.process else None
+                    self.stderr.write(f"llama-server exited with code {code}")
                     break
         finally:
             local_worker_stop(process=process, worker=worker, reason="serve_worker stopped")

@@ -8,6 +8,8 @@ Ctrl-C or SIGTERM stops everything it started; children also die if it is killed
 """
 from __future__ import annotations
 
+from typing import Any
+
 import os
 import secrets
 import signal
@@ -44,7 +46,7 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, default=1, help="Local llama-server workers to start (0: none).")
         parser.add_argument("--slots", type=int, default=4, help="Slots (--parallel) per worker.")
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         port, host = int(options["port"]), str(options["host"])
         worker_count, slots = int(options["workers"]), int(options["slots"])
         if worker_count < 0 or slots < 1:
@@ -161,7 +163,7 @@ class Command(BaseCommand):
     def _wait_for_workers(self, agent: RigAgentRunner, count: int, stop: threading.Event,
                           children: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
         names = [s.worker.name for s in agent.supervisors]
-        started, reported = time.monotonic(), set()
+        started, reported = time.monotonic(), set[str]()
         while len(reported) < count:
             if stop.is_set():
                 raise CommandError("interrupted while the workers were starting")

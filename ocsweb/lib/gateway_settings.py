@@ -1,0 +1,24 @@
+"""The type of settings.OCS, the gateway's own settings (read in ocsweb/settings.py)."""
+from __future__ import annotations
+
+from typing import TypedDict
+
+
+class GatewaySettings(TypedDict):
+    SLOT_LEASE_S: float
+    QUEUE_MAX_WAIT_S: float
+    KEY_MAX_CONCURRENCY: int
+    STREAM_QUEUE_GRACE_S: float
+    KEEPALIVE_S: float
+    SUSPECT_S: float
+    AFFINITY_TTL_S: float
+    UPSTREAM_CONNECT_TIMEOUT_S: float
+    UPSTREAM_READ_TIMEOUT_S: float
+    UPSTREAM_MAX_TRIES: int
+    KEY_CACHE_TTL_S: float
+    FLEET_CACHE_TTL_S: float
+    MAX_BODY_BYTES: int
+    DEFAULT_POOL: str
+    ANTHROPIC_DEFAULT_MODEL: str
+    RIG_SILENT_S: float
+    EVENT_RETENTION_DAYS: int
