@@ -46,3 +46,20 @@ class ApiKey(models.Model):
         if self.revoked_at is not None:
             return False
         return self.expires_at is None or self.expires_at > now
+
+
+class AuditEvent(models.Model):
+    """A teacher's (or operator's) action, kept for accountability: who did what to whom, when."""
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(User, on_delete=models.SET_NULL, null=True, blank=True, related_name="audit_events",
+                              help_text="Empty: done from the command line or by the system.")
+    action = models.CharField(max_length=50, db_index=True)
+    subject = models.CharField(max_length=200)
+    detail = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-at"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.action} {self.subject}"

@@ -6,6 +6,7 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from accounts.audit import audit_record
 from accounts.keys import generate_key
 from accounts.models import ApiKey, User
 from fleet.models import Pool
@@ -45,20 +46,22 @@ def key_issue(
     raise RuntimeError("could not draw a unique key prefix")
 
 
-def key_revoke(*, key: ApiKey) -> ApiKey:
+def key_revoke(*, key: ApiKey, actor: User | None = None) -> ApiKey:
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+        audit_record(actor=actor, action="key.revoked", subject=key.user.username, detail=f"{key.display} ({key.name})")
     from accounts.key_cache import key_cache_invalidate
 
     key_cache_invalidate(prefix=key.prefix)
     return key
 
 
-def user_set_active(*, user: User, active: bool) -> User:
+def user_set_active(*, user: User, active: bool, actor: User | None = None) -> User:
     """Disable or re-enable a student; their keys stop (or resume) working in every gateway process."""
     user.is_active = active
     user.save(update_fields=["is_active"])
+    audit_record(actor=actor, action="student.enabled" if active else "student.disabled", subject=user.username)
     from accounts.key_cache import key_cache_invalidate
 
     for prefix in user.api_keys.values_list("prefix", flat=True):

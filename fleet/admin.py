@@ -4,6 +4,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from accounts.audit import acting_user
 from fleet.models import CatalogModel, Gpu, Pool, PoolEvent, Rig, Worker, WorkerEvent
 from fleet.services import worker_disable, worker_drain, worker_enable, worker_move
 
@@ -21,7 +22,7 @@ class WorkerEventInline(admin.TabularInline):
 
 def _bulk(action, verb: str):  # noqa: ANN001, ANN202
     def run(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Worker]) -> None:
-        changed = sum(1 for worker in queryset if action(worker=worker))
+        changed = sum(1 for worker in queryset if action(worker=worker, actor=acting_user(request)))
         modeladmin.message_user(request, f"{verb} {changed} worker(s).", messages.SUCCESS)
 
     run.short_description = f"{verb.capitalize()} selected workers"  # type: ignore[attr-defined]
@@ -33,7 +34,7 @@ def _move_to(pool_name: str):  # noqa: ANN202
     def run(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Worker]) -> None:
         pool = Pool.objects.get(name=pool_name)
         for worker in queryset.select_related("pool"):
-            worker_move(worker=worker, pool=pool)
+            worker_move(worker=worker, pool=pool, actor=acting_user(request))
         modeladmin.message_user(request, f"Moved {queryset.count()} worker(s) to {pool_name}.", messages.SUCCESS)
 
     run.short_description = f"Move selected workers to pool {pool_name}"  # type: ignore[attr-defined]

@@ -4,6 +4,8 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.audit import audit_record
+from accounts.models import User
 from fleet.models import CatalogModel, Pool, Worker, WorkerEvent
 
 
@@ -68,28 +70,38 @@ def worker_set_state(*, worker: Worker, state: str, reason: str) -> bool:
     return True
 
 
-def worker_move(*, worker: Worker, pool: Pool) -> Worker:
+def worker_move(*, worker: Worker, pool: Pool, actor: User | None = None) -> Worker:
     """Move a worker to another pool; its in-flight requests finish where they are."""
     if worker.pool_id != pool.id:
         previous = worker.pool.name
         worker.pool = pool
         worker.save(update_fields=["pool"])
-        WorkerEvent.objects.create(worker=worker, from_state=worker.state, to_state=worker.state,
-                                   reason=f"moved from pool {previous} to {pool.name}")
+        reason = f"moved from pool {previous} to {pool.name}"
+        WorkerEvent.objects.create(worker=worker, from_state=worker.state, to_state=worker.state, reason=reason)
+        audit_record(actor=actor, action="worker.moved", subject=worker.name, detail=reason)
     return worker
 
 
-def worker_drain(*, worker: Worker, reason: str = "drained by a teacher") -> bool:
+def _teacher_sets_state(*, worker: Worker, state: str, action: str, actor: User | None) -> bool:
+    verb = action.split(".")[1]
+    changed = worker_set_state(worker=worker, state=state,
+                               reason=f"{verb} by {actor.username if actor else 'an operator'}")
+    if changed:
+        audit_record(actor=actor, action=action, subject=worker.name)
+    return changed
+
+
+def worker_drain(*, worker: Worker, actor: User | None = None) -> bool:
     """No new requests; those in flight finish (their slots are leases, untouched here)."""
-    return worker_set_state(worker=worker, state=Worker.State.DRAINING, reason=reason)
+    return _teacher_sets_state(worker=worker, state=Worker.State.DRAINING, action="worker.drained", actor=actor)
 
 
-def worker_disable(*, worker: Worker, reason: str = "disabled by a teacher") -> bool:
-    return worker_set_state(worker=worker, state=Worker.State.DISABLED, reason=reason)
+def worker_disable(*, worker: Worker, actor: User | None = None) -> bool:
+    return _teacher_sets_state(worker=worker, state=Worker.State.DISABLED, action="worker.disabled", actor=actor)
 
 
-def worker_enable(*, worker: Worker, reason: str = "enabled by a teacher") -> bool:
+def worker_enable(*, worker: Worker, actor: User | None = None) -> bool:
     """Back under the monitor's care: `starting` until its first good probe makes it healthy."""
     if worker.state not in {Worker.State.DRAINING, Worker.State.DISABLED}:
         return False
-    return worker_set_state(worker=worker, state=Worker.State.STARTING, reason=reason)
+    return _teacher_sets_state(worker=worker, state=Worker.State.STARTING, action="worker.enabled", actor=actor)

@@ -49,6 +49,11 @@ async def claim_key_concurrency(key_id: int) -> Lease:
     return Lease(resource, lease_id).keep()
 
 
+def _status_detail(status: int) -> str:
+    # llama-server answers 503 on every route while it loads its model.
+    return "still loading its model" if status == 503 else f"status {status}"
+
+
 async def _worker_failed(want: Want, slot: Slot, detail: str) -> None:
     want.failed[slot.worker.id] = f"{slot.worker.name}: {detail}"
     log.warning("worker %s failed before the first byte: %s", slot.worker.name, detail)
@@ -73,7 +78,7 @@ async def forward_json(*, path: str, body: dict[str, Any], want: Want) -> tuple[
         finally:
             await slot.release()
         if response.status_code >= 500:
-            await _worker_failed(want, slot, f"status {response.status_code}")
+            await _worker_failed(want, slot, _status_detail(response.status_code))
             continue
         if response.status_code >= 400:
             raise errors.from_llama_server(response.status_code, response.content)
@@ -125,7 +130,7 @@ async def open_stream(*, path: str, body: dict[str, Any], want: Want, dialect: D
             response = await upstream.send(request, stream=True)
             if response.status_code >= 500:
                 await response.aread()
-                await _worker_failed(want, slot, f"status {response.status_code}")
+                await _worker_failed(want, slot, _status_detail(response.status_code))
                 continue
             if response.status_code >= 400:
                 raise errors.from_llama_server(response.status_code, await response.aread())
@@ -220,7 +225,7 @@ async def forward_light(*, path: str, body: dict[str, Any], want: Want) -> tuple
             want.failed[worker.id] = f"{worker.name}: {type(exc).__name__}"
             continue
         if response.status_code >= 500:
-            want.failed[worker.id] = f"{worker.name}: status {response.status_code}"
+            want.failed[worker.id] = f"{worker.name}: {_status_detail(response.status_code)}"
             continue
         if response.status_code >= 400:
             raise errors.from_llama_server(response.status_code, response.content)

@@ -48,22 +48,25 @@ def api_view(*methods: str, render: Callable[[errors.ApiError], HttpResponseBase
         @csrf_exempt
         @functools.wraps(view)
         async def wrapper(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponseBase:
+            response: HttpResponseBase
             if request.method not in methods:
                 error = errors.ApiError(405, f"Method {request.method} is not allowed here; use {' or '.join(methods)}.")
                 response = render(error)
                 response["Allow"] = ", ".join(methods)
-                return response
-            try:
-                return await view(request, *args, **kwargs)
-            except errors.ApiError as error:
-                return render(error)
-            except RequestDataTooBig:
-                return render(errors.ApiError(413, "The request body is too large.", code="request_too_large"))
-            except Exception:
-                log.exception("unhandled error on %s", request.path)
-                return render(
-                    errors.ApiError(500, "The gateway hit an internal error; it has been logged.", type="server_error")
-                )
+            else:
+                try:
+                    response = await view(request, *args, **kwargs)
+                except errors.ApiError as error:
+                    response = render(error)
+                except RequestDataTooBig:
+                    response = render(errors.ApiError(413, "The request body is too large.", code="request_too_large"))
+                except Exception:
+                    log.exception("unhandled error on %s", request.path)
+                    response = render(errors.ApiError(500, "The gateway hit an internal error; it has been logged.",
+                                                      type="server_error"))
+            # The hot paths skip SecurityMiddleware (ocsweb/asgi.py); HSTS comes from the HTTPS proxy.
+            response["X-Content-Type-Options"] = "nosniff"
+            return response
 
         return wrapper
 

@@ -110,6 +110,7 @@ def test_api_paths_answer_json_never_html(gateway, student_key) -> None:  # noqa
     assert unknown.status_code == 404 and "error" in unknown.json()
     wrong_method = httpx.get(gateway.url + "/v1/chat/completions")
     assert wrong_method.status_code == 405 and wrong_method.json()["error"]["message"].startswith("Method GET")
+    assert unknown.headers["x-content-type-options"] == wrong_method.headers["x-content-type-options"] == "nosniff"
     too_big = httpx.post(gateway.url + "/v1/chat/completions", content=b"x" * (settings.OCS["MAX_BODY_BYTES"] + 1),
                          headers={"Authorization": f"Bearer {student_key[1]}"})
     assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "request_too_large"

@@ -81,3 +81,13 @@ def test_production_refuses_to_start_without_secret_key_or_hosts(tmp_path: Path)
     ok = _start_settings({"OCS_ENV": "production", "OCS_SECRET_KEY": "x" * 40,
                           "OCS_ALLOWED_HOSTS": "ai.school.example", "OCS_VAR_DIR": str(tmp_path)})
     assert ok.returncode == 0, ok.stderr
+
+
+def test_check_deploy_is_clean_under_production_settings(tmp_path: Path) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OCS_", "DATABASE_URL", "REDIS_URL"))}
+    clean.update(OCS_ENV="production", OCS_SECRET_KEY="k" * 20 + "Q7!x" * 10, OCS_ALLOWED_HOSTS="ai.school.example",
+                 OCS_VAR_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="ocsweb.settings")
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+                            cwd=ROOT, env=clean, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
