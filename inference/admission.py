@@ -23,6 +23,7 @@ from fleet.scheduler import WorkerView, rank_workers
 from fleet.selectors import fleet_snapshot
 from inference import errors
 from inference.fair_queue import FairQueue
+from inference.metrics import QUEUE_WAIT
 from ocsweb.lib.db import fresh_connection
 from ocsweb.live import live_state, worker_resource
 
@@ -81,6 +82,7 @@ class Want:
     model_id: str
     conversation: str | None = None
     failed: dict[int, str] = field(default_factory=dict)
+    arrived: float = field(default_factory=time.monotonic)
 
     def avoid(self) -> frozenset[int]:
         return frozenset(self.failed)
@@ -172,6 +174,13 @@ async def try_claim(want: Want) -> Slot | None:
 
 async def acquire_slot(want: Want) -> Slot:
     """A claimed slot for `want`, waiting fairly up to QUEUE_MAX_WAIT_S, else 429."""
+    started = time.monotonic()
+    slot = await _acquire(want)
+    QUEUE_WAIT.labels(want.model_id).observe(time.monotonic() - started)
+    return slot
+
+
+async def _acquire(want: Want) -> Slot:
     line = _line_for(want.pool_id, want.model_id)
     if not len(line.queue):
         slot = await try_claim(want)

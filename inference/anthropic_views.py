@@ -19,7 +19,7 @@ from inference.dialects import ANTHROPIC, anthropic_body, anthropic_status
 from inference.errors import ApiError
 from inference.forced_tools import StreamConverter, convert_response, plan_forced_tool, rewrite_request
 from inference.validation import ParsedRequest
-from inference.views import CHAT_PATH, api_view, forward
+from inference.views import CHAT_PATH, api_view, forward, label_request
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
@@ -52,11 +52,12 @@ def _with_model(parsed: ParsedRequest, model: str) -> ParsedRequest:
     return ParsedRequest(model=model, stream=parsed.stream, body={**parsed.body, "model": model})
 
 
-@api_view("POST", render=anthropic_error_response)
+@api_view("POST", render=anthropic_error_response, client="anthropic")
 async def messages(request: HttpRequest) -> HttpResponseBase:
     identity = await authenticate(key_from_headers(request.headers))
     asked = validate_messages(request.body)
     parsed = _with_model(asked, await resolve_model(asked.model, identity.pool_id))
+    label_request(request, model=parsed.model, pool=identity.pool_name)
     want = Want(
         user_id=identity.user_id, pool_id=identity.pool_id, model_id=parsed.model,
         conversation=conversation_key(user_id=identity.user_id, model_id=parsed.model,
@@ -82,7 +83,7 @@ def _chain(first, second):  # noqa: ANN001, ANN202
     return feed
 
 
-@api_view("POST", render=anthropic_error_response)
+@api_view("POST", render=anthropic_error_response, client="anthropic")
 async def count_tokens(request: HttpRequest) -> HttpResponseBase:
     identity = await authenticate(key_from_headers(request.headers))
     asked = validate_count_tokens(request.body)

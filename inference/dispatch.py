@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -22,7 +23,9 @@ from fleet.selectors import fleet_snapshot, usable_pool_ids
 from inference import errors, upstream
 from inference.admission import Lease, Slot, Want, acquire_slot
 from inference.dialects import OPENAI, Dialect
+from inference.metrics import FIRST_BYTE, count_tokens
 from inference.upstream import RETRYABLE_ERRORS, upstream_client
+from inference.usage import UsageSniffer, usage_of
 from ocsweb.live import key_resource, live_state
 
 log = logging.getLogger("ocs.dispatch")
@@ -83,6 +86,8 @@ async def forward_json(*, path: str, body: dict[str, Any], want: Want) -> tuple[
         if response.status_code >= 400:
             raise errors.from_llama_server(response.status_code, response.content)
         await _remember_worker(want, slot.worker)
+        FIRST_BYTE.labels(want.model_id).observe(time.monotonic() - want.arrived)
+        count_tokens(want.model_id, usage_of(response.content))
         return response.status_code, response.content, slot.worker
     raise errors.upstream_failed("; ".join(want.failed.values()) or "no worker answered")
 
@@ -95,13 +100,18 @@ class OpenStream:
     response: httpx.Response
     first_chunk: bytes
     chunks: AsyncIterator[bytes]
+    model_id: str
     dialect: Dialect = OPENAI
+    usage: UsageSniffer = field(default_factory=UsageSniffer)
+    _closed: bool = False
 
     async def __aiter__(self) -> AsyncGenerator[bytes, None]:
         try:
+            self.usage.feed(self.first_chunk)
             yield self.first_chunk
             try:
                 async for chunk in self.chunks:
+                    self.usage.feed(chunk)
                     yield chunk
             except httpx.HTTPError as exc:
                 log.warning("worker %s failed mid-stream: %s", self.slot.worker.name, type(exc).__name__)
@@ -116,6 +126,9 @@ class OpenStream:
         """Close upstream (llama-server stops decoding) and free the slot. Idempotent."""
         await self.response.aclose()
         await self.slot.release()
+        if not self._closed:
+            self._closed = True
+            count_tokens(self.model_id, self.usage.usage)
 
 
 async def open_stream(*, path: str, body: dict[str, Any], want: Want, dialect: Dialect = OPENAI) -> OpenStream:
@@ -141,7 +154,9 @@ async def open_stream(*, path: str, body: dict[str, Any], want: Want, dialect: D
                 continue
             handed_over = True
             await _remember_worker(want, slot.worker)
-            return OpenStream(slot=slot, response=response, first_chunk=first, chunks=chunks, dialect=dialect)
+            FIRST_BYTE.labels(want.model_id).observe(time.monotonic() - want.arrived)
+            return OpenStream(slot=slot, response=response, first_chunk=first, chunks=chunks,
+                              model_id=want.model_id, dialect=dialect)
         except RETRYABLE_ERRORS as exc:
             await _worker_failed(want, slot, type(exc).__name__)
             continue

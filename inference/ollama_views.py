@@ -35,13 +35,13 @@ async def _models(raw_key: str) -> list[ModelView]:
     return models_for_pool(snapshot, identity.pool_id)
 
 
-@api_view("GET")
+@api_view("GET", client="ollama")
 async def version(request: HttpRequest, key: str) -> HttpResponseBase:
     await authenticate(key)
     return JsonResponse({"version": OLLAMA_VERSION})
 
 
-@api_view("GET")
+@api_view("GET", client="ollama")
 async def tags(request: HttpRequest, key: str) -> HttpResponseBase:
     models = await _models(key)
     return JsonResponse({
@@ -59,7 +59,7 @@ async def tags(request: HttpRequest, key: str) -> HttpResponseBase:
     })
 
 
-@api_view("POST")
+@api_view("POST", client="ollama")
 async def show(request: HttpRequest, key: str) -> HttpResponseBase:
     models = {m.public_id: m for m in await _models(key)}
     body = parse_json_object(request.body)
@@ -85,12 +85,12 @@ async def show(request: HttpRequest, key: str) -> HttpResponseBase:
     })
 
 
-@api_view("POST")
+@api_view("POST", client="ollama")
 async def chat_completions(request: HttpRequest, key: str) -> HttpResponseBase:
     return await chat(request, raw_key=key)
 
 
-@api_view("GET")
+@api_view("GET", client="ollama")
 async def models_list(request: HttpRequest, key: str) -> HttpResponseBase:
     models = await _models(key)
     return JsonResponse({"object": "list", "data": [

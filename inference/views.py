@@ -22,6 +22,7 @@ from inference.auth import authenticate, key_from_headers
 from inference.dialects import OPENAI, Dialect
 from inference.dispatch import Transform
 from inference.forced_tools import StreamConverter, convert_response, plan_forced_tool, rewrite_request
+from inference.metrics import REFUSALS, REQUESTS
 from inference.openapi import openapi_document
 from inference.reasoning import ReasoningMirror, mirror_reasoning
 from inference.validation import ParsedRequest, apply_output_cap, validate_chat, validate_completion
@@ -40,9 +41,13 @@ def error_response(error: errors.ApiError) -> HttpResponse:
     return response
 
 
-def api_view(*methods: str, render: Callable[[errors.ApiError], HttpResponseBase] = error_response) -> Callable[[View], View]:
+def api_view(
+    *methods: str, render: Callable[[errors.ApiError], HttpResponseBase] = error_response, client: str = "openai"
+) -> Callable[[View], View]:
     """Every outcome of an API view is JSON in the client's envelope (`render`): refusals, wrong
-    methods, oversized bodies and our own bugs alike (logged with the traceback, never sent)."""
+    methods, oversized bodies and our own bugs alike (logged with the traceback, never sent).
+    Every outcome is counted in ocs_requests_total, labelled with what the view learnt
+    (`label_request`) and the client protocol."""
 
     def decorate(view: View) -> View:
         @csrf_exempt
@@ -58,6 +63,8 @@ def api_view(*methods: str, render: Callable[[errors.ApiError], HttpResponseBase
                     response = await view(request, *args, **kwargs)
                 except errors.ApiError as error:
                     response = render(error)
+                    if error.status == 429:
+                        REFUSALS.labels(error.code or "rate_limit").inc()
                 except RequestDataTooBig:
                     response = render(errors.ApiError(413, "The request body is too large.", code="request_too_large"))
                 except Exception:
@@ -66,11 +73,17 @@ def api_view(*methods: str, render: Callable[[errors.ApiError], HttpResponseBase
                                                       type="server_error"))
             # The hot paths skip SecurityMiddleware (ocsweb/asgi.py); HSTS comes from the HTTPS proxy.
             response["X-Content-Type-Options"] = "nosniff"
+            model, pool = getattr(request, "ocs_labels", ("-", "-"))
+            REQUESTS.labels(client, model, pool, str(response.status_code)).inc()
             return response
 
         return wrapper
 
     return decorate
+
+
+def label_request(request: HttpRequest, *, model: str, pool: str) -> None:
+    request.ocs_labels = (model, pool)  # type: ignore[attr-defined]
 
 
 @api_view("GET")
@@ -99,6 +112,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
 async def completions(request: HttpRequest) -> HttpResponseBase:
     identity = await authenticate(key_from_headers(request.headers))
     parsed = validate_completion(request.body)
+    label_request(request, model=parsed.model, pool=identity.pool_name)
     want = Want(user_id=identity.user_id, pool_id=identity.pool_id, model_id=parsed.model)
     return await forward(parsed, path=COMPLETIONS_PATH, want=want, key_id=identity.key_id)
 
@@ -106,6 +120,7 @@ async def completions(request: HttpRequest) -> HttpResponseBase:
 async def chat(request: HttpRequest, *, raw_key: str | None) -> HttpResponseBase:
     identity = await authenticate(raw_key)
     parsed = validate_chat(request.body)
+    label_request(request, model=parsed.model, pool=identity.pool_name)
     plan = plan_forced_tool(parsed.body)
     want = Want(
         user_id=identity.user_id,

@@ -163,6 +163,9 @@ OCS: GatewaySettings = {
     # Claude Code asks for claude-* models (its subagents too): those the catalogue does not know
     # are served by this model; empty = the first model the key's pool serves.
     "ANTHROPIC_DEFAULT_MODEL": env_str("OCS_ANTHROPIC_DEFAULT_MODEL", "") or "",
+    # /metrics: readable from these networks (not through the public proxy) or with this token.
+    "METRICS_NETWORKS": env_list("OCS_METRICS_NETWORKS", ["127.0.0.0/8", "::1/128", "100.64.0.0/10"]),
+    "METRICS_TOKEN": env_str("OCS_METRICS_TOKEN", "") or "",
     # A rig whose agent sent no heartbeat for this long has its workers taken out of service.
     "RIG_SILENT_S": env_float("OCS_RIG_SILENT_S", 30.0, minimum=1.0),
     # Worker and pool events older than this are pruned.

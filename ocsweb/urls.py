@@ -10,6 +10,7 @@ from ocsweb import views
 urlpatterns = [
     path("healthz", views.healthz),
     path("readyz", views.readyz),
+    path("metrics", views.metrics),
     path("v1/models", api.models_list),
     path("v1/openapi.json", api.openapi),
     path("v1/chat/completions", api.chat_completions),

@@ -1,10 +1,16 @@
-"""Liveness and readiness probes for load balancers and the operator."""
+"""Liveness and readiness probes, and Prometheus metrics, for load balancers and the operator."""
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from fleet.scheduler import ROUTABLE_STATES
 from fleet.selectors import fleet_snapshot
+from inference.metrics import QUEUE_DEPTH, WORKER_BUSY, WORKER_SLOTS, WORKER_STATE
+from ocsweb.lib.private_access import private_access_allowed
+from ocsweb.live import live_state
 
 
 async def healthz(request: HttpRequest) -> JsonResponse:
@@ -17,3 +23,31 @@ async def readyz(request: HttpRequest) -> JsonResponse:
     status = 200 if healthy else 503
     return JsonResponse({"status": "ready" if healthy else "no healthy worker", "healthy_workers": len(healthy)},
                         status=status)
+
+
+async def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus metrics of this gateway process; fleet gauges are filled in at each scrape."""
+    allowed = private_access_allowed(
+        remote_addr=request.META.get("REMOTE_ADDR", ""),
+        forwarded_for=request.headers.get("X-Forwarded-For"),
+        authorization=request.headers.get("Authorization", ""),
+        token=settings.OCS["METRICS_TOKEN"],
+        networks=settings.OCS["METRICS_NETWORKS"],
+    )
+    if not allowed:
+        return HttpResponse("metrics are readable from the private network or with the staff token\n",
+                            status=403, content_type="text/plain")
+    snapshot = await fleet_snapshot()
+    live = live_state()
+    view = await live.view([w.id for w in snapshot.workers], None)
+    WORKER_STATE.clear()
+    WORKER_SLOTS.clear()
+    WORKER_BUSY.clear()
+    for worker in snapshot.workers:
+        WORKER_STATE.labels(worker.name, worker.pool_name, worker.state).set(1)
+        WORKER_SLOTS.labels(worker.name, worker.pool_name).set(worker.slots)
+        WORKER_BUSY.labels(worker.name, worker.pool_name).set(view.busy.get(worker.id, 0))
+    QUEUE_DEPTH.clear()
+    for line, depth in (await sync_to_async(live.queue_depths_sync, thread_sensitive=False)()).items():
+        QUEUE_DEPTH.labels(line).set(depth)
+    return HttpResponse(generate_latest(), content_type=CONTENT_TYPE_LATEST)

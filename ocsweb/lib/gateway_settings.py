@@ -20,5 +20,7 @@ class GatewaySettings(TypedDict):
     MAX_BODY_BYTES: int
     DEFAULT_POOL: str
     ANTHROPIC_DEFAULT_MODEL: str
+    METRICS_NETWORKS: list[str]
+    METRICS_TOKEN: str
     RIG_SILENT_S: float
     EVENT_RETENTION_DAYS: int

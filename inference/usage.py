@@ -1,0 +1,65 @@
+"""Token counts of an answer, from whichever place the worker reports them. Pure: no Django.
+
+- OpenAI JSON or stream chunk: `usage` {prompt_tokens, completion_tokens}; llama-server also puts
+  `timings` {prompt_n, cache_n, predicted_n} in every answer's final chunk, even when the client
+  did not ask for usage;
+- Anthropic: `usage` {input_tokens, output_tokens} in the message (or in message_start /
+  message_delta events).
+Streams are only looked at when a chunk mentions usage or timings: the other chunks pass by
+with one substring test.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def absorb(self, data: dict[str, Any]) -> None:
+        usage = data.get("usage") or (data.get("message") or {}).get("usage") or {}
+        timings = data.get("timings") or {}
+        prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
+        if prompt is None and timings:
+            prompt = timings.get("prompt_n", 0) + timings.get("cache_n", 0)
+        completion = usage.get("completion_tokens", usage.get("output_tokens"))
+        if completion is None and timings:
+            completion = timings.get("predicted_n")
+        if isinstance(prompt, int) and prompt > 0:
+            self.prompt_tokens = prompt
+        if isinstance(completion, int) and completion > 0:
+            self.completion_tokens = completion
+
+
+def usage_of(body: bytes) -> Usage:
+    usage = Usage()
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return usage
+    if isinstance(data, dict):
+        usage.absorb(data)
+    return usage
+
+
+class UsageSniffer:
+    """Feed it a stream's chunks; `usage` holds the last counts reported."""
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+
+    def feed(self, chunk: bytes) -> None:
+        if b'"usage"' not in chunk and b'"timings"' not in chunk:
+            return
+        for line in chunk.split(b"\n"):
+            if line.startswith(b"data: {") and (b'"usage"' in line or b'"timings"' in line):
+                try:
+                    data = json.loads(line[6:])
+                except ValueError:
+                    continue  # an event cut between two reads: its twin arrives whole next time
+                if isinstance(data, dict):
+                    self.usage.absorb(data)

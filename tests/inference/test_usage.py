@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import json
+
+from inference.usage import UsageSniffer, usage_of
+from ocsweb.lib.private_access import private_access_allowed
+
+
+def test_usage_from_openai_anthropic_and_llama_timings() -> None:
+    assert vars(usage_of(json.dumps({"usage": {"prompt_tokens": 31, "completion_tokens": 12}}).encode())) == {
+        "prompt_tokens": 31, "completion_tokens": 12}
+    assert vars(usage_of(json.dumps({"usage": {"input_tokens": 9, "output_tokens": 4}}).encode())) == {
+        "prompt_tokens": 9, "completion_tokens": 4}
+    timings = {"choices": [], "timings": {"prompt_n": 2, "cache_n": 30, "predicted_n": 7}}
+    assert vars(usage_of(json.dumps(timings).encode())) == {"prompt_tokens": 32, "completion_tokens": 7}
+    assert vars(usage_of(b"not json")) == {"prompt_tokens": 0, "completion_tokens": 0}
+
+
+def test_the_sniffer_reads_only_the_events_that_report_usage() -> None:
+    sniffer = UsageSniffer()
+    sniffer.feed(b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\n')
+    assert vars(sniffer.usage) == {"prompt_tokens": 0, "completion_tokens": 0}
+    sniffer.feed(b'event: message_start\ndata: {"type": "message_start", "message": {"usage": '
+                 b'{"input_tokens": 20, "output_tokens": 0}}}\n\n')
+    sniffer.feed(b'event: message_delta\ndata: {"type": "message_delta", "usage": {"output_tokens": 5}}\n\n')
+    assert vars(sniffer.usage) == {"prompt_tokens": 20, "completion_tokens": 5}
+
+
+def test_private_access_needs_a_private_address_without_a_proxy_or_the_token() -> None:
+    nets = ["127.0.0.0/8", "100.64.0.0/10"]
+    check = lambda **kw: private_access_allowed(**{"forwarded_for": None, "authorization": "", "token": "",  # noqa: E731
+                                                   "networks": nets, **kw})
+    assert check(remote_addr="127.0.0.1") and check(remote_addr="100.64.3.9")
+    assert not check(remote_addr="203.0.113.7") and not check(remote_addr="garbage")
+    assert not check(remote_addr="127.0.0.1", forwarded_for="203.0.113.7")  # came through the public proxy
+    assert check(remote_addr="203.0.113.7", authorization="Bearer s3cret", token="s3cret")
+    assert not check(remote_addr="203.0.113.7", authorization="Bearer wrong", token="s3cret")
+    assert not check(remote_addr="203.0.113.7", authorization="Bearer ", token="")
