@@ -30,6 +30,8 @@ from ocsweb.live import live_state, worker_resource
 log = logging.getLogger("ocs.admission")
 
 POLL_INTERVAL_S = 0.05
+PUMP_RETRY_S = 0.2
+WATCHDOG_S = 1.0
 LENT_EVENT_EVERY_S = 60.0
 
 
@@ -189,14 +191,13 @@ async def _acquire(want: Want) -> Slot:
     waiter = _Waiter(want=want, future=asyncio.get_running_loop().create_future())
     line.queue.push(want.user_id, waiter)
     await _publish_queue_depths()
-    if line.pump is None or line.pump.done():
-        line.pump = asyncio.ensure_future(_pump(line))
+    _ensure_pump(line)
     line.wake.set()
     max_wait_s = settings.OCS["QUEUE_MAX_WAIT_S"]
     started = time.monotonic()
     served = False
     try:
-        slot = await asyncio.wait_for(asyncio.shield(waiter.future), timeout=max_wait_s)
+        slot = await _await_served(line, waiter, deadline=started + max_wait_s)
         served = True
         return slot
     except asyncio.TimeoutError:
@@ -212,32 +213,61 @@ async def _acquire(want: Want) -> Slot:
         await _publish_queue_depths()
 
 
+async def _await_served(line: _Line, waiter: _Waiter, *, deadline: float) -> Slot:
+    """Wait for the pump to serve `waiter`; every WATCHDOG_S make sure a pump still runs, so
+    that no unforeseen failure of one can leave waiters starving until their deadline."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise asyncio.TimeoutError
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiter.future), timeout=min(left, WATCHDOG_S))
+        except asyncio.TimeoutError:
+            if time.monotonic() >= deadline:
+                raise
+            _ensure_pump(line)
+
+
 async def _pump(line: _Line) -> None:
     """Serve waiters round-robin while any wait."""
     while len(line.queue):
         waiter = line.queue.peek()
         assert waiter is not None
+        student = waiter.want.user_id
         if waiter.future.done():  # its request gave up; acquire_slot removes it
-            line.queue.pop()
+            line.queue.take(student, waiter)
             continue
         try:
             slot = await try_claim(waiter.want)
         except errors.ApiError as error:
-            line.queue.pop()
-            waiter.future.set_exception(error)
+            if line.queue.take(student, waiter) and not waiter.future.done():
+                waiter.future.set_exception(error)
+            continue
+        except Exception:
+            # A transient failure (the database busy, Redis restarting) must not end the pump:
+            # nobody awaits it, so it would die silently and the waiters would starve until a
+            # new arrival started another. Log, back off, serve on; each waiter's own deadline
+            # still bounds its wait.
+            log.exception("admission pump: claiming a slot failed; retrying")
+            await asyncio.sleep(PUMP_RETRY_S)
             continue
         if slot is not None:
-            line.queue.pop()
-            if waiter.future.done():
-                await slot.release()
-            else:
+            # The queue may have changed during the await: take this very waiter, not the head.
+            if line.queue.take(student, waiter) and not waiter.future.done():
                 waiter.future.set_result(slot)
+            else:
+                await slot.release()
             continue
         line.wake.clear()
         try:
             await asyncio.wait_for(line.wake.wait(), timeout=POLL_INTERVAL_S)
         except asyncio.TimeoutError:
             pass
+
+
+def _ensure_pump(line: _Line) -> None:
+    if line.pump is None or line.pump.done():
+        line.pump = asyncio.ensure_future(_pump(line))
 
 
 def _record_lent(pool_id: int, lent_by: tuple[str, ...], worker: WorkerView) -> None:

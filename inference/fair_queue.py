@@ -42,6 +42,16 @@ class FairQueue(Generic[T]):
             self._lines[student] = line  # re-inserted last: the next student's turn
         return item
 
+    def take(self, student: Hashable, item: T) -> bool:
+        """Take this very item (served out of turn-order after an await): like pop(), its
+        student goes to the back of the round."""
+        if not self.remove(student, item):
+            return False
+        line = self._lines.pop(student, None)
+        if line:
+            self._lines[student] = line
+        return True
+
     def remove(self, student: Hashable, item: T) -> bool:
         """Drop an item that gave up waiting (timeout, client gone)."""
         line = self._lines.get(student)

@@ -30,3 +30,12 @@ def test_remove_takes_a_waiter_out_and_peek_matches_pop() -> None:
     assert queue.remove("a", "a1") and not queue.remove("a", "a1")
     assert queue.peek() == "b1" == queue.pop()
     assert len(queue) == 0 and queue.students() == 0
+
+
+def test_take_removes_that_very_item_and_sends_its_student_to_the_back() -> None:
+    queue: FairQueue[str] = FairQueue()
+    for item in ["a1", "a2", "b1", "c1"]:
+        queue.push(item[0], item)
+    assert queue.take("b", "b1") and not queue.take("b", "b1")
+    assert queue.take("a", "a1")  # a served: a goes behind c
+    assert [queue.pop(), queue.pop()] == ["c1", "a2"] and len(queue) == 0

@@ -50,15 +50,21 @@ def class_clients(url: str, students: int) -> list[openai.OpenAI]:
     ]
 
 
+@pytest.fixture
+def victim(llama_server, spare_llama_servers, transactional_db):  # noqa: ANN001, ANN201
+    """Two healthy workers: the session's llama-server ("survivor") and a spare one to kill ("victim")."""
+    process = spare_llama_servers()
+    register("survivor", llama_server)
+    register("victim", process.spec.base_url)
+    settle()
+    return process
+
+
 def test_killing_a_worker_under_load_loses_no_request_and_it_is_replaced_then_restored(
-    gateway, llama_server, spare_llama_servers, monitor, transactional_db  # noqa: ANN001
+    gateway, victim, spare_llama_servers, monitor  # noqa: ANN001
 ) -> None:
     from fleet.models import WorkerEvent
 
-    victim = spare_llama_servers()
-    register("survivor", llama_server)
-    register("victim", victim.spec.base_url)
-    settle()
     clients = class_clients(gateway.url, 3)
 
     def ask(i: int) -> str:
@@ -87,14 +93,8 @@ def test_killing_a_worker_under_load_loses_no_request_and_it_is_replaced_then_re
     assert wait_for(lambda: state_of("victim") == "healthy", timeout_s=10), "restarted worker not healthy in 10 s"
 
 
-def test_streams_cut_by_a_dying_worker_end_with_an_error_chunk_and_done(
-    gateway, llama_server, spare_llama_servers, student_key, transactional_db  # noqa: ANN001
-) -> None:
+def test_streams_cut_by_a_dying_worker_end_with_an_error_chunk_and_done(gateway, victim, student_key) -> None:  # noqa: ANN001
     """16 streams from one student (under the per-key cap of 20)."""
-    victim = spare_llama_servers()
-    register("survivor", llama_server)
-    register("victim", victim.spec.base_url)
-    settle()
     headers = {"Authorization": f"Bearer {student_key[1]}"}
     body = {"model": MODEL_ID, "messages": PROMPT, "stream": True, "max_tokens": 96}
 
