@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from fleet.scheduler import WorkerView, rank_workers
+from fleet.scheduler import Decision, WorkerView, rank_workers
 from fleet.selectors import fleet_snapshot
 from inference import errors
 from inference.fair_queue import FairQueue
@@ -140,14 +140,12 @@ async def _publish_queue_depths() -> None:
     await live_state().publish_queue(PROCESS_ID, queue_depths(), QUEUE_REPORT_TTL_S)
 
 
-async def try_claim(want: Want) -> Slot | None:
-    """Claim a slot on the best worker with one free, or None if all are busy.
-    Raises when no worker could ever serve (none routable)."""
+async def rank(want: Want) -> Decision:
+    """The scheduler's ranking for `want`, over the fleet snapshot and the live load."""
     snapshot = await fleet_snapshot()
     ids = [w.id for w in snapshot.workers if w.model_id == want.model_id]
-    live = live_state()
-    view = await live.view(ids, want.conversation)
-    decision = rank_workers(
+    view = await live_state().view(ids, want.conversation)
+    return rank_workers(
         workers=snapshot.workers,
         busy=view.busy,
         model_id=want.model_id,
@@ -157,6 +155,13 @@ async def try_claim(want: Want) -> Slot | None:
         affinity_worker_id=view.affinity_worker_id,
         lending_pool_ids=snapshot.lending_pool_ids,
     )
+
+
+async def try_claim(want: Want) -> Slot | None:
+    """Claim a slot on the best worker with one free, or None if all are busy.
+    Raises when no worker could ever serve (none routable)."""
+    decision = await rank(want)
+    live = live_state()
     if not decision.ranked:
         if want.failed:
             raise errors.upstream_failed("; ".join(want.failed.values()))

@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 from django.conf import settings
 
-from fleet.scheduler import WorkerView, rank_workers, serves_model
+from fleet.scheduler import WorkerView, serves_model
 from fleet.selectors import fleet_snapshot, usable_pool_ids
 from inference import errors, upstream
-from inference.admission import Lease, Slot, Want, acquire_slot
+from inference.admission import Lease, Slot, Want, acquire_slot, rank
 from inference.dialects import OPENAI, Dialect
 from inference.metrics import FIRST_BYTE, count_tokens
 from inference.upstream import RETRYABLE_ERRORS, upstream_client
@@ -223,12 +223,7 @@ async def stream_then_release(
 async def forward_light(*, path: str, body: dict[str, Any], want: Want) -> tuple[int, bytes]:
     """A request that needs no generation slot (tokenizing): the best-ranked worker answers,
     with failover, without claiming a slot."""
-    snapshot = await fleet_snapshot()
-    view = await live_state().view([w.id for w in snapshot.workers if w.model_id == want.model_id], None)
-    decision = rank_workers(
-        workers=snapshot.workers, busy=view.busy, model_id=want.model_id, pool_id=want.pool_id,
-        suspects=view.suspects, lending_pool_ids=snapshot.lending_pool_ids,
-    )
+    decision = await rank(want)
     if not decision.ranked:
         raise errors.no_worker_available(want.model_id)
     for candidate in decision.ranked[: settings.OCS["UPSTREAM_MAX_TRIES"]]:

@@ -18,6 +18,8 @@ import httpx
 import pytest
 from django.conf import settings
 
+from fleet.local_worker import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_ID = "smollm2-135m-instruct"
 
@@ -102,19 +104,13 @@ def other_student(django_user_model):  # noqa: ANN001, ANN201
 # --- real processes ----------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One real llama-server with SmolLM2, shared by the session. Yields its base URL."""
     from fleet.embedded import local_worker_spec
     from fleet.local_worker import LlamaServerProcess
 
-    spec = local_worker_spec(port=_free_port(), slots=4)
+    spec = local_worker_spec(port=free_port(), slots=4)
     log_path = tmp_path_factory.mktemp("llama") / "llama-server.log"
     process = LlamaServerProcess(spec, log_path=log_path).start()
     try:
@@ -171,7 +167,7 @@ class Gateway:
 
 
 def start_gateway(log_path: Path, **env_overrides: str) -> Gateway:
-    port = _free_port()
+    port = free_port()
     log = open(log_path, "ab")
     process = subprocess.Popen(
         [sys.executable, "-m", "ocsweb.gateway", "-b", "127.0.0.1", "-p", str(port), "ocsweb.asgi:application"],
@@ -243,7 +239,7 @@ def spare_llama_servers(tmp_path):  # noqa: ANN001, ANN201
     started: list[LlamaServerProcess] = []
 
     def start(port: int | None = None, slots: int = 4) -> LlamaServerProcess:
-        spec = local_worker_spec(port=port or _free_port(), slots=slots)
+        spec = local_worker_spec(port=port or free_port(), slots=slots)
         process = LlamaServerProcess(spec, log_path=tmp_path / f"llama-{spec.port}.log").start()
         process.wait_healthy(120)
         started.append(process)

@@ -15,7 +15,8 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.conftest import MODEL_ID, ROOT, _free_port
+from fleet.local_worker import free_port
+from tests.conftest import MODEL_ID, ROOT, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -77,7 +78,7 @@ def _descendants(pid: int) -> set[int]:
 def test_demo_with_three_workers_survives_a_killed_worker_and_stops_everything(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(OCS_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
-    port = _free_port()
+    port = free_port()
     demo = subprocess.Popen(
         [sys.executable, "manage.py", "demo", "--port", str(port), "--workers", "3", "--slots", "2"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -115,14 +116,14 @@ def test_demo_with_three_workers_survives_a_killed_worker_and_stops_everything(t
             assert all(f.result() is not None for f in futures)  # no request lost
         started = _descendants(demo.pid)
         # The demo's rig agent replaces the dead worker with a new process.
-        assert _wait(lambda: len([p for p in _descendants(demo.pid) if _is_llama(p)]) == 3, 30)
+        assert wait_for(lambda: len([p for p in _descendants(demo.pid) if _is_llama(p)]) == 3, timeout_s=30)
         started |= _descendants(demo.pid)
     finally:
         started |= _descendants(demo.pid)
         demo.send_signal(signal.SIGTERM)
         demo.wait(timeout=60)
     assert demo.returncode == 0
-    assert _wait(lambda: not any(_pid_alive(pid) for pid in started), 15), (
+    assert wait_for(lambda: not any(_pid_alive(pid) for pid in started), timeout_s=15), (
         "processes left running after the demo stopped: "
         + ", ".join(Path(f"/proc/{p}/cmdline").read_text().replace("\0", " ")[:80] for p in started if _pid_alive(p))
     )
@@ -135,22 +136,13 @@ def _is_llama(pid: int) -> bool:
         return False
 
 
-def _wait(predicate, timeout_s: float) -> bool:  # noqa: ANN001
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
-
-
 def test_demo_again_reuses_the_database_and_issues_a_new_key(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(OCS_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
     keys = []
     for _ in range(2):
         demo = subprocess.Popen(
-            [sys.executable, "manage.py", "demo", "--port", str(_free_port()), "--workers", "0"],
+            [sys.executable, "manage.py", "demo", "--port", str(free_port()), "--workers", "0"],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         try:

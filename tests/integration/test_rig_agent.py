@@ -9,7 +9,8 @@ import sys
 import openai
 import pytest
 
-from tests.conftest import ROOT, _free_port, gateway_env, wait_for
+from fleet.local_worker import free_port
+from tests.conftest import ROOT, gateway_env, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +42,7 @@ def test_agent_runs_a_worker_that_serves_and_restarts_it_after_a_crash(
     from fleet.rigs import rig_create
 
     _rig, token = rig_create(name="test-rig", address="127.0.0.1")
-    agent = RigAgentRunner(parse_agent_config(agent_toml(gateway.url, token, _free_port())))
+    agent = RigAgentRunner(parse_agent_config(agent_toml(gateway.url, token, free_port())))
     try:
         first = agent.run_round()
         assert first.registered and not first.errors
@@ -77,7 +78,7 @@ def test_rig_agent_command_runs_a_round_and_stops_its_workers(gateway, transacti
 
     _rig, token = rig_create(name="test-rig", address="127.0.0.1")
     config = tmp_path / "rig.toml"
-    config.write_text(agent_toml(gateway.url, token, _free_port(), name="cpu-cmd"))
+    config.write_text(agent_toml(gateway.url, token, free_port(), name="cpu-cmd"))
     result = subprocess.run([sys.executable, "manage.py", "rig_agent", "--config", str(config), "--once"],
                             cwd=ROOT, env=gateway_env(), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
