@@ -8,15 +8,41 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from accounts.audit import acting_user
-from accounts.models import ApiKey, AuditEvent, User
-from accounts.services import key_revoke, user_set_active
+from accounts.models import ApiKey, AuditEvent, Classroom, User
+from accounts.services import LIMIT_FIELDS, key_revoke, limits_changed, user_set_active
+
+LIMITS_HELP = ("Empty fields inherit: key → student → class → site defaults (OCS_DEFAULT_*). "
+               "Changes apply to the next request in every gateway process and are audited.")
+
+
+class LimitsAdminMixin(admin.ModelAdmin):
+    """Saving a changed limit is audited ("limits.changed") and reaches every gateway at once."""
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        fields = [name for name in form.changed_data if name in (*LIMIT_FIELDS, "access_expires_at", "classroom")]
+        if fields:
+            limits_changed(target=obj, actor=acting_user(request), fields=fields)
+
+
+@admin.register(Classroom)
+class ClassroomAdmin(LimitsAdminMixin):
+    list_display = ("name", "requests_per_minute", "tokens_per_day", "concurrency", "allowed_models", "student_count")
+    fieldsets = ((None, {"fields": ("name",)}), ("Default limits for its students", {
+        "fields": LIMIT_FIELDS, "description": LIMITS_HELP}))
+
+    @admin.display(description="students")
+    def student_count(self, obj: Classroom) -> int:
+        return obj.students.count()
 
 
 @admin.register(User)
-class OcsUserAdmin(UserAdmin):
-    list_display = ("username", "role", "first_name", "last_name", "is_active", "last_login")
-    list_filter = ("role", "is_active")
-    fieldsets = (*(UserAdmin.fieldsets or ()), ("OCS", {"fields": ("role",)}))
+class OcsUserAdmin(LimitsAdminMixin, UserAdmin):
+    list_display = ("username", "role", "classroom", "requests_per_minute", "tokens_per_day", "concurrency",
+                    "is_active", "last_login")
+    list_filter = ("role", "classroom", "is_active")
+    fieldsets = (*(UserAdmin.fieldsets or ()), ("OCS", {"fields": ("role", "classroom")}),
+                 ("Limits", {"fields": (*LIMIT_FIELDS, "access_expires_at"), "description": LIMITS_HELP}))
     actions = ["disable", "enable"]
 
     def save_model(self, request: HttpRequest, obj: User, form: Any, change: bool) -> None:
@@ -40,14 +66,17 @@ class OcsUserAdmin(UserAdmin):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(LimitsAdminMixin):
     """Keys are issued from the portal or `issue_key` (the raw key is shown once); here they
-    can be seen by prefix and revoked, never read."""
+    can be seen by prefix, limited and revoked, never read."""
 
     list_display = ("display", "user", "name", "pool", "created_at", "last_used_at", "expires_at", "revoked_at")
     list_filter = ("pool", "revoked_at")
     search_fields = ("prefix", "user__username", "name")
-    readonly_fields = ("prefix", "secret_hash", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = ("user", "pool", "prefix", "secret_hash", "created_at", "last_used_at", "revoked_at")
+    fieldsets = ((None, {"fields": ("user", "name", "pool", "prefix", "secret_hash", "created_at", "last_used_at",
+                                    "expires_at", "revoked_at")}),
+                 ("Limits of this key (tighter than its owner's)", {"fields": LIMIT_FIELDS, "description": LIMITS_HELP}))
     actions = ["revoke"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

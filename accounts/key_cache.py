@@ -3,8 +3,9 @@
 Entries are cached per process by key prefix. An entry is used only while
 - it is younger than KEY_CACHE_TTL_S (the bound when another process changed a key and could
   not reach this one), and
-- the live "keys" generation is unchanged: revoking a key bumps it, in Redis for every gateway
-  process, so a revoked key is refused on the next request everywhere.
+- the live "keys" generation is unchanged: revoking a key, disabling a student or changing
+  limits bumps it, in Redis for every gateway process, so the change holds on the next request
+  everywhere.
 Unknown keys are not cached: a freshly issued key works at once.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ocsweb.lib.db import fresh_connection
 from django.utils import timezone
 
 from accounts.keys import hash_matches, parse_prefix
+from accounts.limits import Caps, Policy, resolve
 from ocsweb.live import live_state
 
 GENERATION = "keys"
@@ -39,11 +41,22 @@ class KeyIdentity:
     expires_at: datetime | None
     revoked: bool
     user_active: bool
+    policy: Policy
 
     def usable(self, now: datetime) -> bool:
         if self.revoked or not self.user_active:
             return False
-        return self.expires_at is None or self.expires_at > now
+        ends = [end for end in (self.expires_at, self.policy.access_expires_at) if end is not None]
+        return all(end > now for end in ends)
+
+
+def site_defaults() -> Caps:
+    """The OCS_DEFAULT_* settings; 0 means no cap."""
+    return Caps(
+        requests_per_minute=settings.OCS["DEFAULT_REQUESTS_PER_MINUTE"] or None,
+        tokens_per_day=settings.OCS["DEFAULT_TOKENS_PER_DAY"] or None,
+        concurrency=settings.OCS["DEFAULT_CONCURRENCY"] or None,
+    )
 
 
 _cache: dict[str, tuple[KeyIdentity, float, int]] = {}
@@ -53,7 +66,7 @@ _cache: dict[str, tuple[KeyIdentity, float, int]] = {}
 def _load(prefix: str) -> KeyIdentity | None:
     from accounts.models import ApiKey
 
-    key = ApiKey.objects.select_related("user", "pool").filter(prefix=prefix).first()
+    key = ApiKey.objects.select_related("user", "user__classroom", "pool").filter(prefix=prefix).first()
     if key is None:
         return None
     return KeyIdentity(
@@ -67,6 +80,8 @@ def _load(prefix: str) -> KeyIdentity | None:
         expires_at=key.expires_at,
         revoked=key.revoked_at is not None,
         user_active=key.user.is_active,
+        policy=resolve(defaults=site_defaults(), classroom=key.user.classroom, student=key.user, key=key,
+                       access_expires_at=key.user.access_expires_at),
     )
 
 
@@ -94,7 +109,11 @@ async def key_authenticate(raw: str) -> KeyIdentity | None:
     return identity
 
 
-def key_cache_invalidate(*, prefix: str) -> None:
-    """Called after a key changes: drops it here and tells every other gateway process."""
-    _cache.pop(prefix, None)
+def key_cache_invalidate(*, prefix: str | None = None) -> None:
+    """Called after a key (or, with no prefix, any limit) changes: drops it here and tells every
+    other gateway process."""
+    if prefix is None:
+        _cache.clear()
+    else:
+        _cache.pop(prefix, None)
     live_state().bump_generation(GENERATION)

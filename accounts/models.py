@@ -7,19 +7,53 @@ from django.db import models
 from django.utils import timezone
 
 
-class User(AbstractUser):
+class LimitFields(models.Model):
+    """Caps a teacher sets on a class, a student or a key. Empty = inherit from the level above
+    (key -> student -> class -> site defaults); see accounts/limits.py."""
+
+    requests_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Requests in any 60-second window. Empty: inherit.")
+    tokens_per_day = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Prompt + completion tokens per day (school time zone). Empty: inherit.")
+    concurrency = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Requests running or waiting at the same time. Empty: inherit.")
+    allowed_models = models.CharField(
+        max_length=500, blank=True, help_text="Public model ids, separated by spaces or commas. Empty: inherit (all).")
+    allowed_pools = models.CharField(
+        max_length=200, blank=True, help_text="Pool names, separated by spaces or commas. Empty: inherit (all).")
+
+    class Meta:
+        abstract = True
+
+
+class Classroom(LimitFields):
+    """A class of students: its limits are the defaults for every student in it."""
+
+    name = models.CharField(max_length=100, unique=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class User(AbstractUser, LimitFields):
     class Role(models.TextChoices):
         STUDENT = "student", "Student"
         TEACHER = "teacher", "Teacher"
 
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.STUDENT)
+    classroom = models.ForeignKey(Classroom, on_delete=models.SET_NULL, null=True, blank=True, related_name="students")
+    access_expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="After this, every key of this person stops working. Empty: no end.")
 
     @property
     def is_teacher(self) -> bool:
         return self.role == self.Role.TEACHER
 
 
-class ApiKey(models.Model):
+class ApiKey(LimitFields):
     """A student's personal key. The raw key is shown once; only its sha256 is stored."""
 
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="api_keys")

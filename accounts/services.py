@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from accounts.audit import audit_record
 from accounts.keys import generate_key
-from accounts.models import ApiKey, User
+from accounts.models import ApiKey, Classroom, User
 from fleet.models import Pool
 
 
@@ -67,3 +67,41 @@ def user_set_active(*, user: User, active: bool, actor: User | None = None) -> U
     for prefix in user.api_keys.values_list("prefix", flat=True):
         key_cache_invalidate(prefix=prefix)
     return user
+
+
+LIMIT_FIELDS = ("requests_per_minute", "tokens_per_day", "concurrency", "allowed_models", "allowed_pools")
+
+
+def limits_set(*, target: Classroom | User | ApiKey, actor: User | None = None, **changes: object) -> list[str]:
+    """Change limit fields on a class, a student or a key (None / "" = inherit). Audited as
+    "limits.changed"; every gateway process applies the change on its next request. Returns the
+    fields that changed."""
+    unknown = set(changes) - set(LIMIT_FIELDS) - {"access_expires_at"}
+    if unknown:
+        raise ValueError(f"not limit fields: {', '.join(sorted(unknown))}")
+    changed = [name for name, value in changes.items() if getattr(target, name) != value]
+    if not changed:
+        return []
+    for name in changed:
+        setattr(target, name, changes[name])
+    target.save(update_fields=changed)
+    limits_changed(target=target, actor=actor, fields=changed)
+    return changed
+
+
+def limits_changed(*, target: Classroom | User | ApiKey, actor: User | None, fields: list[str]) -> None:
+    """Audit and propagate a limit change already saved (the admin saves forms itself)."""
+    detail = ", ".join(f"{name}={getattr(target, name) if getattr(target, name) not in (None, '') else 'inherit'}"
+                       for name in fields)
+    audit_record(actor=actor, action="limits.changed", subject=_subject(target), detail=detail)
+    from accounts.key_cache import key_cache_invalidate
+
+    key_cache_invalidate()
+
+
+def _subject(target: Classroom | User | ApiKey) -> str:
+    if isinstance(target, Classroom):
+        return f"class {target.name}"
+    if isinstance(target, ApiKey):
+        return f"{target.user.username} key {target.display}"
+    return target.username

@@ -85,6 +85,7 @@ class Want:
     conversation: str | None = None
     failed: dict[int, str] = field(default_factory=dict)
     arrived: float = field(default_factory=time.monotonic)
+    queued_s: float = 0.0  # time spent waiting for slots, over every try
 
     def avoid(self) -> frozenset[int]:
         return frozenset(self.failed)
@@ -182,7 +183,10 @@ async def try_claim(want: Want) -> Slot | None:
 async def acquire_slot(want: Want) -> Slot:
     """A claimed slot for `want`, waiting fairly up to QUEUE_MAX_WAIT_S, else 429."""
     started = time.monotonic()
-    slot = await _acquire(want)
+    try:
+        slot = await _acquire(want)
+    finally:
+        want.queued_s += time.monotonic() - started
     QUEUE_WAIT.labels(want.model_id).observe(time.monotonic() - started)
     return slot
 

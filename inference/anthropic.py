@@ -46,7 +46,7 @@ def validate_messages(raw: bytes) -> ParsedRequest:
         names = {t["name"] for t in tools or []}
         if choice.get("name") not in names:
             raise invalid_request(f"tool_choice: tool {choice.get('name')!r} is not in tools", param="tool_choice")
-    return ParsedRequest(model=model, stream=stream, body=body)
+    return ParsedRequest(model=model, stream=stream, body=body, size=len(raw))
 
 
 def validate_count_tokens(raw: bytes) -> ParsedRequest:
@@ -55,7 +55,7 @@ def validate_count_tokens(raw: bytes) -> ParsedRequest:
     if not isinstance(model, str) or not model:
         raise invalid_request("model: Field required (a non-empty string)", param="model")
     _check_messages(body.get("messages"))
-    return ParsedRequest(model=model, stream=False, body=body)
+    return ParsedRequest(model=model, stream=False, body=body, size=len(raw))
 
 
 def _check_messages(messages: Any) -> None:

@@ -19,7 +19,7 @@ from inference.dialects import ANTHROPIC, anthropic_body, anthropic_status
 from inference.errors import ApiError
 from inference.forced_tools import StreamConverter, convert_response, plan_forced_tool, rewrite_request
 from inference.validation import ParsedRequest
-from inference.views import CHAT_PATH, api_view, forward, label_request
+from inference.views import CHAT_PATH, api_view, forward, note_request
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
@@ -49,7 +49,7 @@ async def resolve_model(model: str, pool_id: int) -> str:
 
 
 def _with_model(parsed: ParsedRequest, model: str) -> ParsedRequest:
-    return ParsedRequest(model=model, stream=parsed.stream, body={**parsed.body, "model": model})
+    return ParsedRequest(model=model, stream=parsed.stream, body={**parsed.body, "model": model}, size=parsed.size)
 
 
 @api_view("POST", render=anthropic_error_response, client="anthropic")
@@ -57,18 +57,18 @@ async def messages(request: HttpRequest) -> HttpResponseBase:
     identity = await authenticate(key_from_headers(request.headers))
     asked = validate_messages(request.body)
     parsed = _with_model(asked, await resolve_model(asked.model, identity.pool_id))
-    label_request(request, model=parsed.model, pool=identity.pool_name)
+    record = note_request(request, identity, model=parsed.model, stream=parsed.stream)
     want = Want(
         user_id=identity.user_id, pool_id=identity.pool_id, model_id=parsed.model,
         conversation=conversation_key(user_id=identity.user_id, model_id=parsed.model,
                                       messages=[parsed.body.get("system"), *parsed.body["messages"]]),
     )
     if not forces_tool(parsed.body):
-        return await forward(parsed, path=MESSAGES_PATH, want=want, key_id=identity.key_id, dialect=ANTHROPIC)
+        return await forward(parsed, path=MESSAGES_PATH, want=want, identity=identity, record=record, dialect=ANTHROPIC)
     plan = plan_forced_tool(to_openai(parsed.body))
     assert plan is not None  # forces_tool() said a tool is forced
     return await forward(
-        parsed, path=CHAT_PATH, want=want, key_id=identity.key_id, dialect=ANTHROPIC,
+        parsed, path=CHAT_PATH, want=want, identity=identity, record=record, dialect=ANTHROPIC,
         rewrite=lambda body: rewrite_request(to_openai(body), plan),
         convert=lambda data: from_openai(convert_response(data, plan), model=asked.model),
         stream_transform=lambda: _chain(StreamConverter(plan).feed, StreamTranslator(model=asked.model).feed),
@@ -88,6 +88,7 @@ async def count_tokens(request: HttpRequest) -> HttpResponseBase:
     identity = await authenticate(key_from_headers(request.headers))
     asked = validate_count_tokens(request.body)
     parsed = _with_model(asked, await resolve_model(asked.model, identity.pool_id))
+    note_request(request, identity, model=parsed.model)
     await dispatch.ensure_model_visible(model_id=parsed.model, pool_id=identity.pool_id)
     want = Want(user_id=identity.user_id, pool_id=identity.pool_id, model_id=parsed.model)
     status, content = await dispatch.forward_light(path=COUNT_TOKENS_PATH, body=parsed.body, want=want)

@@ -21,12 +21,13 @@ from django.conf import settings
 from fleet.scheduler import WorkerView, serves_model
 from fleet.selectors import fleet_snapshot, usable_pool_ids
 from inference import errors, upstream
-from inference.admission import Lease, Slot, Want, acquire_slot, rank
+from inference.admission import Slot, Want, acquire_slot, rank
 from inference.dialects import OPENAI, Dialect
 from inference.metrics import FIRST_BYTE, count_tokens
 from inference.upstream import RETRYABLE_ERRORS, upstream_client
+from inference.request_log import RequestRecord
 from inference.usage import UsageSniffer, usage_of
-from ocsweb.live import key_resource, live_state
+from ocsweb.live import live_state
 
 log = logging.getLogger("ocs.dispatch")
 
@@ -37,19 +38,6 @@ async def ensure_model_visible(*, model_id: str, pool_id: int) -> None:
         snapshot = await fleet_snapshot(fresh=True)  # a worker may have registered just now
         if not serves_model(snapshot.workers, model_id=model_id, pool_ids=usable_pool_ids(snapshot, pool_id)):
             raise errors.model_not_found(model_id)
-
-
-async def claim_key_concurrency(key_id: int) -> Lease:
-    """Per-key cap on requests in flight, across every gateway process; checked before queueing."""
-    cap = settings.OCS["KEY_MAX_CONCURRENCY"]
-    resource = key_resource(key_id)
-    lease_id = await live_state().claim(resource, cap, settings.OCS["SLOT_LEASE_S"])
-    if lease_id is None:
-        raise errors.ApiError(
-            429, f"This key already has {cap} requests running; wait for one to finish.",
-            type="requests", code="rate_limit_exceeded", headers={"retry-after": "1"},
-        )
-    return Lease(resource, lease_id).keep()
 
 
 def _status_detail(status: int) -> str:
@@ -68,7 +56,9 @@ async def _remember_worker(want: Want, worker: WorkerView) -> None:
         await live_state().set_affinity(want.conversation, worker.id, settings.OCS["AFFINITY_TTL_S"])
 
 
-async def forward_json(*, path: str, body: dict[str, Any], want: Want) -> tuple[int, bytes, WorkerView]:
+async def forward_json(
+    *, path: str, body: dict[str, Any], want: Want, record: RequestRecord
+) -> tuple[int, bytes, WorkerView]:
     """Non-streaming request. Returns (status, body bytes, worker) of a successful answer."""
     for _ in range(settings.OCS["UPSTREAM_MAX_TRIES"]):
         slot = await acquire_slot(want)
@@ -86,10 +76,17 @@ async def forward_json(*, path: str, body: dict[str, Any], want: Want) -> tuple[
         if response.status_code >= 400:
             raise errors.from_llama_server(response.status_code, response.content)
         await _remember_worker(want, slot.worker)
-        FIRST_BYTE.labels(want.model_id).observe(time.monotonic() - want.arrived)
-        count_tokens(want.model_id, usage_of(response.content))
+        _first_byte(want, record, slot.worker)
+        record.usage = usage_of(response.content)
+        count_tokens(want.model_id, record.usage)
         return response.status_code, response.content, slot.worker
     raise errors.upstream_failed("; ".join(want.failed.values()) or "no worker answered")
+
+
+def _first_byte(want: Want, record: RequestRecord, worker: WorkerView) -> None:
+    elapsed = time.monotonic() - want.arrived
+    FIRST_BYTE.labels(want.model_id).observe(elapsed)
+    record.served_by(worker.id, worker.name, elapsed)
 
 
 @dataclass
@@ -101,9 +98,13 @@ class OpenStream:
     first_chunk: bytes
     chunks: AsyncIterator[bytes]
     model_id: str
+    record: RequestRecord
     dialect: Dialect = OPENAI
-    usage: UsageSniffer = field(default_factory=UsageSniffer)
+    usage: UsageSniffer = field(init=False)
     _closed: bool = False
+
+    def __post_init__(self) -> None:
+        self.usage = UsageSniffer(self.record.usage)  # counts land in the request's log record
 
     async def __aiter__(self) -> AsyncGenerator[bytes, None]:
         try:
@@ -116,6 +117,7 @@ class OpenStream:
             except httpx.HTTPError as exc:
                 log.warning("worker %s failed mid-stream: %s", self.slot.worker.name, type(exc).__name__)
                 await live_state().mark_suspect(self.slot.worker.id, settings.OCS["SUSPECT_S"])
+                self.record.stream_error = "upstream_error"
                 yield self.dialect.error_event(
                     errors.upstream_failed(f"the worker stopped mid-answer ({type(exc).__name__}); please retry")
                 )
@@ -131,7 +133,9 @@ class OpenStream:
             count_tokens(self.model_id, self.usage.usage)
 
 
-async def open_stream(*, path: str, body: dict[str, Any], want: Want, dialect: Dialect = OPENAI) -> OpenStream:
+async def open_stream(
+    *, path: str, body: dict[str, Any], want: Want, record: RequestRecord, dialect: Dialect = OPENAI
+) -> OpenStream:
     """Start a streaming request and wait for its first chunk, failing over until one arrives."""
     client = upstream_client()
     for _ in range(settings.OCS["UPSTREAM_MAX_TRIES"]):
@@ -154,9 +158,9 @@ async def open_stream(*, path: str, body: dict[str, Any], want: Want, dialect: D
                 continue
             handed_over = True
             await _remember_worker(want, slot.worker)
-            FIRST_BYTE.labels(want.model_id).observe(time.monotonic() - want.arrived)
+            _first_byte(want, record, slot.worker)
             return OpenStream(slot=slot, response=response, first_chunk=first, chunks=chunks,
-                              model_id=want.model_id, dialect=dialect)
+                              model_id=want.model_id, record=record, dialect=dialect)
         except RETRYABLE_ERRORS as exc:
             await _worker_failed(want, slot, type(exc).__name__)
             continue
@@ -182,9 +186,9 @@ async def _relay(stream: OpenStream, transform: Transform | None) -> AsyncGenera
 
 
 async def stream_with_keepalive(
-    opening: asyncio.Task[OpenStream], key_lease: Lease, *, transform: Transform | None = None,
-    dialect: Dialect = OPENAI,
-) -> AsyncIterator[bytes]:
+    opening: asyncio.Task[OpenStream], *, transform: Transform | None = None, dialect: Dialect = OPENAI,
+    record: RequestRecord,
+) -> AsyncGenerator[bytes, None]:
     """The response body of a streaming request whose worker is not known yet: keep-alives
     while it waits in the queue, then the worker's chunks; a refusal becomes an error event."""
     stream: OpenStream | None = None
@@ -196,6 +200,7 @@ async def stream_with_keepalive(
         try:
             stream = opening.result()
         except errors.ApiError as error:
+            record.stream_error = error.code or error.type
             yield dialect.error_event(error)
             return
         async with aclosing(_relay(stream, transform)) as chunks:
@@ -206,18 +211,12 @@ async def stream_with_keepalive(
             opening.cancel()  # the client left while queued: leave the queue
         elif stream is None and not opening.cancelled() and opening.exception() is None:
             await opening.result().close()
-        await key_lease.release()
 
 
-async def stream_then_release(
-    stream: OpenStream, key_lease: Lease, *, transform: Transform | None = None
-) -> AsyncIterator[bytes]:
-    try:
-        async with aclosing(_relay(stream, transform)) as chunks:
-            async for chunk in chunks:
-                yield chunk
-    finally:
-        await key_lease.release()
+async def stream_open(stream: OpenStream, *, transform: Transform | None = None) -> AsyncGenerator[bytes, None]:
+    async with aclosing(_relay(stream, transform)) as chunks:
+        async for chunk in chunks:
+            yield chunk
 
 
 async def forward_light(*, path: str, body: dict[str, Any], want: Want) -> tuple[int, bytes]:

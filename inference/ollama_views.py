@@ -13,7 +13,7 @@ from fleet.selectors import ModelView, fleet_snapshot, models_for_pool
 from inference import errors
 from inference.auth import authenticate
 from inference.validation import parse_json_object
-from inference.views import api_view, chat
+from inference.views import api_view, chat, note_request
 
 # Copilot requires >= 0.6.4 (or exactly 0.0.0).
 OLLAMA_VERSION = "0.12.0"
@@ -29,21 +29,22 @@ def _details(model: ModelView) -> dict[str, object]:
             "parameter_size": "", "quantization_level": ""}
 
 
-async def _models(raw_key: str) -> list[ModelView]:
+async def _models(request: HttpRequest, raw_key: str) -> list[ModelView]:
     identity = await authenticate(raw_key)
+    note_request(request, identity)
     snapshot = await fleet_snapshot(pool_id=identity.pool_id)
-    return models_for_pool(snapshot, identity.pool_id)
+    return [m for m in models_for_pool(snapshot, identity.pool_id) if identity.policy.allows_model(m.public_id)]
 
 
 @api_view("GET", client="ollama")
 async def version(request: HttpRequest, key: str) -> HttpResponseBase:
-    await authenticate(key)
+    note_request(request, await authenticate(key))
     return JsonResponse({"version": OLLAMA_VERSION})
 
 
 @api_view("GET", client="ollama")
 async def tags(request: HttpRequest, key: str) -> HttpResponseBase:
-    models = await _models(key)
+    models = await _models(request, key)
     return JsonResponse({
         "models": [
             {
@@ -61,7 +62,7 @@ async def tags(request: HttpRequest, key: str) -> HttpResponseBase:
 
 @api_view("POST", client="ollama")
 async def show(request: HttpRequest, key: str) -> HttpResponseBase:
-    models = {m.public_id: m for m in await _models(key)}
+    models = {m.public_id: m for m in await _models(request, key)}
     body = parse_json_object(request.body)
     name = body.get("model") or body.get("name")
     if not isinstance(name, str) or not name:
@@ -92,7 +93,7 @@ async def chat_completions(request: HttpRequest, key: str) -> HttpResponseBase:
 
 @api_view("GET", client="ollama")
 async def models_list(request: HttpRequest, key: str) -> HttpResponseBase:
-    models = await _models(key)
+    models = await _models(request, key)
     return JsonResponse({"object": "list", "data": [
         {"id": m.public_id, "object": "model", "created": m.created, "owned_by": m.owned_by,
          "context_length": m.context_length} for m in models

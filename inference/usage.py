@@ -19,6 +19,17 @@ from typing import Any
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    prompt_per_second: float | None = None
+    predicted_per_second: float | None = None
+
+    @property
+    def reported(self) -> bool:
+        return self.prompt_tokens > 0 or self.completion_tokens > 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
 
     def absorb(self, data: dict[str, Any]) -> None:
         usage = data.get("usage") or (data.get("message") or {}).get("usage") or {}
@@ -33,6 +44,13 @@ class Usage:
             self.prompt_tokens = prompt
         if isinstance(completion, int) and completion > 0:
             self.completion_tokens = completion
+        cached = timings.get("cache_n", (usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
+        if isinstance(cached, int) and cached >= 0:
+            self.cached_tokens = cached
+        for name, rate in (("prompt_per_second", timings.get("prompt_per_second")),
+                           ("predicted_per_second", timings.get("predicted_per_second"))):
+            if isinstance(rate, (int, float)) and rate > 0:
+                setattr(self, name, float(rate))
 
 
 def usage_of(body: bytes) -> Usage:
@@ -49,8 +67,8 @@ def usage_of(body: bytes) -> Usage:
 class UsageSniffer:
     """Feed it a stream's chunks; `usage` holds the last counts reported."""
 
-    def __init__(self) -> None:
-        self.usage = Usage()
+    def __init__(self, usage: Usage | None = None) -> None:
+        self.usage = usage if usage is not None else Usage()
 
     def feed(self, chunk: bytes) -> None:
         if b'"usage"' not in chunk and b'"timings"' not in chunk:

@@ -23,6 +23,7 @@ class ParsedRequest:
     model: str
     stream: bool
     body: dict[str, Any]
+    size: int = 0  # bytes of the raw body: bounds the prompt's tokens (quota reservation)
 
 
 def parse_json_object(raw: bytes) -> dict[str, Any]:
@@ -110,7 +111,7 @@ def validate_chat(raw: bytes) -> ParsedRequest:
     stream_options = body.get("stream_options")
     if stream_options is not None and not isinstance(stream_options, dict):
         raise invalid_request("`stream_options` must be an object.", param="stream_options")
-    return ParsedRequest(model=model, stream=stream, body=body)
+    return ParsedRequest(model=model, stream=stream, body=body, size=len(raw))
 
 
 def _check_sampling(body: dict[str, Any]) -> None:
@@ -134,7 +135,7 @@ def validate_completion(raw: bytes) -> ParsedRequest:
                               param="prompt")
     stream = _check_stream(body)
     _check_sampling(body)
-    return ParsedRequest(model=model, stream=stream, body=body)
+    return ParsedRequest(model=model, stream=stream, body=body, size=len(raw))
 
 
 def apply_output_cap(body: dict[str, Any], *, cap: int) -> dict[str, Any]:

@@ -4,6 +4,10 @@
 arguments. Daphne writes its access log straight to a stream, past Python logging and its
 filters, and Copilot's Ollama route carries the key in the URL path (/ollama/<key>/…), so the
 access log entries are redacted here.
+
+On SIGTERM or Ctrl-C daphne cancels the requests still running (each one finishes its request
+log record as it unwinds) and stops; the rows still buffered are then written before the
+process exits.
 """
 from __future__ import annotations
 
@@ -20,7 +24,14 @@ class RedactingAccessLogGenerator(AccessLogGenerator):
 
 def main() -> None:
     daphne.cli.AccessLogGenerator = RedactingAccessLogGenerator  # the CLI builds its logger from this name
-    daphne.cli.CommandLineInterface.entrypoint()
+    try:
+        daphne.cli.CommandLineInterface.entrypoint()
+    finally:
+        from inference.request_log import request_log
+
+        written = request_log().close()
+        if written:
+            print(f"request log: wrote {written} buffered rows on shutdown", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ Two backends with one contract:
 
 A lease has an expiry, it is not a counter: if the gateway process that holds it dies, the
 lease runs out and the capacity comes back. Running requests renew their leases. The same
-mechanism bounds a worker's slots (resource "worker:<id>") and a key's concurrent requests
-(resource "key:<id>").
+mechanism bounds a worker's slots (resource "worker:<id>") and a student's or key's concurrent
+requests (resource "conc:user:<id>", "conc:key:<id>": see ocsweb/quota.py, whose admission step
+both backends run atomically).
 """
 from __future__ import annotations
 
@@ -21,13 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ocsweb.quota import ADMIT_LUA, QuotaAsk, QuotaScope, QuotaVerdict, concurrency_resource, decide_in_memory, \
+    lua_args, verdict_from_lua, TOKEN_COUNTER_TTL_MS
+
 
 def worker_resource(worker_id: int) -> str:
     return f"worker:{worker_id}"
-
-
-def key_resource(key_id: int) -> str:
-    return f"key:{key_id}"
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,9 @@ class LiveState(Protocol):
     def suspects_sync(self) -> frozenset[int]: ...
     async def publish_queue(self, process: str, depths: dict[str, int], ttl_s: float) -> None: ...
     def queue_depths_sync(self) -> dict[str, int]: ...
+    async def admit(self, scopes: list[QuotaScope], ask: QuotaAsk) -> QuotaVerdict: ...
+    async def settle(self, scopes: list[str], day: str, delta: int) -> None: ...
+    def tokens_used_sync(self, scope: str, day: str) -> int: ...
 
 
 class InProcessLiveState:
@@ -62,6 +65,8 @@ class InProcessLiveState:
         self._affinity: dict[str, tuple[int, float]] = {}
         self._generations: dict[str, int] = {}
         self._queues: dict[str, tuple[dict[str, int], float]] = {}
+        self._windows: dict[str, dict[str, int]] = {}
+        self._tokens: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
 
     def _live_leases(self, resource: str) -> dict[str, float]:
@@ -143,6 +148,22 @@ class InProcessLiveState:
                     for line, depth in depths.items():
                         total[line] = total.get(line, 0) + depth
         return total
+
+
+    async def admit(self, scopes: list[QuotaScope], ask: QuotaAsk) -> QuotaVerdict:
+        with self._lock:
+            return decide_in_memory(scopes=scopes, ask=ask, now_ms=int(self._clock() * 1000), windows=self._windows,
+                                    leases=self._leases, tokens=self._tokens)
+
+    async def settle(self, scopes: list[str], day: str, delta: int) -> None:
+        with self._lock:
+            if len(self._tokens) > 100_000:  # bound memory: keep today's counters only
+                self._tokens = {k: v for k, v in self._tokens.items() if k[1] == day}
+            for scope in scopes:
+                self._tokens[(scope, day)] = self._tokens.get((scope, day), 0) + delta
+
+    def tokens_used_sync(self, scope: str, day: str) -> int:
+        return self._tokens.get((scope, day), 0)
 
 
 # KEYS[1] = the resource's lease zset; ARGV = capacity, now_ms, expires_ms, lease_id.
@@ -272,6 +293,27 @@ class RedisLiveState:
             for line, depth in depths.items():
                 total[line.decode()] = total.get(line.decode(), 0) + int(depth)
         return total
+
+
+    async def admit(self, scopes: list[QuotaScope], ask: QuotaAsk) -> QuotaVerdict:
+        keys = [
+            key
+            for scope in scopes
+            for key in (self._k("window", scope.name), self._k("lease", concurrency_resource(scope.name)),
+                        self._k("tokens", scope.name, ask.day))
+        ]
+        result = await self._client().eval(ADMIT_LUA, len(keys), *keys, *lua_args(scopes, ask, int(time.time() * 1000)))
+        return verdict_from_lua(result)
+
+    async def settle(self, scopes: list[str], day: str, delta: int) -> None:
+        pipe = self._client().pipeline(transaction=False)
+        for scope in scopes:
+            pipe.incrby(self._k("tokens", scope, day), delta)
+            pipe.pexpire(self._k("tokens", scope, day), TOKEN_COUNTER_TTL_MS)
+        await pipe.execute()
+
+    def tokens_used_sync(self, scope: str, day: str) -> int:
+        return int(self._sync.get(self._k("tokens", scope, day)) or 0)
 
 
 _live_state: LiveState | None = None

@@ -140,8 +140,11 @@ OCS: GatewaySettings = {
     "SLOT_LEASE_S": env_float("OCS_SLOT_LEASE_S", 30.0, minimum=1.0),
     # How long a request waits for a free slot before it is refused with 429.
     "QUEUE_MAX_WAIT_S": env_float("OCS_QUEUE_MAX_WAIT_S", 30.0, minimum=0.0),
-    # A student's concurrent requests per key; more are refused at once with 429.
-    "KEY_MAX_CONCURRENCY": env_int("OCS_KEY_MAX_CONCURRENCY", 8, minimum=1),
+    # Site-wide default limits per student, where neither the student nor their class sets one
+    # (accounts/limits.py); 0 = no cap. Concurrency counts requests running or waiting.
+    "DEFAULT_REQUESTS_PER_MINUTE": env_int("OCS_DEFAULT_REQUESTS_PER_MINUTE", 60, minimum=0),
+    "DEFAULT_TOKENS_PER_DAY": env_int("OCS_DEFAULT_TOKENS_PER_DAY", 2_000_000, minimum=0),
+    "DEFAULT_CONCURRENCY": env_int("OCS_DEFAULT_CONCURRENCY", 8, minimum=0),
     # A streaming request that waits longer than this for a slot starts its response and sends
     # SSE comments every KEEPALIVE_S while it waits (clients give up on long silence).
     "STREAM_QUEUE_GRACE_S": env_float("OCS_STREAM_QUEUE_GRACE_S", 1.0, minimum=0.0),
@@ -170,6 +173,14 @@ OCS: GatewaySettings = {
     "RIG_SILENT_S": env_float("OCS_RIG_SILENT_S", 30.0, minimum=1.0),
     # Worker and pool events older than this are pruned.
     "EVENT_RETENTION_DAYS": env_int("OCS_EVENT_RETENTION_DAYS", 90, minimum=1),
+    # Request log: rows are written in batches at least this often; rows older than the
+    # retention are pruned (daily roll-ups are kept).
+    "REQUEST_LOG_FLUSH_S": env_float("OCS_REQUEST_LOG_FLUSH_S", 1.0, minimum=0.05),
+    "REQUEST_LOG_RETENTION_DAYS": env_int("OCS_REQUEST_LOG_RETENTION_DAYS", 180, minimum=1),
+    # Sign-in: after this many failed attempts for one username or one address within
+    # LOGIN_LOCK_S, further attempts are refused until the window passes.
+    "LOGIN_MAX_FAILURES": env_int("OCS_LOGIN_MAX_FAILURES", 5, minimum=1),
+    "LOGIN_LOCK_S": env_float("OCS_LOGIN_LOCK_S", 900.0, minimum=1.0),
 }
 DATA_UPLOAD_MAX_MEMORY_SIZE = OCS["MAX_BODY_BYTES"]
 

@@ -144,7 +144,10 @@ def gateway_env(**overrides: str) -> dict[str, str]:
         # 429 instead of quietly expiring; both are long enough for a slow, shared CI machine.
         OCS_QUEUE_MAX_WAIT_S="60",
         OCS_SLOT_LEASE_S="120",
-        OCS_KEY_MAX_CONCURRENCY="20",
+        OCS_DEFAULT_CONCURRENCY="20",
+        OCS_DEFAULT_REQUESTS_PER_MINUTE="0",  # no cap unless a test sets one
+        OCS_DEFAULT_TOKENS_PER_DAY="0",
+        OCS_REQUEST_LOG_FLUSH_S="0.2",
         OCS_KEEPALIVE_S="0.5",
         PYTHONUNBUFFERED="1",
     )

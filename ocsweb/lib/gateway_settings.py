@@ -7,7 +7,9 @@ from typing import TypedDict
 class GatewaySettings(TypedDict):
     SLOT_LEASE_S: float
     QUEUE_MAX_WAIT_S: float
-    KEY_MAX_CONCURRENCY: int
+    DEFAULT_REQUESTS_PER_MINUTE: int
+    DEFAULT_TOKENS_PER_DAY: int
+    DEFAULT_CONCURRENCY: int
     STREAM_QUEUE_GRACE_S: float
     KEEPALIVE_S: float
     SUSPECT_S: float
@@ -24,3 +26,7 @@ class GatewaySettings(TypedDict):
     METRICS_TOKEN: str
     RIG_SILENT_S: float
     EVENT_RETENTION_DAYS: int
+    REQUEST_LOG_FLUSH_S: float
+    REQUEST_LOG_RETENTION_DAYS: int
+    LOGIN_MAX_FAILURES: int
+    LOGIN_LOCK_S: float

@@ -2,28 +2,35 @@ from __future__ import annotations
 
 import json
 
-from inference.usage import UsageSniffer, usage_of
+from inference.usage import Usage, UsageSniffer, usage_of
 from ocsweb.lib.private_access import private_access_allowed
 
 
+def counts(usage: Usage) -> tuple[int, int]:
+    return usage.prompt_tokens, usage.completion_tokens
+
+
 def test_usage_from_openai_anthropic_and_llama_timings() -> None:
-    assert vars(usage_of(json.dumps({"usage": {"prompt_tokens": 31, "completion_tokens": 12}}).encode())) == {
-        "prompt_tokens": 31, "completion_tokens": 12}
-    assert vars(usage_of(json.dumps({"usage": {"input_tokens": 9, "output_tokens": 4}}).encode())) == {
-        "prompt_tokens": 9, "completion_tokens": 4}
-    timings = {"choices": [], "timings": {"prompt_n": 2, "cache_n": 30, "predicted_n": 7}}
-    assert vars(usage_of(json.dumps(timings).encode())) == {"prompt_tokens": 32, "completion_tokens": 7}
-    assert vars(usage_of(b"not json")) == {"prompt_tokens": 0, "completion_tokens": 0}
+    assert counts(usage_of(json.dumps({"usage": {"prompt_tokens": 31, "completion_tokens": 12}}).encode())) == (31, 12)
+    assert counts(usage_of(json.dumps({"usage": {"input_tokens": 9, "output_tokens": 4}}).encode())) == (9, 4)
+    timings = {"choices": [], "timings": {"prompt_n": 2, "cache_n": 30, "predicted_n": 7,
+                                          "prompt_per_second": 812.5, "predicted_per_second": 84.2}}
+    usage = usage_of(json.dumps(timings).encode())
+    assert counts(usage) == (32, 7) and usage.cached_tokens == 30 and usage.total == 39
+    assert (usage.prompt_per_second, usage.predicted_per_second) == (812.5, 84.2)
+    nothing = usage_of(b"not json")
+    assert counts(nothing) == (0, 0) and not nothing.reported
 
 
 def test_the_sniffer_reads_only_the_events_that_report_usage() -> None:
-    sniffer = UsageSniffer()
+    usage = Usage()
+    sniffer = UsageSniffer(usage)
     sniffer.feed(b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\n')
-    assert vars(sniffer.usage) == {"prompt_tokens": 0, "completion_tokens": 0}
+    assert counts(usage) == (0, 0)
     sniffer.feed(b'event: message_start\ndata: {"type": "message_start", "message": {"usage": '
                  b'{"input_tokens": 20, "output_tokens": 0}}}\n\n')
     sniffer.feed(b'event: message_delta\ndata: {"type": "message_delta", "usage": {"output_tokens": 5}}\n\n')
-    assert vars(sniffer.usage) == {"prompt_tokens": 20, "completion_tokens": 5}
+    assert counts(usage) == (20, 5) and sniffer.usage is usage
 
 
 def test_private_access_needs_a_private_address_without_a_proxy_or_the_token() -> None:

@@ -109,7 +109,7 @@ def test_demo_with_three_workers_survives_a_killed_worker_and_stops_everything(t
                 model=MODEL_ID, max_tokens=32, messages=[{"role": "user", "content": "Name three rivers."}]
             ).choices[0].message.content
 
-        with ThreadPoolExecutor(max_workers=8) as pool:  # the demo key's concurrency cap is 8
+        with ThreadPoolExecutor(max_workers=8) as pool:  # the site default concurrency (OCS_DEFAULT_CONCURRENCY) is 8
             futures = [pool.submit(ask, i) for i in range(8)]
             time.sleep(0.3)
             os.kill(worker_pids[0], signal.SIGKILL)

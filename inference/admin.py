@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from inference.models import DailyUsage, RequestLog
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(RequestLog)
+class RequestLogAdmin(ReadOnlyAdmin):
+    """Every API request, newest first: who, which model and worker, how it went."""
+
+    list_display = ("at", "user", "model", "worker_name", "client", "status", "error_code", "prompt_tokens",
+                    "completion_tokens", "queue_wait_ms", "ttft_ms", "total_ms", "tokens_per_s", "retries")
+    list_filter = ("status", "client", "model", "pool")
+    search_fields = ("user__username", "model", "worker_name", "error_code")
+    date_hierarchy = "at"
+    list_select_related = ("user",)
+
+
+@admin.register(DailyUsage)
+class DailyUsageAdmin(ReadOnlyAdmin):
+    """Per student, model and day; a class's usage is the sum over its students (filter by class)."""
+
+    list_display = ("day", "user", "classroom", "model", "requests", "errors", "prompt_tokens", "completion_tokens")
+    list_filter = ("classroom", "model")
+    search_fields = ("user__username",)
+    date_hierarchy = "day"
+    list_select_related = ("user", "classroom")

@@ -1,0 +1,135 @@
+"""The limits a teacher set, applied to one request before it is dispatched.
+
+`admit()` runs the atomic check-and-charge of ocsweb/quota.py for the student (and the key,
+if it has caps of its own) and either raises a 429 in the client's envelope, with
+`retry-after` and `x-ratelimit-*` headers, or returns a Ticket. The ticket holds the request's
+concurrency leases and its token reservation; `Ticket.finish()` frees the one and settles the
+other with the tokens really served.
+
+The reservation is the request's worst case: its body size in bytes (a token is at least one
+byte of text, so this bounds the prompt, chat template included in practice) plus its output
+cap, and never more than the model's context (prompt + answer must fit in it).
+"""
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from accounts.key_cache import KeyIdentity
+from accounts.limits import Caps
+from inference import errors
+from inference.admission import Lease
+from ocsweb.quota import QuotaAsk, QuotaScope, QuotaVerdict, concurrency_resource
+from ocsweb.live import live_state
+
+
+def reservation(*, body_bytes: int, max_tokens: int, context_length: int) -> int:
+    return max(1, min(body_bytes + max_tokens, context_length))
+
+
+def _scope(name: str, caps: Caps) -> QuotaScope:
+    return QuotaScope(name, caps.requests_per_minute, caps.tokens_per_day, caps.concurrency)
+
+
+def scopes_for(identity: KeyIdentity) -> list[QuotaScope]:
+    scopes = [_scope(f"user:{identity.user_id}", identity.policy.student)]
+    if identity.policy.key is not None:
+        scopes.append(_scope(f"key:{identity.key_id}", identity.policy.key))
+    return scopes
+
+
+def today(now: datetime | None = None) -> tuple[str, float]:
+    """The school's day (settings.TIME_ZONE) as "YYYY-MM-DD", and seconds until it ends."""
+    local = timezone.localtime(now)
+    midnight = (local + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    return local.date().isoformat(), (midnight - local).total_seconds()
+
+
+def rate_headers(scope: QuotaScope, verdict: QuotaVerdict, *, day_left_s: float) -> dict[str, str]:
+    """OpenAI's x-ratelimit-* names, for the scope the verdict is about."""
+    headers: dict[str, str] = {}
+    if scope.requests_per_minute is not None:
+        headers["x-ratelimit-limit-requests"] = str(scope.requests_per_minute)
+        headers["x-ratelimit-remaining-requests"] = str(max(0, scope.requests_per_minute - verdict.requests_used))
+        headers["x-ratelimit-reset-requests"] = f"{math.ceil(max(verdict.window_reset_ms, 0) / 1000)}s"
+    if scope.tokens_per_day is not None:
+        headers["x-ratelimit-limit-tokens"] = str(scope.tokens_per_day)
+        headers["x-ratelimit-remaining-tokens"] = str(max(0, scope.tokens_per_day - verdict.tokens_used))
+        headers["x-ratelimit-reset-tokens"] = f"{math.ceil(day_left_s)}s"
+    return headers
+
+
+def refusal(scope: QuotaScope, verdict: QuotaVerdict, *, reserve: int, day_left_s: float) -> errors.ApiError:
+    whose = "your key's" if scope.name.startswith("key:") else "your"
+    headers = rate_headers(scope, verdict, day_left_s=day_left_s)
+    if verdict.refused_by == "requests_per_minute":
+        wait = max(1, math.ceil(verdict.window_reset_ms / 1000)) if verdict.window_reset_ms > 0 else 60
+        message = (f"Rate limit reached: {verdict.requests_used} requests in the last minute, {whose} limit is "
+                   f"{scope.requests_per_minute}. Retry after {wait} s.")
+        return errors.ApiError(429, message, type="requests", code="rate_limit_exceeded",
+                               headers={"retry-after": str(wait), **headers})
+    if verdict.refused_by == "concurrency":
+        message = (f"Too many requests at once: {whose} limit is {scope.concurrency} running or waiting. "
+                   "Wait for one to finish.")
+        return errors.ApiError(429, message, type="requests", code="rate_limit_exceeded",
+                               headers={"retry-after": "1", **headers})
+    budget = scope.tokens_per_day or 0
+    left = max(0, budget - verdict.tokens_used)
+    hint = ("Lower max_tokens or shorten the conversation." if reserve > budget
+            else f"The budget resets in {math.ceil(day_left_s / 3600)} h; ask your teacher if you need more.")
+    message = (f"Daily token budget reached: this request may use up to {reserve} tokens and {left} of {whose} "
+               f"{budget} tokens for today are left. {hint}")
+    return errors.ApiError(429, message, type="tokens", code="tokens_per_day_exceeded",
+                           headers={"retry-after": str(math.ceil(day_left_s)), **headers})
+
+
+@dataclass
+class Ticket:
+    """An admitted request's share of its student's limits, held until it is answered."""
+
+    scopes: list[str]
+    day: str
+    reserved: int
+    leases: list[Lease]
+    headers: dict[str, str] = field(default_factory=dict)
+    _finished: bool = False
+
+    async def finish(self, served_tokens: int | None) -> None:
+        """Free the concurrency leases; settle the reservation to `served_tokens` (None: unknown,
+        e.g. a stream cut before the worker reported its counts: the reservation stands)."""
+        if self._finished:
+            return
+        self._finished = True
+        for lease in self.leases:
+            await lease.release()
+        if served_tokens is not None and served_tokens != self.reserved:
+            await live_state().settle(self.scopes, self.day, served_tokens - self.reserved)
+
+
+def check_access(identity: KeyIdentity, model_id: str) -> None:
+    """Models and pools a teacher allowed: refused like a model or pool the key cannot see."""
+    if not identity.policy.allows_pool(identity.pool_name):
+        raise errors.ApiError(403, f"Your key's pool `{identity.pool_name}` is not allowed for your account; "
+                                   "ask your teacher for a key in another pool.", type="permission_error",
+                              code="pool_not_allowed")
+    if not identity.policy.allows_model(model_id):
+        raise errors.model_not_found(model_id)
+
+
+async def admit(identity: KeyIdentity, *, reserve: int) -> Ticket:
+    scopes = scopes_for(identity)
+    day, day_left_s = today()
+    request_id = uuid.uuid4().hex
+    lease_s = settings.OCS["SLOT_LEASE_S"]
+    verdict = await live_state().admit(scopes, QuotaAsk(request_id, reserve, day, lease_s))
+    scope = scopes[verdict.scope_index]
+    if not verdict.admitted:
+        raise refusal(scope, verdict, reserve=reserve, day_left_s=day_left_s)
+    leases = [Lease(concurrency_resource(s.name), request_id).keep() for s in scopes]
+    return Ticket([s.name for s in scopes], day, reserve, leases,
+                  headers=rate_headers(scope, verdict, day_left_s=day_left_s))
