@@ -29,6 +29,7 @@ from inference.openapi import openapi_document
 from inference.quota_gate import admit, check_access, reservation
 from inference.request_log import RequestRecord
 from inference.reasoning import ReasoningMirror, mirror_reasoning
+from ocsweb.lib.redact import redact
 from inference.validation import ParsedRequest, apply_output_cap, validate_chat, validate_completion
 
 log = logging.getLogger("ocs.api")
@@ -57,7 +58,7 @@ def api_view(
         @csrf_exempt
         @functools.wraps(view)
         async def wrapper(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponseBase:
-            record = RequestRecord(client=client, path=request.path[:100],
+            record = RequestRecord(client=client, path=redact(request.path)[:100],  # /ollama/<key>/…
                                    user_agent=request.headers.get("User-Agent", ""))
             request.ocs_record = record  # type: ignore[attr-defined]
             response: HttpResponseBase

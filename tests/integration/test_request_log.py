@@ -1,0 +1,115 @@
+"""The request log under stress: a gateway stopped mid-load, rows the database refuses, keys
+that must never be stored, and the roll-ups teachers chart."""
+from __future__ import annotations
+
+import signal
+import threading
+from datetime import timedelta
+
+import httpx
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from tests.conftest import MODEL_ID, start_gateway, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def test_sigterm_during_load_leaves_a_row_for_every_request_that_got_a_response(
+    worker, student_key, tmp_path  # noqa: ANN001
+) -> None:
+    from inference.models import RequestLog
+
+    # A long flush interval: without the shutdown flush, every row would still be buffered.
+    gateway = start_gateway(tmp_path / "gateway.log", OCS_REQUEST_LOG_FLUSH_S="600")
+    answered: list[str] = []
+    lock = threading.Lock()
+
+    def ask(i: int) -> None:
+        agent = f"sigterm-{i}"
+        body = {"model": MODEL_ID, "messages": [{"role": "user", "content": f"Count to {i + 20}."}],
+                "max_tokens": 8 if i % 2 else 400, "stream": i % 3 == 0}
+        headers = {"Authorization": f"Bearer {student_key[1]}", "User-Agent": agent}
+        try:
+            with httpx.stream("POST", gateway.url + "/v1/chat/completions", json=body, headers=headers,
+                              timeout=60) as response:
+                with lock:
+                    answered.append(agent)  # a status line arrived: this request got a response
+                response.read()
+        except httpx.HTTPError:
+            pass
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(12)]
+    for thread in threads:
+        thread.start()
+    assert wait_for(lambda: len(answered) >= 4, timeout_s=60), "the gateway answered nothing"
+    gateway.process.send_signal(signal.SIGTERM)
+    gateway.process.wait(timeout=30)
+    for thread in threads:
+        thread.join(timeout=60)
+    logged = set(RequestLog.objects.filter(user_agent__startswith="sigterm-").values_list("user_agent", flat=True))
+    assert answered and set(answered) <= logged, f"answered but not logged: {set(answered) - logged}"
+    assert "wrote" in gateway.log() and "buffered rows on shutdown" in gateway.log()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_the_database_refuses_is_dropped_without_losing_the_others() -> None:
+    from inference.models import RequestLog
+    from inference.request_log import RequestLogWriter, RequestRecord
+
+    writer = RequestLogWriter(flush_every_s=600)
+    good = RequestRecord(client="openai", path="/v1/models").row(status=200, error_code="")
+    bad = RequestRecord(client="openai", path="/v1/models").row(status=-1, error_code="")  # violates a CHECK
+    for row in (good, bad, dict(good, path="/v1/chat/completions")):
+        writer.submit(row)
+    assert writer.flush() == 2 and writer.pending() == 0
+    assert sorted(RequestLog.objects.values_list("path", flat=True)) == ["/v1/chat/completions", "/v1/models"]
+    writer.close()
+
+
+def test_no_raw_key_reaches_the_database_or_the_gateway_log(gateway, worker, student_key) -> None:  # noqa: ANN001
+    from inference.models import RequestLog
+
+    raw = student_key[1]
+    secret = raw.rsplit("-", 1)[1]
+    headers = {"Authorization": f"Bearer {raw}", "User-Agent": "no-key-test"}
+    httpx.post(gateway.url + "/v1/chat/completions", headers=headers,
+               json={"model": MODEL_ID, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+    httpx.get(gateway.url + f"/ollama/{raw}/api/tags", headers={"User-Agent": "no-key-test"})
+    httpx.post(gateway.url + "/v1/messages", headers={"x-api-key": raw, "User-Agent": "no-key-test"}, json={})
+    assert wait_for(lambda: RequestLog.objects.filter(user_agent="no-key-test").count() == 3, timeout_s=10)
+    with connection.cursor() as cursor:
+        for table in connection.introspection.table_names():
+            cursor.execute(f'SELECT * FROM "{table}"')
+            for row in cursor.fetchall():
+                assert not any(secret in str(value) for value in row), f"raw key found in {table}"
+    assert secret not in gateway.log()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_daily_rollups_sum_per_student_and_class_and_pruning_keeps_them(student, other_student) -> None:  # noqa: ANN001
+    from accounts.models import Classroom
+    from inference.models import DailyUsage, RequestLog
+    from inference.tasks import prune_request_log, rollup_usage
+
+    room = Classroom.objects.create(name="7b")
+    student.classroom = room
+    student.save()
+    now = timezone.now()
+    old = now - timedelta(days=400)
+
+    def row(user, at, status=200, prompt=10, completion=5):  # noqa: ANN001, ANN202
+        return RequestLog(at=at, user=user, model=MODEL_ID, client="openai", path="/v1/chat/completions",
+                          status=status, prompt_tokens=prompt, completion_tokens=completion)
+
+    RequestLog.objects.bulk_create([row(student, now), row(student, now, status=429, prompt=0, completion=0),
+                                    row(other_student, now, prompt=7, completion=3), row(student, old)])
+    assert rollup_usage() == 2
+    mine = DailyUsage.objects.get(user=student, day=timezone.localdate())
+    assert (mine.requests, mine.errors, mine.prompt_tokens, mine.completion_tokens, mine.classroom) == (2, 1, 10, 5, room)
+    assert rollup_usage() == 2 and DailyUsage.objects.filter(day=timezone.localdate()).count() == 2  # idempotent
+    assert prune_request_log() == 1
+    assert RequestLog.objects.count() == 3
+    kept = DailyUsage.objects.get(user=student, day=timezone.localtime(old).date())
+    assert (kept.requests, kept.prompt_tokens) == (1, 10)  # rolled up before its rows went
