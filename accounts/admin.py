@@ -8,6 +8,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from accounts.audit import acting_user
+from accounts.forms import ThrottledAdminLoginForm
 from accounts.models import ApiKey, AuditEvent, Classroom, User
 from accounts.services import LIMIT_FIELDS, key_revoke, limits_changed, user_set_active
 
@@ -105,3 +106,7 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+admin.site.login_form = ThrottledAdminLoginForm
+admin.site.site_header = "OCS Intelligence"
+admin.site.site_title = "OCS Intelligence"

@@ -18,11 +18,30 @@ NUMERIC = ("requests_per_minute", "tokens_per_day", "concurrency")
 class LimitSource(Protocol):
     """A class, a student or a key: anything with the limit fields (None / "" = inherit)."""
 
-    requests_per_minute: int | None
-    tokens_per_day: int | None
-    concurrency: int | None
-    allowed_models: str
-    allowed_pools: str
+    @property
+    def requests_per_minute(self) -> int | None: ...
+    @property
+    def tokens_per_day(self) -> int | None: ...
+    @property
+    def concurrency(self) -> int | None: ...
+    @property
+    def allowed_models(self) -> str: ...
+    @property
+    def allowed_pools(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class LimitLevel:
+    """A level's fields as plain values (a LimitSource without a database row)."""
+
+    requests_per_minute: int | None = None
+    tokens_per_day: int | None = None
+    concurrency: int | None = None
+    allowed_models: str = ""
+    allowed_pools: str = ""
+
+
+UNSET = LimitLevel()
 
 
 @dataclass(frozen=True)

@@ -198,8 +198,12 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
 REST_FRAMEWORK = {
+    # Sessions only (the portal): no HTTP Basic, which would be a password-guessing door past the
+    # sign-in throttle. The rig agent API sets its own token authentication.
+    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
 }
+AUTHENTICATION_BACKENDS = ["accounts.login_throttle.ThrottledModelBackend"]
 
 if PRODUCTION:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

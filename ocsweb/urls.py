@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import path, re_path
 
+from accounts import me_api
 from fleet import agent_api
 from inference import anthropic_views as anthropic
 from inference import ollama_views as ollama
@@ -26,5 +27,10 @@ urlpatterns = [
     re_path(r"^v1/(?P<rest>.*)$", api.not_found),
     path("agent/v1/register", agent_api.RegisterView.as_view()),
     path("agent/v1/heartbeat", agent_api.HeartbeatView.as_view()),
+    path("api/me/keys", me_api.KeyListView.as_view()),
+    path("api/me/keys/<int:key_id>", me_api.KeyDetailView.as_view()),
+    path("api/me/keys/<int:key_id>/revoke", me_api.KeyRevokeView.as_view()),
+    path("api/me/usage", me_api.UsageView.as_view()),
+    path("api/usage/<str:username>", me_api.UsageView.as_view()),
     path("admin/", admin.site.urls),
 ]

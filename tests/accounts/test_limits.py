@@ -1,20 +1,9 @@
 """Which caps apply: key -> student -> class -> site defaults (pure, no database)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from accounts.limits import Caps, resolve
+from accounts.limits import Caps, LimitLevel as Level, resolve
 
 DEFAULTS = Caps(requests_per_minute=60, tokens_per_day=100_000, concurrency=8)
-
-
-@dataclass
-class Level:
-    requests_per_minute: int | None = None
-    tokens_per_day: int | None = None
-    concurrency: int | None = None
-    allowed_models: str = ""
-    allowed_pools: str = ""
 
 
 def test_each_field_comes_from_the_most_specific_level_that_sets_it() -> None:
