@@ -69,7 +69,16 @@ class BareASGIHandler(ASGIHandler):
             asyncio.create_task(self.listen_for_disconnect(receive)),
             asyncio.create_task(process_request(request, send)),
         ]
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # The server is stopping (daphne cancels every request on SIGTERM). Let the view
+            # unwind before the loop ends: it frees its slot and writes its request log row.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            body_file.close()
+            raise
         for task in tasks:
             if task.done():
                 try:

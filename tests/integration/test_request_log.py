@@ -28,8 +28,9 @@ def test_sigterm_during_load_leaves_a_row_for_every_request_that_got_a_response(
 
     def ask(i: int) -> None:
         agent = f"sigterm-{i}"
-        body = {"model": MODEL_ID, "messages": [{"role": "user", "content": f"Count to {i + 20}."}],
-                "max_tokens": 8 if i % 2 else 400, "stream": i % 3 == 0}
+        streams = i % 2 == 0  # long streams: in flight when the signal comes; short answers: done
+        body = {"model": MODEL_ID, "messages": [{"role": "user", "content": f"Count to {i + 200}."}],
+                "max_tokens": 400 if streams else 8, "stream": streams}
         headers = {"Authorization": f"Bearer {student_key[1]}", "User-Agent": agent}
         try:
             with httpx.stream("POST", gateway.url + "/v1/chat/completions", json=body, headers=headers,
@@ -43,7 +44,8 @@ def test_sigterm_during_load_leaves_a_row_for_every_request_that_got_a_response(
     threads = [threading.Thread(target=ask, args=(i,)) for i in range(12)]
     for thread in threads:
         thread.start()
-    assert wait_for(lambda: len(answered) >= 4, timeout_s=60), "the gateway answered nothing"
+    streaming = {f"sigterm-{i}" for i in range(0, 12, 2)}
+    assert wait_for(lambda: len(streaming & set(answered)) >= 3, timeout_s=60), "no stream started"
     gateway.process.send_signal(signal.SIGTERM)
     gateway.process.wait(timeout=30)
     for thread in threads:
