@@ -111,7 +111,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as var:
         env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-        env.update(OCS_VAR_DIR=var, DJANGO_SETTINGS_MODULE="ocsweb.settings", OCS_DEFAULT_CONCURRENCY="256", OCS_DEFAULT_REQUESTS_PER_MINUTE="0")
+        env.update(OCS_VAR_DIR=var, DJANGO_SETTINGS_MODULE="ocsweb.settings", OCS_DEFAULT_CONCURRENCY="256",
+                   # limits on (high enough never to refuse): the quota step runs on every request
+                   OCS_DEFAULT_REQUESTS_PER_MINUTE="1000000", OCS_DEFAULT_TOKENS_PER_DAY="1000000000")
         worker = LlamaServerProcess(LlamaServerSpec(model_path=find_default_model(), port=free_port(),
                                                     slots=args.streams, context=512 * args.streams)).start()
         gateway = None
