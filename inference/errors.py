@@ -18,6 +18,7 @@ class ApiError(Exception):
     code: str | None = None
     param: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    reason: str = ""  # for metrics: why a 429 (requests_per_minute, concurrency, tokens_per_day, queue_timeout)
 
     def openai_body(self) -> dict[str, object]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
@@ -67,6 +68,7 @@ def queue_timeout(model: str, waited_s: float, retry_after_s: int) -> ApiError:
         type="requests",
         code="rate_limit_exceeded",
         headers={"retry-after": str(retry_after_s)},
+        reason="queue_timeout",
     )
 
 

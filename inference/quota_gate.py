@@ -72,12 +72,12 @@ def refusal(scope: QuotaScope, verdict: QuotaVerdict, *, reserve: int, day_left_
         message = (f"Rate limit reached: {verdict.requests_used} requests in the last minute, {whose} limit is "
                    f"{scope.requests_per_minute}. Retry after {wait} s.")
         return errors.ApiError(429, message, type="requests", code="rate_limit_exceeded",
-                               headers={"retry-after": str(wait), **headers})
+                               headers={"retry-after": str(wait), **headers}, reason="requests_per_minute")
     if verdict.refused_by == "concurrency":
         message = (f"Too many requests at once: {whose} limit is {scope.concurrency} running or waiting. "
                    "Wait for one to finish.")
         return errors.ApiError(429, message, type="requests", code="rate_limit_exceeded",
-                               headers={"retry-after": "1", **headers})
+                               headers={"retry-after": "1", **headers}, reason="concurrency")
     budget = scope.tokens_per_day or 0
     left = max(0, budget - verdict.tokens_used)
     hint = ("Lower max_tokens or shorten the conversation." if reserve > budget
@@ -85,7 +85,7 @@ def refusal(scope: QuotaScope, verdict: QuotaVerdict, *, reserve: int, day_left_
     message = (f"Daily token budget reached: this request may use up to {reserve} tokens and {left} of {whose} "
                f"{budget} tokens for today are left. {hint}")
     return errors.ApiError(429, message, type="tokens", code="tokens_per_day_exceeded",
-                           headers={"retry-after": str(math.ceil(day_left_s)), **headers})
+                           headers={"retry-after": str(math.ceil(day_left_s)), **headers}, reason="tokens_per_day")
 
 
 @dataclass

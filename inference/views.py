@@ -74,7 +74,7 @@ def api_view(
                     response = render(error)
                     error_code = error.code or error.type
                     if error.status == 429:
-                        REFUSALS.labels(error.code or "rate_limit").inc()
+                        REFUSALS.labels(error.reason or error.code or "rate_limit").inc()
                 except RequestDataTooBig:
                     response = render(errors.ApiError(413, "The request body is too large.", code="request_too_large"))
                     error_code = "request_too_large"

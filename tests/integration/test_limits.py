@@ -51,6 +51,10 @@ def test_n_parallel_requests_against_a_limit_of_k_admit_exactly_k(gateway, worke
     assert refused.headers["x-ratelimit-remaining-requests"] == "0"
     served = [r for r in responses if r.status_code == 200]
     assert sorted(r.headers["x-ratelimit-remaining-requests"] for r in served) == ["0", "1", "2"]
+    metrics = httpx.get(gateway.url + "/metrics").text
+    counted = [line for line in metrics.splitlines()
+               if line.startswith('ocs_rate_limit_refusals_total{reason="requests_per_minute"}')]
+    assert counted and float(counted[0].split()[-1]) >= 5
 
 
 def test_a_refusal_on_the_anthropic_route_is_an_anthropic_rate_limit_error(gateway, worker) -> None:  # noqa: ANN001
