@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from accounts.key_cache import site_defaults
 from accounts.limits import UNSET, Policy, resolve
-from accounts.models import ApiKey, User
+from accounts.models import ApiKey, Classroom, User
 
 
 def keys_visible_to(viewer: User) -> QuerySet[ApiKey]:
@@ -56,3 +56,16 @@ def usage_summary(user: User, *, days: int = 30) -> dict[str, Any]:
         "today": {name: value or 0 for name, value in today.items()},
         "daily": [{**row, "day": row["day"].isoformat()} for row in history],
     }
+
+
+def class_daily_usage(classroom: Classroom, *, days: int = 30) -> list[dict[str, Any]]:
+    """A class's requests and tokens per day (the sum of its students' roll-ups), oldest first."""
+    from inference.models import DailyUsage
+
+    rows = (
+        DailyUsage.objects.filter(classroom=classroom, day__gte=timezone.localdate() - timedelta(days=days))
+        .values("day").order_by("day")
+        .annotate(students=Count("user", distinct=True), requests=Sum("requests"),
+                  prompt_tokens=Sum("prompt_tokens"), completion_tokens=Sum("completion_tokens"))
+    )
+    return [{**row, "day": row["day"].isoformat()} for row in rows]

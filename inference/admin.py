@@ -28,7 +28,7 @@ class RequestLogAdmin(ReadOnlyAdmin):
 
 @admin.register(DailyUsage)
 class DailyUsageAdmin(ReadOnlyAdmin):
-    """Per student, model and day; a class's usage is the sum over its students (filter by class)."""
+    """Per student, model and day; a class's usage is the sum over its students (filter by class, or accounts.selectors.class_daily_usage)."""
 
     list_display = ("day", "user", "classroom", "model", "requests", "errors", "prompt_tokens", "completion_tokens")
     list_filter = ("classroom", "model")

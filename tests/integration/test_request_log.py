@@ -92,6 +92,7 @@ def test_no_raw_key_reaches_the_database_or_the_gateway_log(gateway, worker, stu
 @pytest.mark.django_db(transaction=True)
 def test_daily_rollups_sum_per_student_and_class_and_pruning_keeps_them(student, other_student) -> None:  # noqa: ANN001
     from accounts.models import Classroom
+    from accounts.selectors import class_daily_usage
     from inference.models import DailyUsage, RequestLog
     from inference.tasks import prune_request_log, rollup_usage
 
@@ -111,6 +112,11 @@ def test_daily_rollups_sum_per_student_and_class_and_pruning_keeps_them(student,
     mine = DailyUsage.objects.get(user=student, day=timezone.localdate())
     assert (mine.requests, mine.errors, mine.prompt_tokens, mine.completion_tokens, mine.classroom) == (2, 1, 10, 5, room)
     assert rollup_usage() == 2 and DailyUsage.objects.filter(day=timezone.localdate()).count() == 2  # idempotent
+    other_student.classroom = room
+    other_student.save()
+    rollup_usage()  # the class as it is now: both students in 7b
+    (day,) = [d for d in class_daily_usage(room) if d["day"] == timezone.localdate().isoformat()]
+    assert (day["students"], day["requests"], day["prompt_tokens"], day["completion_tokens"]) == (2, 3, 17, 8)
     assert prune_request_log() == 1
     assert RequestLog.objects.count() == 3
     kept = DailyUsage.objects.get(user=student, day=timezone.localtime(old).date())
