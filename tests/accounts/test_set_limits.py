@@ -71,3 +71,24 @@ def test_a_teacher_edits_limits_in_the_admin_and_it_is_audited(teacher, student)
     assert AuditEvent.objects.filter(action="limits.changed", actor=teacher, subject="alice").exists()
     page = client.get(f"/admin/accounts/user/{student.id}/change/").content.decode()
     assert "Requests per minute" in page and "inherit" in page
+
+
+def test_the_teachers_admin_pages_for_classes_usage_and_the_request_log_render(teacher, student) -> None:  # noqa: ANN001
+    from django.utils import timezone
+
+    from inference.models import RequestLog
+    from inference.tasks import rollup_usage
+
+    RequestLog.objects.create(at=timezone.now(), user=student, model="m", client="openai",
+                              path="/v1/chat/completions", status=200, prompt_tokens=3, completion_tokens=2)
+    rollup_usage()
+    client = admin_client(teacher)
+    for page in ("/admin/accounts/classroom/add/", "/admin/inference/requestlog/", "/admin/inference/dailyusage/"):
+        response = client.get(page)
+        assert response.status_code == 200, page
+    assert "alice" in client.get("/admin/inference/dailyusage/").content.decode()
+    created = client.post("/admin/accounts/classroom/add/", {"name": "8a", "requests_per_minute": "15",
+                                                             "tokens_per_day": "", "concurrency": "",
+                                                             "allowed_models": "", "allowed_pools": ""})
+    assert created.status_code == 302
+    assert AuditEvent.objects.filter(action="limits.changed", subject="class 8a", actor=teacher).exists()
