@@ -118,10 +118,13 @@ def test_two_gateways_never_put_more_requests_on_a_worker_than_it_has_slots(two_
     done = threading.Event()
 
     def sample() -> None:
-        nonlocal peak
-        while not done.is_set():
-            busy = asyncio.run(live_state().busy([worker_resource(worker.id)]))[worker_resource(worker.id)]
-            peak = max(peak, busy)
+        async def watch() -> None:  # one event loop for all samples: the Redis client is bound to it
+            nonlocal peak
+            while not done.is_set():
+                busy = await live_state().busy([worker_resource(worker.id)])
+                peak = max(peak, busy[worker_resource(worker.id)])
+
+        asyncio.run(watch())
 
     sampler = threading.Thread(target=sample)
     sampler.start()
