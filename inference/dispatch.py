@@ -175,7 +175,9 @@ async def open_stream(
 Transform = Callable[[bytes], Iterator[bytes]]
 
 
-async def _relay(stream: OpenStream, transform: Transform | None) -> AsyncGenerator[bytes, None]:
+async def relay(stream: OpenStream, transform: Transform | None = None) -> AsyncGenerator[bytes, None]:
+    """The response body of a stream whose first chunk has arrived: its chunks, converted by
+    `transform` if given; closing it closes the upstream and frees the slot."""
     async with aclosing(stream.__aiter__()) as chunks:
         async for chunk in chunks:
             if transform is None:
@@ -203,7 +205,7 @@ async def stream_with_keepalive(
             record.stream_error = error.code or error.type
             yield dialect.error_event(error)
             return
-        async with aclosing(_relay(stream, transform)) as chunks:
+        async with aclosing(relay(stream, transform)) as chunks:
             async for chunk in chunks:
                 yield chunk
     finally:
@@ -211,12 +213,6 @@ async def stream_with_keepalive(
             opening.cancel()  # the client left while queued: leave the queue
         elif stream is None and not opening.cancelled() and opening.exception() is None:
             await opening.result().close()
-
-
-async def stream_open(stream: OpenStream, *, transform: Transform | None = None) -> AsyncGenerator[bytes, None]:
-    async with aclosing(_relay(stream, transform)) as chunks:
-        async for chunk in chunks:
-            yield chunk
 
 
 async def forward_light(*, path: str, body: dict[str, Any], want: Want) -> tuple[int, bytes]:

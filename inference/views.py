@@ -229,7 +229,7 @@ async def _stream(
         if not opening.done():
             opening.cancel()
         raise
-    return event_stream(dispatch.stream_open(opening.result(), transform=transform), record)
+    return event_stream(dispatch.relay(opening.result(), transform), record)
 
 
 def event_stream(chunks: AsyncGenerator[bytes, None], record: RequestRecord) -> StreamingHttpResponse:
