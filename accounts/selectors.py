@@ -4,12 +4,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, QuerySet, Sum
 from django.utils import timezone
 
 from accounts.key_cache import site_defaults
 from accounts.limits import UNSET, Policy, resolve
 from accounts.models import ApiKey, Classroom, User
+from ocsweb.lib.school_day import day_bounds
 
 
 def keys_visible_to(viewer: User) -> QuerySet[ApiKey]:
@@ -27,21 +28,23 @@ def student_policy(user: User) -> Policy:
                    access_expires_at=user.access_expires_at)
 
 
+def _per_day(rows: QuerySet[Any], **extra: Any) -> list[dict[str, Any]]:
+    """DailyUsage rows summed per day, oldest first, days as ISO strings."""
+    totals = rows.values("day").order_by("day").annotate(
+        **extra, requests=Sum("requests"), prompt_tokens=Sum("prompt_tokens"),
+        completion_tokens=Sum("completion_tokens"))
+    return [{**row, "day": row["day"].isoformat()} for row in totals]
+
+
 def usage_summary(user: User, *, days: int = 30) -> dict[str, Any]:
     """Today's requests and tokens (from the request log) and the daily roll-ups before it."""
     from inference.models import DailyUsage, RequestLog
+    from inference.tasks import REQUEST_TOTALS
 
-    start_of_day = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
-    today = RequestLog.objects.filter(user=user, at__gte=start_of_day).aggregate(
-        requests=Count("id"), errors=Count("id", filter=Q(status__gte=400)),
-        prompt_tokens=Sum("prompt_tokens"), completion_tokens=Sum("completion_tokens"))
-    history = (
-        DailyUsage.objects.filter(user=user, day__gte=timezone.localdate() - timedelta(days=days),
-                                  day__lt=timezone.localdate())
-        .values("day").order_by("day")
-        .annotate(requests=Sum("requests"), prompt_tokens=Sum("prompt_tokens"),
-                  completion_tokens=Sum("completion_tokens"))
-    )
+    local_today = timezone.localdate()
+    start_of_day, _ = day_bounds(local_today)
+    today = RequestLog.objects.filter(user=user, at__gte=start_of_day).aggregate(**REQUEST_TOTALS)
+    history = DailyUsage.objects.filter(user=user, day__gte=local_today - timedelta(days=days), day__lt=local_today)
     policy = student_policy(user)
     return {
         "username": user.username,
@@ -54,7 +57,7 @@ def usage_summary(user: User, *, days: int = 30) -> dict[str, Any]:
             "access_expires_at": policy.access_expires_at,
         },
         "today": {name: value or 0 for name, value in today.items()},
-        "daily": [{**row, "day": row["day"].isoformat()} for row in history],
+        "daily": _per_day(history),
     }
 
 
@@ -62,10 +65,5 @@ def class_daily_usage(classroom: Classroom, *, days: int = 30) -> list[dict[str,
     """A class's requests and tokens per day (the sum of its students' roll-ups), oldest first."""
     from inference.models import DailyUsage
 
-    rows = (
-        DailyUsage.objects.filter(classroom=classroom, day__gte=timezone.localdate() - timedelta(days=days))
-        .values("day").order_by("day")
-        .annotate(students=Count("user", distinct=True), requests=Sum("requests"),
-                  prompt_tokens=Sum("prompt_tokens"), completion_tokens=Sum("completion_tokens"))
-    )
-    return [{**row, "day": row["day"].isoformat()} for row in rows]
+    rows = DailyUsage.objects.filter(classroom=classroom, day__gte=timezone.localdate() - timedelta(days=days))
+    return _per_day(rows, students=Count("user", distinct=True))

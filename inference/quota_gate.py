@@ -15,16 +15,14 @@ from __future__ import annotations
 import math
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-
 from django.conf import settings
-from django.utils import timezone
 
 from accounts.key_cache import KeyIdentity
 from accounts.limits import Caps
 from inference import errors
 from inference.admission import Lease
 from ocsweb.quota import QuotaAsk, QuotaScope, QuotaVerdict, concurrency_resource
+from ocsweb.lib.school_day import today
 from ocsweb.live import live_state
 
 
@@ -41,13 +39,6 @@ def scopes_for(identity: KeyIdentity) -> list[QuotaScope]:
     if identity.policy.key is not None:
         scopes.append(_scope(f"key:{identity.key_id}", identity.policy.key))
     return scopes
-
-
-def today(now: datetime | None = None) -> tuple[str, float]:
-    """The school's day (settings.TIME_ZONE) as "YYYY-MM-DD", and seconds until it ends."""
-    local = timezone.localtime(now)
-    midnight = (local + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-    return local.date().isoformat(), (midnight - local).total_seconds()
 
 
 def rate_headers(scope: QuotaScope, verdict: QuotaVerdict, *, day_left_s: float) -> dict[str, str]:

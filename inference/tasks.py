@@ -2,7 +2,7 @@
 by migration inference/0002; `manage.py qcluster` runs them."""
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta
+from datetime import date, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -11,29 +11,32 @@ from django.utils import timezone
 
 from accounts.models import User
 from inference.models import DailyUsage, RequestLog
+from ocsweb.lib.school_day import day_bounds
 
 
-def _day_bounds(day: date) -> tuple[datetime, datetime]:
-    zone = timezone.get_current_timezone()
-    start = datetime.combine(day, time.min, tzinfo=zone)
-    return start, start + timedelta(days=1)
+# A day's totals, from RequestLog rows (also read by the students' usage page).
+REQUEST_TOTALS = {
+    "requests": Count("id"),
+    "errors": Count("id", filter=Q(status__gte=400)),
+    "prompt_tokens": Sum("prompt_tokens"),
+    "completion_tokens": Sum("completion_tokens"),
+}
 
 
 def rollup_day(day: date) -> int:
     """(Re)compute DailyUsage for one day of the school's time zone from the request log;
     idempotent. Returns the number of (student, model) rows."""
-    start, end = _day_bounds(day)
+    start, end = day_bounds(day)
     totals = (
         RequestLog.objects.filter(at__gte=start, at__lt=end, user__isnull=False)
         .values("user_id", "model")
-        .annotate(requests=Count("id"), errors=Count("id", filter=Q(status__gte=400)),
-                  prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"), cached=Sum("cached_tokens"))
+        .annotate(**REQUEST_TOTALS, cached_tokens=Sum("cached_tokens"))
     )
     classrooms = dict(User.objects.filter(id__in={t["user_id"] for t in totals}).values_list("id", "classroom_id"))
     rows = [
         DailyUsage(day=day, user_id=t["user_id"], classroom_id=classrooms.get(t["user_id"]), model=t["model"],
-                   requests=t["requests"], errors=t["errors"], prompt_tokens=t["prompt"] or 0,
-                   completion_tokens=t["completion"] or 0, cached_tokens=t["cached"] or 0)
+                   requests=t["requests"], errors=t["errors"], prompt_tokens=t["prompt_tokens"] or 0,
+                   completion_tokens=t["completion_tokens"] or 0, cached_tokens=t["cached_tokens"] or 0)
         for t in totals
     ]
     with transaction.atomic():
