@@ -56,5 +56,10 @@ def parse_prefix(raw: str, scheme: str = STUDENT_SCHEME) -> str | None:
     return match.group(1) if match else None
 
 
+def prefix_of(shown: str) -> str:
+    """The prefix in what a person types: "ab12cd34ef", "ocs-ab12cd34ef-…" or a whole key."""
+    return shown.removeprefix(f"{STUDENT_SCHEME}-").split("-")[0]
+
+
 def hash_matches(raw: str, stored_hash: str) -> bool:
     return hmac.compare_digest(hash_key(raw), stored_hash)

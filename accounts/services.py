@@ -89,11 +89,15 @@ def limits_set(*, target: Classroom | User | ApiKey, actor: User | None = None, 
     return changed
 
 
+def limits_describe(target: Classroom | User | ApiKey, fields: list[str]) -> str:
+    """"requests_per_minute=5, tokens_per_day=inherit" for the audit log and the command line."""
+    return ", ".join(f"{name}={value if (value := getattr(target, name)) not in (None, '') else 'inherit'}"
+                     for name in fields)
+
+
 def limits_changed(*, target: Classroom | User | ApiKey, actor: User | None, fields: list[str]) -> None:
     """Audit and propagate a limit change already saved (the admin saves forms itself)."""
-    detail = ", ".join(f"{name}={getattr(target, name) if getattr(target, name) not in (None, '') else 'inherit'}"
-                       for name in fields)
-    audit_record(actor=actor, action="limits.changed", subject=_subject(target), detail=detail)
+    audit_record(actor=actor, action="limits.changed", subject=_subject(target), detail=limits_describe(target, fields))
     from accounts.key_cache import key_cache_invalidate
 
     key_cache_invalidate()

@@ -35,3 +35,10 @@ def test_rig_tokens_and_student_keys_never_pass_for_each_other() -> None:
     assert parse_prefix(rig.raw, RIG_SCHEME) == rig.prefix
     assert parse_prefix(rig.raw) is None
     assert parse_prefix(student.raw, RIG_SCHEME) is None
+
+
+def test_prefix_of_accepts_the_prefix_the_display_form_or_a_whole_key() -> None:
+    from accounts.keys import prefix_of
+
+    new = generate_key()
+    assert {prefix_of(new.prefix), prefix_of(f"ocs-{new.prefix}-…"), prefix_of(new.raw)} == {new.prefix}

@@ -4,6 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from accounts.keys import prefix_of
 from accounts.models import ApiKey
 from accounts.services import key_revoke
 
@@ -15,7 +16,7 @@ class Command(BaseCommand):
         parser.add_argument("prefix")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        prefix = str(options["prefix"]).removeprefix("ocs-").split("-")[0]
+        prefix = prefix_of(str(options["prefix"]))
         key = ApiKey.objects.filter(prefix=prefix).first()
         if key is None:
             raise CommandError(f"no key with prefix {prefix!r}")

@@ -6,7 +6,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.models import ApiKey, Classroom, User
-from accounts.services import limits_set
+from accounts.keys import prefix_of
+from accounts.services import limits_describe, limits_set
 
 
 def _cap(text: str) -> int | None:
@@ -46,9 +47,7 @@ class Command(BaseCommand):
         if not changes:
             raise CommandError("nothing to change: give --rpm, --tokens-per-day, --concurrency, --models or --pools")
         changed = limits_set(target=target, **changes)
-        shown = ", ".join(f"{name}={getattr(target, name) if getattr(target, name) not in (None, '') else 'inherit'}"
-                          for name in changes)
-        self.stdout.write(f"{'updated' if changed else 'unchanged'}: {target}: {shown}")
+        self.stdout.write(f"{'updated' if changed else 'unchanged'}: {target}: {limits_describe(target, list(changes))}")
 
     @staticmethod
     def _target(options: dict[str, Any]) -> Classroom | User | ApiKey:
@@ -62,7 +61,7 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(f"no user {username!r}")
         if options["key"]:
-            prefix = str(options["key"]).removeprefix("ocs-").split("-")[0]
+            prefix = prefix_of(str(options["key"]))
             key = ApiKey.objects.filter(user=user, prefix=prefix).first()
             if key is None:
                 raise CommandError(f"{username} has no key with prefix {prefix!r}")
