@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from ocsweb.quota import ADMIT_LUA, QuotaAsk, QuotaScope, QuotaVerdict, concurrency_resource, decide_in_memory, \
-    lua_args, verdict_from_lua, TOKEN_COUNTER_TTL_MS
+from ocsweb.quota import ADMIT_LUA, TOKEN_COUNTER_TTL_MS, QuotaAsk, QuotaScope, QuotaVerdict, concurrency_resource, \
+    decide_in_memory, drop_up_to, lua_args, verdict_from_lua
 
 
 def worker_resource(worker_id: int) -> str:
@@ -70,10 +70,8 @@ class InProcessLiveState:
         self._lock = threading.Lock()
 
     def _live_leases(self, resource: str) -> dict[str, float]:
-        now = self._clock()
         leases = self._leases.setdefault(resource, {})
-        for lease_id in [lid for lid, expires in leases.items() if expires <= now]:
-            del leases[lease_id]
+        drop_up_to(leases, self._clock())
         return leases
 
     async def claim(self, resource: str, capacity: int, lease_s: float) -> str | None:

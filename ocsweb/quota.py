@@ -53,6 +53,13 @@ class QuotaVerdict:
     window_reset_ms: int  # when the oldest request in the window leaves it (0: window empty)
 
 
+def drop_up_to(entries: dict[str, float] | dict[str, int], cutoff: float) -> None:
+    """Remove the entries (id -> time) at or before `cutoff`: expired leases, requests that left
+    the window. The in-process twin of ZREMRANGEBYSCORE."""
+    for entry_id in [eid for eid, at in entries.items() if at <= cutoff]:
+        del entries[entry_id]
+
+
 def decide_in_memory(
     *,
     scopes: list[QuotaScope],
@@ -67,11 +74,9 @@ def decide_in_memory(
     seen: list[tuple[int, int, int]] = []
     for index, scope in enumerate(scopes):
         window = windows.setdefault(scope.name, {})
-        for request_id in [r for r, at in window.items() if at <= now_ms - WINDOW_MS]:
-            del window[request_id]
+        drop_up_to(window, now_ms - WINDOW_MS)
         running = leases.setdefault(concurrency_resource(scope.name), {})
-        for lease_id in [lid for lid, until in running.items() if until <= now_ms / 1000]:
-            del running[lease_id]
+        drop_up_to(running, now_ms / 1000)
         used_tokens = tokens.get((scope.name, ask.day), 0)
         reset_ms = min(window.values()) + WINDOW_MS - now_ms if window else 0
         refused: Kind | None = None
