@@ -10,11 +10,11 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
 import pytest
 from django.conf import settings
 
 from tests.conftest import MODEL_ID, Gateway, start_gateway
+from tests.integration.test_limits import chat
 
 pytestmark = [
     pytest.mark.integration,
@@ -69,12 +69,6 @@ def two_gateways(transactional_db, tmp_path) -> Iterator[tuple[Gateway, Gateway,
     for gateway in gateways:
         gateway.process.terminate()
         gateway.process.wait(timeout=10)
-
-
-def chat(url: str, key: str, max_tokens: int = 4, stream: bool = False) -> httpx.Response:
-    body = {"model": MODEL_ID, "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": max_tokens,
-            "stream": stream}
-    return httpx.post(url + "/v1/chat/completions", headers={"Authorization": f"Bearer {key}"}, json=body, timeout=60)
 
 
 def handled_by(gateway: Gateway) -> int:
