@@ -13,6 +13,7 @@ request signals: +3.3 ms. The API views need neither: they authenticate by key, 
 CSRF-exempt and use no session.
 """
 import asyncio
+import logging
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ocsweb.settings")
@@ -25,6 +26,8 @@ from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E4
 from django.urls import set_script_prefix  # noqa: E402
 
 django_asgi_app = get_asgi_application()
+
+log = logging.getLogger(__name__)
 
 HOT_PATH_PREFIXES = ("/v1/", "/ollama/", "/healthz", "/readyz")
 
@@ -60,7 +63,9 @@ class BareASGIHandler(ASGIHandler):
             try:
                 await self.send_response(response, send)
             except asyncio.CancelledError:
-                pass  # the client disconnected while the response was being sent
+                pass  # the client disconnected, or the server is stopping, while the response was sent
+            finally:
+                await _close_stream_body(response)
             return response
 
         # The disconnect listener goes first: it cancels the view when the client leaves, which
@@ -101,6 +106,22 @@ class BareASGIHandler(ASGIHandler):
         else:
             _close_without_signal(response)
         body_file.close()
+
+
+async def _close_stream_body(response) -> None:  # noqa: ANN001
+    """Close a streaming response's body generator now. Django's send_response closes only its
+    own wrapper around the body, so a stream cut off while its handler waits in `send` would
+    leave the body suspended at a yield until garbage collection runs its `finally` (free the
+    worker slot, write the request log row) — and a server that is stopping ends its loop first.
+    Daphne's `send` never waits; an ASGI server with flow control (uvicorn) waits there when the
+    client stops reading (tests/ocsweb/test_asgi.py)."""
+    if response.streaming and response.is_async:
+        aclose = getattr(response._iterator, "aclose", None)  # the body as given (Django 5.2 pinned)
+        if aclose is not None:
+            try:
+                await aclose()
+            except Exception:
+                log.exception("closing a stream's body failed")
 
 
 def _close_without_signal(response) -> None:  # noqa: ANN001

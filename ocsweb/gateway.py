@@ -5,16 +5,25 @@ arguments. Daphne writes its access log straight to a stream, past Python loggin
 filters, and Copilot's Ollama route carries the key in the URL path (/ollama/<key>/…), so the
 access log entries are redacted here.
 
-On SIGTERM or Ctrl-C daphne cancels the requests still running (each one finishes its request
-log record as it unwinds) and stops; the rows still buffered are then written before the
-process exits.
+On SIGTERM or Ctrl-C the server cancels the requests still running, waits until each has
+unwound (closed its upstream stream, settled its token budget, handed its request log row to
+the writer) and stops; the rows still buffered are then written before the process exits.
 """
 from __future__ import annotations
 
+import asyncio
+import logging
+
 import daphne.cli
+import daphne.server
 from daphne.access import AccessLogGenerator
+from twisted.internet import defer
 
 from ocsweb.lib.redact import redact
+
+log = logging.getLogger(__name__)
+
+UNWIND_GRACE_S = 10.0  # how long a stopping gateway waits for its requests to unwind
 
 
 class RedactingAccessLogGenerator(AccessLogGenerator):
@@ -22,10 +31,40 @@ class RedactingAccessLogGenerator(AccessLogGenerator):
         super().write_entry(host, date, redact(request), status, length, ident, user)
 
 
+class GracefulServer(daphne.server.Server):
+    """Daphne's server, waiting on shutdown for every cancelled request to finish unwinding.
+
+    Daphne 4.2.3 cancels the running applications and waits on `asyncio.gather(*them)`, which
+    returns as soon as the first one ends — with CancelledError, as they all do. The reactor then
+    stops the loop while the others are still unwinding, and their request log rows are lost
+    (seen in CI as rows missing after a SIGTERM under load; tests/ocsweb/test_gateway.py)."""
+
+    def kill_all_applications(self):  # noqa: ANN201
+        running = [details["application_instance"] for details in self.connections.values()
+                   if not details["application_instance"].done()]
+        for instance in running:
+            instance.cancel()
+        log.info("stopping: cancelled %d running requests", len(running))
+        return defer.Deferred.fromFuture(asyncio.ensure_future(_unwound(running)))
+
+
+async def _unwound(instances: list[asyncio.Future]) -> None:
+    if not instances:
+        return
+    _, pending = await asyncio.wait(instances, timeout=UNWIND_GRACE_S)
+    if pending:
+        log.warning("stopping: %d requests still unwinding after %.0f s; stopping anyway",
+                    len(pending), UNWIND_GRACE_S)
+
+
+class GatewayCommandLine(daphne.cli.CommandLineInterface):
+    server_class = GracefulServer
+
+
 def main() -> None:
     daphne.cli.AccessLogGenerator = RedactingAccessLogGenerator  # the CLI builds its logger from this name
     try:
-        daphne.cli.CommandLineInterface.entrypoint()
+        GatewayCommandLine.entrypoint()
     finally:
         from inference.request_log import request_log
 
