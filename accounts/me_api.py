@@ -40,7 +40,8 @@ def _viewer(request: Request) -> User:
 
 class KeyListView(APIView):
     def get(self, request: Request) -> Response:
-        keys = keys_visible_to(_viewer(request)).filter(user=_viewer(request))
+        viewer = _viewer(request)
+        keys = keys_visible_to(viewer).filter(user=viewer)
         return Response(KeySerializer(keys, many=True).data)
 
     def post(self, request: Request) -> Response:

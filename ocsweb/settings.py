@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ocsweb.lib.gateway_settings import GatewaySettings
 from ocsweb.lib.env import (
     ConfigError,
     env_bool,
@@ -20,6 +19,8 @@ from ocsweb.lib.env import (
     parse_database_url,
     parse_redis_url,
 )
+from ocsweb.lib.gateway_settings import GatewaySettings
+from ocsweb.lib.private_access import DEFAULT_PRIVATE_NETWORKS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("OCS_VAR_DIR") or BASE_DIR / "var")
@@ -167,7 +168,7 @@ OCS: GatewaySettings = {
     # are served by this model; empty = the first model the key's pool serves.
     "ANTHROPIC_DEFAULT_MODEL": env_str("OCS_ANTHROPIC_DEFAULT_MODEL", "") or "",
     # /metrics: readable from these networks (not through the public proxy) or with this token.
-    "METRICS_NETWORKS": env_list("OCS_METRICS_NETWORKS", ["127.0.0.0/8", "::1/128", "100.64.0.0/10"]),
+    "METRICS_NETWORKS": env_list("OCS_METRICS_NETWORKS", list(DEFAULT_PRIVATE_NETWORKS)),
     "METRICS_TOKEN": env_str("OCS_METRICS_TOKEN", "") or "",
     # A rig whose agent sent no heartbeat for this long has its workers taken out of service.
     "RIG_SILENT_S": env_float("OCS_RIG_SILENT_S", 30.0, minimum=1.0),
