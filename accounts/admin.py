@@ -107,6 +107,7 @@ class AuditEventAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
+
 admin.site.login_form = ThrottledAdminLoginForm
 admin.site.site_header = "OCS Intelligence"
 admin.site.site_title = "OCS Intelligence"

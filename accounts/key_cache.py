@@ -16,12 +16,11 @@ from datetime import datetime
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-
-from ocsweb.lib.db import fresh_connection
 from django.utils import timezone
 
 from accounts.keys import hash_matches, parse_prefix
 from accounts.limits import Caps, Policy, resolve
+from ocsweb.lib.db import fresh_connection
 from ocsweb.live import live_state
 
 GENERATION = "keys"

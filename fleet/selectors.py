@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from ocsweb.lib.db import fresh_connection
-
 from fleet.scheduler import WorkerView
+from ocsweb.lib.db import fresh_connection
 
 
 @dataclass(frozen=True)

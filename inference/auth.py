@@ -9,8 +9,8 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from accounts.key_cache import KeyIdentity, key_authenticate
-from ocsweb.lib.db import fresh_connection
 from inference import errors
+from ocsweb.lib.db import fresh_connection
 
 LAST_USED_RESOLUTION_S = 60.0
 _last_touched: dict[int, float] = {}

@@ -15,15 +15,16 @@ from __future__ import annotations
 import math
 import uuid
 from dataclasses import dataclass, field
+
 from django.conf import settings
 
 from accounts.key_cache import KeyIdentity
 from accounts.limits import Caps
 from inference import errors
 from inference.admission import Lease
-from ocsweb.quota import QuotaAsk, QuotaScope, QuotaVerdict, concurrency_resource
 from ocsweb.lib.school_day import today
 from ocsweb.live import live_state
+from ocsweb.quota import QuotaAsk, QuotaScope, QuotaVerdict, concurrency_resource
 
 
 def reservation(*, body_bytes: int, max_tokens: int, context_length: int) -> int:

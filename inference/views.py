@@ -15,10 +15,10 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from accounts.key_cache import KeyIdentity
 from fleet.scheduler import conversation_key
 from fleet.selectors import fleet_snapshot, models_for_pool
 from inference import dispatch, errors
-from accounts.key_cache import KeyIdentity
 from inference.admission import Want
 from inference.auth import authenticate, key_from_headers
 from inference.dialects import OPENAI, Dialect
@@ -27,10 +27,10 @@ from inference.forced_tools import StreamConverter, convert_response, plan_force
 from inference.metrics import REFUSALS, REQUESTS
 from inference.openapi import openapi_document
 from inference.quota_gate import admit, check_access, reservation
-from inference.request_log import RequestRecord
 from inference.reasoning import ReasoningMirror, mirror_reasoning
-from ocsweb.lib.redact import redact
+from inference.request_log import RequestRecord
 from inference.validation import ParsedRequest, apply_output_cap, validate_chat, validate_completion
+from ocsweb.lib.redact import redact
 
 log = logging.getLogger("ocs.api")
 

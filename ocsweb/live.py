@@ -22,8 +22,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from ocsweb.quota import ADMIT_LUA, TOKEN_COUNTER_TTL_MS, QuotaAsk, QuotaScope, QuotaVerdict, concurrency_resource, \
-    decide_in_memory, drop_up_to, lua_args, verdict_from_lua
+from ocsweb.quota import (
+    ADMIT_LUA,
+    TOKEN_COUNTER_TTL_MS,
+    QuotaAsk,
+    QuotaScope,
+    QuotaVerdict,
+    concurrency_resource,
+    decide_in_memory,
+    drop_up_to,
+    lua_args,
+    verdict_from_lua,
+)
 
 
 def worker_resource(worker_id: int) -> str:
@@ -146,7 +156,6 @@ class InProcessLiveState:
                     for line, depth in depths.items():
                         total[line] = total.get(line, 0) + depth
         return total
-
 
     async def admit(self, scopes: list[QuotaScope], ask: QuotaAsk) -> QuotaVerdict:
         with self._lock:
@@ -291,7 +300,6 @@ class RedisLiveState:
             for line, depth in depths.items():
                 total[line.decode()] = total.get(line.decode(), 0) + int(depth)
         return total
-
 
     async def admit(self, scopes: list[QuotaScope], ask: QuotaAsk) -> QuotaVerdict:
         keys = [

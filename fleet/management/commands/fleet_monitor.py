@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-from typing import Any
-
 import asyncio
 import signal
+from typing import Any
 
 import httpx
 from django.core.management.base import BaseCommand, CommandParser

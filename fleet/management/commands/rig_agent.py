@@ -1,10 +1,9 @@
 from __future__ import annotations
 
-from typing import Any
-
 import signal
 import threading
 from pathlib import Path
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 

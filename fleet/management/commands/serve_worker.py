@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-from typing import Any
-
 import signal
 import threading
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 

@@ -8,8 +8,6 @@ Ctrl-C or SIGTERM stops everything it started; children also die if it is killed
 """
 from __future__ import annotations
 
-from typing import Any
-
 import os
 import secrets
 import signal
@@ -18,6 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 from django.conf import settings
