@@ -108,6 +108,9 @@ class Worker(models.Model):
     pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="workers")
     model = models.ForeignKey(CatalogModel, on_delete=models.PROTECT, related_name="workers")
     slots = models.PositiveIntegerField(default=1, help_text="llama-server -np: requests it decodes at once")
+    context_per_slot = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Tokens one request can use (llama-server's -c / -np, YaRN included); empty: unknown.")
     state = models.CharField(max_length=16, choices=State.choices, default=State.STARTING)
     state_changed_at = models.DateTimeField(default=timezone.now)
     created_at = models.DateTimeField(default=timezone.now)

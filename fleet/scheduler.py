@@ -23,6 +23,7 @@ class WorkerView:
     model_id: str
     slots: int
     state: str
+    context: int = 0  # tokens one request can use (llama-server's context per slot); 0: unknown
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ ROUTABLE_STATES = frozenset({"healthy", "degraded"})
 
 def _eligible(
     workers: Iterable[WorkerView], *, model_id: str, pool_ids: frozenset[int], avoid: frozenset[int],
-    excluded: dict[str, str],
+    excluded: dict[str, str], min_context: int = 0,
 ) -> list[WorkerView]:
     chosen = []
     for worker in workers:
@@ -61,6 +62,8 @@ def _eligible(
             excluded[worker.name] = f"state {worker.state}"
         elif worker.id in avoid:
             excluded[worker.name] = "failed earlier in this request"
+        elif worker.context and worker.context < min_context:
+            excluded[worker.name] = f"context of {worker.context} tokens is too small for this request"
         else:
             chosen.append(worker)
     return chosen
@@ -76,6 +79,8 @@ def rank_workers(
     suspects: frozenset[int] = frozenset(),
     affinity_worker_id: int | None = None,
     lending_pool_ids: frozenset[int] = frozenset(),
+    min_context: int = 0,
+    prompt_tokens_estimate: int = 0,
 ) -> Decision:
     """Rank the workers that may serve `model_id` for a key in `pool_id`.
 
@@ -83,19 +88,26 @@ def rank_workers(
        in this request. If there is none, workers of the pools that may lend (promotion).
     2. The worker that served this conversation before comes first while it has a free slot
        and is sound (its KV cache holds the prompt's prefix: llama-server's cache_prompt).
-    3. Sound workers (healthy, not suspect) before degraded or suspect ones.
-    4. Least loaded relative to its slots; then more free slots; then name, for stability.
+    3. Workers whose context per slot can hold the prompt (by a byte-based estimate) before
+       those that may be too small; a worker known to be too small (`min_context`, learnt from
+       a worker's refusal) is left out.
+    4. Sound workers (healthy, not suspect) before degraded or suspect ones.
+    5. Least loaded relative to its slots; then more free slots; then name, for stability.
     """
     excluded: dict[str, str] = {}
-    chosen = _eligible(workers, model_id=model_id, pool_ids=frozenset({pool_id}), avoid=avoid, excluded=excluded)
+    chosen = _eligible(workers, model_id=model_id, pool_ids=frozenset({pool_id}), avoid=avoid, excluded=excluded,
+                       min_context=min_context)
     lent_by: tuple[str, ...] = ()
     if not chosen and lending_pool_ids - {pool_id}:
         chosen = _eligible(workers, model_id=model_id, pool_ids=lending_pool_ids - {pool_id}, avoid=avoid,
-                           excluded=excluded)
+                           excluded=excluded, min_context=min_context)
         lent_by = tuple(sorted({w.pool_name for w in chosen}))
 
     def sound(worker: WorkerView) -> bool:
         return worker.state == "healthy" and worker.id not in suspects
+
+    def holds_prompt(worker: WorkerView) -> bool:
+        return not worker.context or worker.context > prompt_tokens_estimate
 
     candidates = []
     for worker in chosen:
@@ -108,6 +120,8 @@ def rank_workers(
                 reason += ", suspect after a failed request"
             if worker.state == "degraded":
                 reason += ", degraded"
+            if not holds_prompt(worker):
+                reason += f", context {worker.context} may be too small"
         if lent_by:
             reason += f", lent by pool {worker.pool_name}"
         candidates.append(Candidate(worker=worker, busy=load, reason=reason))
@@ -115,6 +129,7 @@ def rank_workers(
     candidates.sort(
         key=lambda c: (
             not (c.worker.id == affinity_worker_id and sound(c.worker) and c.free > 0),
+            not holds_prompt(c.worker),
             not sound(c.worker),
             c.busy / max(1, c.worker.slots),
             -c.free,

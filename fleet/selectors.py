@@ -14,7 +14,7 @@ from ocsweb.lib.db import fresh_connection
 @dataclass(frozen=True)
 class ModelView:
     public_id: str
-    context_length: int
+    context_length: int  # tokens one request can use on the largest of the model's workers
     max_output_tokens: int
     owned_by: str
     created: int
@@ -46,13 +46,20 @@ def _load_snapshot() -> FleetSnapshot:
             model_id=w.model.public_id,
             slots=w.slots,
             state=w.state,
+            context=w.context_per_slot or 0,
         )
         for w in Worker.objects.select_related("pool", "model")
     ]
+    # What one request can really use: the largest context per slot among the model's workers
+    # (a long prompt is routed to a worker that holds it); the catalogue's value if none reported.
+    usable: dict[str, int] = {}
+    for worker in workers:
+        if worker.context and worker.state != "disabled":
+            usable[worker.model_id] = max(usable.get(worker.model_id, 0), worker.context)
     models = {
         m.public_id: ModelView(
             public_id=m.public_id,
-            context_length=m.context_length,
+            context_length=usable.get(m.public_id) or m.context_length,
             max_output_tokens=m.max_output_tokens,
             owned_by=m.owned_by,
             created=int(m.created_at.timestamp()),

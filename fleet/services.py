@@ -42,7 +42,8 @@ def worker_register(
     with transaction.atomic():
         worker, created = Worker.objects.select_for_update().get_or_create(
             name=name,
-            defaults={"base_url": base_url.rstrip("/"), "pool": pool, "model": model, "slots": slots, "state": state},
+            defaults={"base_url": base_url.rstrip("/"), "pool": pool, "model": model, "slots": slots, "state": state,
+                      "context_per_slot": context_length},
         )
         if not created:
             worker.base_url = base_url.rstrip("/")
@@ -50,7 +51,8 @@ def worker_register(
                 worker.pool = pool
             worker.model = model
             worker.slots = slots
-            worker.save(update_fields=["base_url", "pool", "model", "slots"])
+            worker.context_per_slot = context_length or worker.context_per_slot
+            worker.save(update_fields=["base_url", "pool", "model", "slots", "context_per_slot"])
             if worker.state != state:
                 worker_set_state(worker=worker, state=state, reason="re-registered")
         else:

@@ -29,6 +29,9 @@ from ocsweb.live import live_state, worker_resource
 
 log = logging.getLogger("ocs.admission")
 
+# English text and code average 3.5-4.5 bytes per token with Llama-family tokenizers: a body of N
+# bytes (JSON syntax included) holds fewer than N / 4 tokens of prompt, usually.
+BYTES_PER_TOKEN = 4
 POLL_INTERVAL_S = 0.05
 PUMP_RETRY_S = 0.2
 WATCHDOG_S = 1.0
@@ -84,6 +87,8 @@ class Want:
     model_id: str
     conversation: str | None = None
     failed: dict[int, str] = field(default_factory=dict)
+    prompt_bytes: int = 0  # the request body's size: a rough upper bound of the prompt's tokens
+    min_context: int = 0  # learnt from a worker that could not hold the prompt
     arrived: float = field(default_factory=time.monotonic)
     queued_s: float = 0.0  # time spent waiting for slots, over every try
 
@@ -155,6 +160,8 @@ async def rank(want: Want) -> Decision:
         suspects=view.suspects,
         affinity_worker_id=view.affinity_worker_id,
         lending_pool_ids=snapshot.lending_pool_ids,
+        min_context=want.min_context,
+        prompt_tokens_estimate=want.prompt_bytes // BYTES_PER_TOKEN,
     )
 
 

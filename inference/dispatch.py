@@ -2,15 +2,19 @@
 
 A worker that fails before anything reached the client (connection refused, 5xx, timeout,
 stream closed before its first chunk) is marked suspect in live state, left out for this
-request, and the request goes to the next candidate, invisibly to the client. Slots are
-released in `finally`, so a client that disconnects frees its slot at once.
+request, and the request goes to the next candidate, invisibly to the client. A worker whose
+slot is too small for the prompt (llama-server's exceed_context_size_error) is left out too, if
+a worker with a larger context serves the model; otherwise the client gets the 400 with both
+numbers. Slots are released in `finally`, and every await between claiming a slot and handing
+it over is inside that protection, so a client that disconnects (or a live-state error) frees
+the slot at once; the pipeline's end() releases whatever is still held, as a last guard.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,31 +22,37 @@ from typing import Any
 import httpx
 from django.conf import settings
 
-from fleet.scheduler import WorkerView, serves_model
+from fleet.scheduler import ROUTABLE_STATES, WorkerView
 from fleet.selectors import fleet_snapshot, usable_pool_ids
 from inference import errors, upstream
 from inference.admission import Slot, Want, acquire_slot, rank
-from inference.dialects import OPENAI, Dialect
 from inference.metrics import FIRST_BYTE, count_tokens
-from inference.upstream import RETRYABLE_ERRORS, upstream_client
+from inference.protocols.base import Protocol, StreamTransform
 from inference.request_log import RequestRecord
+from inference.upstream import RETRYABLE_ERRORS, upstream_client
 from inference.usage import UsageSniffer, usage_of
 from ocsweb.live import live_state
 
 log = logging.getLogger("ocs.dispatch")
 
 
-async def ensure_model_visible(*, model_id: str, pool_id: int) -> None:
-    snapshot = await fleet_snapshot(pool_id=pool_id)
-    if not serves_model(snapshot.workers, model_id=model_id, pool_ids=usable_pool_ids(snapshot, pool_id)):
-        snapshot = await fleet_snapshot(fresh=True)  # a worker may have registered just now
-        if not serves_model(snapshot.workers, model_id=model_id, pool_ids=usable_pool_ids(snapshot, pool_id)):
-            raise errors.model_not_found(model_id)
+LOADING_RETRY_S = 0.5
 
 
 def _status_detail(status: int) -> str:
     # llama-server answers 503 on every route while it loads its model.
     return "still loading its model" if status == 503 else f"status {status}"
+
+
+async def _wait_while_loading(want: Want, slot: Slot) -> None:
+    """llama-server answers 503 while it loads its model: not ready, not failed. The worker is
+    marked suspect (so a ready one is preferred) and the request waits, within its maximum
+    queue wait, instead of failing; past it, a clear "still loading" refusal."""
+    await live_state().mark_suspect(slot.worker.id, settings.OCS["SUSPECT_S"])
+    if time.monotonic() - want.arrived + LOADING_RETRY_S > settings.OCS["QUEUE_MAX_WAIT_S"]:
+        raise errors.ApiError(503, f"The worker for `{want.model_id}` is still loading its model. Try again in a "
+                                   "minute.", type="server_error", code="model_loading")
+    await asyncio.sleep(LOADING_RETRY_S)
 
 
 async def _worker_failed(want: Want, slot: Slot, detail: str) -> None:
@@ -52,16 +62,37 @@ async def _worker_failed(want: Want, slot: Slot, detail: str) -> None:
 
 
 async def _remember_worker(want: Want, worker: WorkerView) -> None:
+    """Conversation affinity is a preference: failing to record it must not fail the request."""
     if want.conversation:
-        await live_state().set_affinity(want.conversation, worker.id, settings.OCS["AFFINITY_TTL_S"])
+        try:
+            await live_state().set_affinity(want.conversation, worker.id, settings.OCS["AFFINITY_TTL_S"])
+        except Exception:
+            log.warning("could not record conversation affinity", exc_info=True)
 
 
-async def forward_json(
-    *, path: str, body: dict[str, Any], want: Want, record: RequestRecord
-) -> tuple[int, bytes, WorkerView]:
-    """Non-streaming request. Returns (status, body bytes, worker) of a successful answer."""
-    for _ in range(settings.OCS["UPSTREAM_MAX_TRIES"]):
+async def _too_small(want: Want, worker: WorkerView, error: errors.ApiError) -> bool:
+    """The worker's slot could not hold the prompt: True (and it is left out for this request)
+    when another worker of the model, not tried yet, has a larger context per slot."""
+    if error.code != "context_length_exceeded" or not worker.context:
+        return False
+    snapshot = await fleet_snapshot()
+    pools = usable_pool_ids(snapshot, want.pool_id)
+    bigger = any(w.model_id == want.model_id and w.pool_id in pools and w.state in ROUTABLE_STATES
+                 and w.id not in want.failed and (w.context == 0 or w.context > worker.context)
+                 for w in snapshot.workers if w.id != worker.id)
+    if bigger:
+        want.failed[worker.id] = f"{worker.name}: context of {worker.context} tokens is too small"
+        want.min_context = max(want.min_context, worker.context + 1)
+    return bigger
+
+
+async def forward_json(*, path: str, body: dict[str, Any], record: RequestRecord) -> tuple[int, bytes]:
+    """Non-streaming request. Returns (status, body bytes) of a successful answer."""
+    want = record.want
+    assert want is not None
+    while len(want.failed) < settings.OCS["UPSTREAM_MAX_TRIES"]:
         slot = await acquire_slot(want)
+        record.slot = slot
         try:
             request = upstream_client().build_request("POST", slot.worker.base_url + path, json=body)
             response = await upstream.send(request, stream=False)
@@ -70,16 +101,22 @@ async def forward_json(
             continue
         finally:
             await slot.release()
+        if response.status_code == 503:
+            await _wait_while_loading(want, slot)
+            continue
         if response.status_code >= 500:
             await _worker_failed(want, slot, _status_detail(response.status_code))
             continue
         if response.status_code >= 400:
-            raise errors.from_llama_server(response.status_code, response.content)
+            error = errors.from_llama_server(response.status_code, response.content)
+            if await _too_small(want, slot.worker, error):
+                continue
+            raise error
         await _remember_worker(want, slot.worker)
         _first_byte(want, record, slot.worker)
         record.usage = usage_of(response.content)
         count_tokens(want.model_id, record.usage)
-        return response.status_code, response.content, slot.worker
+        return response.status_code, response.content
     raise errors.upstream_failed("; ".join(want.failed.values()) or "no worker answered")
 
 
@@ -99,8 +136,9 @@ class OpenStream:
     chunks: AsyncIterator[bytes]
     model_id: str
     record: RequestRecord
-    dialect: Dialect = OPENAI
+    protocol: Protocol
     usage: UsageSniffer = field(init=False)
+    failed: bool = False  # the worker failed mid-answer (the client got an error event)
     _closed: bool = False
 
     def __post_init__(self) -> None:
@@ -118,7 +156,8 @@ class OpenStream:
                 log.warning("worker %s failed mid-stream: %s", self.slot.worker.name, type(exc).__name__)
                 await live_state().mark_suspect(self.slot.worker.id, settings.OCS["SUSPECT_S"])
                 self.record.stream_error = "upstream_error"
-                yield self.dialect.error_event(
+                self.failed = True
+                yield self.protocol.error_event(
                     errors.upstream_failed(f"the worker stopped mid-answer ({type(exc).__name__}); please retry")
                 )
         finally:
@@ -133,62 +172,77 @@ class OpenStream:
             count_tokens(self.model_id, self.usage.usage)
 
 
-async def open_stream(
-    *, path: str, body: dict[str, Any], want: Want, record: RequestRecord, dialect: Dialect = OPENAI
-) -> OpenStream:
+async def open_stream(*, path: str, body: dict[str, Any], record: RequestRecord, protocol: Protocol) -> OpenStream:
     """Start a streaming request and wait for its first chunk, failing over until one arrives."""
+    want = record.want
+    assert want is not None
     client = upstream_client()
-    for _ in range(settings.OCS["UPSTREAM_MAX_TRIES"]):
+    while len(want.failed) < settings.OCS["UPSTREAM_MAX_TRIES"]:
         slot = await acquire_slot(want)
+        record.slot = slot
         response: httpx.Response | None = None
         handed_over = False
+        loading = False
         try:
             request = client.build_request("POST", slot.worker.base_url + path, json=body)
             response = await upstream.send(request, stream=True)
+            if response.status_code == 503:
+                await response.aread()
+                loading = True
+                continue
             if response.status_code >= 500:
                 await response.aread()
                 await _worker_failed(want, slot, _status_detail(response.status_code))
                 continue
             if response.status_code >= 400:
-                raise errors.from_llama_server(response.status_code, await response.aread())
+                error = errors.from_llama_server(response.status_code, await response.aread())
+                if await _too_small(want, slot.worker, error):
+                    continue
+                raise error
             chunks = response.aiter_raw()
             first = await anext(chunks, b"")
             if not first:
                 await _worker_failed(want, slot, "closed the stream before the first chunk")
                 continue
-            handed_over = True
             await _remember_worker(want, slot.worker)
             _first_byte(want, record, slot.worker)
-            return OpenStream(slot=slot, response=response, first_chunk=first, chunks=chunks,
-                              model_id=want.model_id, record=record, dialect=dialect)
+            stream = OpenStream(slot=slot, response=response, first_chunk=first, chunks=chunks,
+                                model_id=want.model_id, record=record, protocol=protocol)
+            handed_over = True
+            return stream
         except RETRYABLE_ERRORS as exc:
             await _worker_failed(want, slot, type(exc).__name__)
             continue
         finally:
             if not handed_over:
-                if response is not None:
-                    await response.aclose()
-                await slot.release()
+                try:
+                    if response is not None:
+                        await response.aclose()
+                finally:
+                    await slot.release()
+            if loading:  # (here, not after the loop body: `continue` skips that)
+                await _wait_while_loading(want, slot)  # with the slot released: others may use it meanwhile
     raise errors.upstream_failed("; ".join(want.failed.values()) or "no worker answered")
 
 
-Transform = Callable[[bytes], Iterator[bytes]]
-
-
-async def relay(stream: OpenStream, transform: Transform | None = None) -> AsyncGenerator[bytes, None]:
+async def relay(stream: OpenStream, transform: StreamTransform | None = None) -> AsyncGenerator[bytes, None]:
     """The response body of a stream whose first chunk has arrived: its chunks, converted by
-    `transform` if given; closing it closes the upstream and frees the slot."""
+    `transform` if given (and closed by it once the worker's stream ended normally); closing it
+    closes the upstream and frees the slot."""
     async with aclosing(stream.__aiter__()) as chunks:
         async for chunk in chunks:
             if transform is None:
                 yield chunk
             else:
-                for converted in transform(chunk):
+                for converted in transform.feed(chunk):
                     yield converted
+    if transform is not None and not stream.failed:
+        for converted in transform.end():
+            yield converted
 
 
 async def stream_with_keepalive(
-    opening: asyncio.Task[OpenStream], *, transform: Transform | None = None, dialect: Dialect = OPENAI,
+    opening: asyncio.Future[OpenStream], *, transform: StreamTransform | None, protocol: Protocol,
     record: RequestRecord,
 ) -> AsyncGenerator[bytes, None]:
     """The response body of a streaming request whose worker is not known yet: keep-alives
@@ -198,12 +252,12 @@ async def stream_with_keepalive(
         while not opening.done():
             done, _ = await asyncio.wait({opening}, timeout=settings.OCS["KEEPALIVE_S"])
             if not done:
-                yield dialect.keepalive
+                yield protocol.keepalive
         try:
             stream = opening.result()
         except errors.ApiError as error:
             record.stream_error = error.code or error.type
-            yield dialect.error_event(error)
+            yield protocol.error_event(error)
             return
         async with aclosing(relay(stream, transform)) as chunks:
             async for chunk in chunks:
@@ -215,9 +269,11 @@ async def stream_with_keepalive(
             await opening.result().close()
 
 
-async def forward_light(*, path: str, body: dict[str, Any], want: Want) -> tuple[int, bytes]:
+async def forward_light(*, path: str, body: dict[str, Any], record: RequestRecord) -> tuple[int, bytes]:
     """A request that needs no generation slot (tokenizing): the best-ranked worker answers,
     with failover, without claiming a slot."""
+    want = record.want
+    assert want is not None
     decision = await rank(want)
     if not decision.ranked:
         raise errors.no_worker_available(want.model_id)
@@ -234,5 +290,6 @@ async def forward_light(*, path: str, body: dict[str, Any], want: Want) -> tuple
             continue
         if response.status_code >= 400:
             raise errors.from_llama_server(response.status_code, response.content)
+        record.worker_id, record.worker_name = worker.id, worker.name  # counted, not generated: nothing charged
         return response.status_code, response.content
     raise errors.upstream_failed("; ".join(want.failed.values()))

@@ -59,10 +59,11 @@ def plan_forced_tool(body: dict[str, Any]) -> ForcedTool | None:
     """The forcing a request needs, or None when tool_choice is auto/none/absent."""
     choice = body.get("tool_choice")
     functions = _functions(body.get("tools"))
-    if choice is None or choice in ("auto", "none"):
+    if choice is None or (isinstance(choice, str) and choice in ("auto", "none")):
         return None
     if isinstance(choice, dict):
-        name = (choice.get("function") or {}).get("name") if choice.get("type") == "function" else None
+        function = choice.get("function") if choice.get("type") == "function" else None
+        name = function.get("name") if isinstance(function, dict) else None
         if not isinstance(name, str):
             raise invalid_request("`tool_choice` must be \"auto\", \"none\", \"required\" or "
                                   "{\"type\": \"function\", \"function\": {\"name\": …}}.", param="tool_choice")
@@ -75,7 +76,7 @@ def plan_forced_tool(body: dict[str, Any]) -> ForcedTool | None:
         if len(functions) == 1:
             return _single(next(iter(functions.values())))
         return _several(functions)
-    raise invalid_request(f"`tool_choice` {choice!r} is not supported.", param="tool_choice")
+    raise invalid_request(f"`tool_choice` {str(choice)[:40]!r} is not supported.", param="tool_choice")
 
 
 def _single(function: dict[str, Any]) -> ForcedTool:

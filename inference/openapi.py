@@ -1,6 +1,6 @@
 """The public API's OpenAPI 3.1 document, served at /v1/openapi.json. Pure: no Django.
 
-It states what the gateway itself checks (inference.validation, inference.anthropic) and what
+It states what the gateway itself checks (inference/protocols/) and what
 it answers; the bodies of successful answers are the worker's, in the OpenAI or Anthropic format.
 The schemathesis test drives the live gateway from this document and finds no 5xx.
 """
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from inference.validation import CHAT_ROLES, MAX_TOKENS_LIMIT
+from inference.protocols.openai_chat import CHAT_ROLES
+from inference.validation import MAX_TOKENS_LIMIT
 
 OPENAI_ERROR = {
     "type": "object",

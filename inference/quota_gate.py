@@ -113,6 +113,22 @@ def check_access(identity: KeyIdentity, model_id: str) -> None:
         raise errors.model_not_found(model_id)
 
 
+async def charge_refusal(identity: KeyIdentity) -> None:
+    """A request refused before admission (a malformed body, an unknown model) still counts
+    toward requests per minute, so a loop of them is limited like any other: over the limit,
+    the 429 replaces the refusal. Nothing is reserved and nothing stays held."""
+    scopes = scopes_for(identity)
+    day, day_left_s = today()
+    request_id = uuid.uuid4().hex
+    live = live_state()
+    verdict = await live.admit(scopes, QuotaAsk(request_id, 0, day, settings.OCS["SLOT_LEASE_S"]))
+    if verdict.admitted:
+        for scope in scopes:
+            await live.release(concurrency_resource(scope.name), request_id)
+    elif verdict.refused_by == "requests_per_minute":
+        raise refusal(scopes[verdict.scope_index], verdict, reserve=0, day_left_s=day_left_s)
+
+
 async def admit(identity: KeyIdentity, *, reserve: int) -> Ticket:
     scopes = scopes_for(identity)
     day, day_left_s = today()

@@ -26,7 +26,8 @@ from django.utils import timezone
 from inference.usage import Usage
 
 if TYPE_CHECKING:
-    from inference.admission import Want
+    from accounts.key_cache import KeyIdentity
+    from inference.admission import Slot, Want
     from inference.quota_gate import Ticket
 
 log = logging.getLogger("ocs.request_log")
@@ -35,7 +36,8 @@ MAX_BUFFERED = 200_000
 
 @dataclass
 class RequestRecord:
-    """What one request did, filled in along the way; `finish()` once, when it is over."""
+    """One request on its way through inference/pipeline.py: who, what, where it ran, what it
+    cost. Filled in along the way; the pipeline's `end()` settles it and `submit`s its row once."""
 
     client: str
     path: str
@@ -54,8 +56,12 @@ class RequestRecord:
     served: bool = False  # a worker answered (tokens may have been generated)
     want: Want | None = None
     ticket: Ticket | None = None
+    slot: Slot | None = None  # the worker slot last claimed for it (released by dispatch; end() makes sure)
     stream_error: str = ""  # an error event sent after the 200 (worker died mid-answer, queue timeout)
     finished: bool = False
+
+    def identify(self, identity: KeyIdentity) -> None:
+        self.user_id, self.key_id, self.pool = identity.user_id, identity.key_id, identity.pool_name
 
     def served_by(self, worker_id: int, worker_name: str, first_byte_s: float) -> None:
         self.served = True
@@ -68,15 +74,9 @@ class RequestRecord:
             return self.usage.total
         return None if self.served else 0
 
-    async def finish(self, *, status: int, error_code: str = "") -> None:
-        if self.finished:
-            return
-        self.finished = True
-        try:
-            if self.ticket is not None:
-                await self.ticket.finish(self.served_tokens())
-        finally:
-            request_log().submit(self.row(status=status, error_code=error_code))
+    def submit(self, *, status: int, error_code: str = "") -> None:
+        """Hand the row to the batch writer (no database work here)."""
+        request_log().submit(self.row(status=status, error_code=error_code))
 
     def row(self, *, status: int, error_code: str) -> dict[str, Any]:
         want = self.want

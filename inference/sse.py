@@ -11,8 +11,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from inference.protocols.base import StreamTransform
 
-class SseRewriter:
+
+class SseRewriter(StreamTransform):
     def __init__(self) -> None:
         self._pending = b""
 

@@ -3,8 +3,6 @@ from django.urls import path, re_path
 
 from accounts import me_api
 from fleet import agent_api
-from inference import anthropic_views as anthropic
-from inference import ollama_views as ollama
 from inference import views as api
 from ocsweb import views
 
@@ -16,13 +14,14 @@ urlpatterns = [
     path("v1/openapi.json", api.openapi),
     path("v1/chat/completions", api.chat_completions),
     path("v1/completions", api.completions),
-    path("v1/messages", anthropic.messages),
-    path("v1/messages/count_tokens", anthropic.count_tokens),
-    path("ollama/<str:key>/api/version", ollama.version),
-    path("ollama/<str:key>/api/tags", ollama.tags),
-    path("ollama/<str:key>/api/show", ollama.show),
-    path("ollama/<str:key>/v1/chat/completions", ollama.chat_completions),
-    path("ollama/<str:key>/v1/models", ollama.models_list),
+    path("v1/responses", api.responses_create),
+    path("v1/messages", api.messages),
+    path("v1/messages/count_tokens", api.count_tokens),
+    path("ollama/<str:key>/api/version", api.ollama_version),
+    path("ollama/<str:key>/api/tags", api.ollama_tags),
+    path("ollama/<str:key>/api/show", api.ollama_show),
+    path("ollama/<str:key>/v1/chat/completions", api.ollama_chat_completions),
+    path("ollama/<str:key>/v1/models", api.ollama_models_list),
     re_path(r"^ollama/(?P<key>[^/]+)/(?P<rest>.*)$", api.not_found),
     re_path(r"^v1/(?P<rest>.*)$", api.not_found),
     path("agent/v1/register", agent_api.RegisterView.as_view()),

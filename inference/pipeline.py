@@ -1,0 +1,191 @@
+"""One request's whole life, for every dialect (inference/protocols/):
+
+    authenticate -> check -> admit (limits) -> choose and claim a worker -> relay -> end
+
+`serve()` reads top to bottom in that order. One object, the RequestRecord, carries the
+request through it (who, what, where it ran, what it cost), and `end()` is the one place a
+request ends, whatever happened: its limits are settled, its metrics counted and its log row
+written. A streamed answer ends when its last byte is out (or the client leaves); every other
+answer ends in `serve`'s `finally`.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
+
+from fleet.scheduler import conversation_key
+from fleet.selectors import ModelView
+from inference import dispatch, errors
+from inference.admission import Want
+from inference.auth import authenticate
+from inference.catalogue import resolve_model
+from inference.metrics import REFUSALS, REQUESTS
+from inference.protocols.base import Call, Plan, Protocol, Target
+from inference.quota_gate import admit, charge_refusal, check_access, reservation
+from inference.request_log import RequestRecord
+from inference.validation import output_cap
+from ocsweb.lib.redact import redact
+
+log = logging.getLogger("ocs.api")
+
+CLIENT_CLOSED = 499  # nginx's code for "the client closed the connection": logged, never sent
+
+
+def error_response(protocol: Protocol, error: errors.ApiError) -> HttpResponse:
+    response = HttpResponse(protocol.error_body(error), status=protocol.error_status(error),
+                            content_type="application/json")
+    for name, value in error.headers.items():
+        response[name] = value
+    return response
+
+
+def new_record(request: HttpRequest, protocol: Protocol) -> RequestRecord:
+    return RequestRecord(client=protocol.client, path=redact(request.path)[:100],  # /ollama/<key>/…
+                         user_agent=request.headers.get("User-Agent", ""))
+
+
+async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None,
+                generates: bool = True) -> HttpResponseBase:
+    """Answer one API request in `protocol`'s dialect. `generates`: False for requests that
+    need no generation slot (count_tokens): they pass the same checks and limits, and the
+    best-ranked worker answers them without claiming a slot."""
+    record = new_record(request, protocol)
+    streaming = False
+    status, error_code = 500, "internal_error"
+    response: HttpResponseBase
+    try:
+        # authenticate
+        identity = await authenticate(raw_key)
+        record.identify(identity)
+        # check
+        try:
+            call = protocol.parse(request.body)
+            model = await resolve_model(call.model, identity, maps_unknown=protocol.maps_unknown_models)
+            check_access(identity, model.public_id)
+        except errors.ApiError:
+            await charge_refusal(identity)  # a refused request still counts toward requests per minute
+            raise
+        record.model, record.stream = model.public_id, call.stream
+        call = _with_model(call, model.public_id)
+        target = Target(max_tokens=output_cap(call.max_tokens, cap=model.max_output_tokens), reasoning=model.reasoning)
+        plan = protocol.plan(call, target)
+        # admit
+        record.ticket = await admit(identity, reserve=reservation(
+            body_bytes=call.size, max_tokens=target.max_tokens if generates else 0,
+            context_length=model.context_length))
+        record.want = Want(user_id=identity.user_id, pool_id=identity.pool_id, model_id=model.public_id,
+                           conversation=conversation_key(user_id=identity.user_id, model_id=model.public_id,
+                                                         messages=list(call.opening)) if call.opening else None,
+                           prompt_bytes=call.size)
+        # choose and claim a worker, relay
+        if not generates:
+            status, content = await dispatch.forward_light(path=plan.path, body=plan.body, record=record)
+            response = HttpResponse(content, status=status, content_type="application/json")
+        elif call.stream:
+            response = await _stream(plan, record, protocol, model)
+            streaming = True
+        else:
+            status, content = await dispatch.forward_json(path=plan.path, body=plan.body, record=record)
+            if plan.convert is not None:
+                content = json.dumps(plan.convert(json.loads(content))).encode()
+            response = HttpResponse(content, status=status, content_type="application/json")
+        status, error_code = response.status_code, ""
+    except errors.ApiError as error:
+        response = error_response(protocol, error)
+        status, error_code = response.status_code, error.code or error.type
+        if error.status == 429:
+            REFUSALS.labels(error.reason or error.code or "rate_limit").inc()
+    except RequestDataTooBig:
+        response = error_response(protocol, errors.ApiError(413, "The request body is too large.",
+                                                            code="request_too_large"))
+        status, error_code = 413, "request_too_large"
+    except asyncio.CancelledError:  # the client left, or the gateway is stopping
+        status, error_code = CLIENT_CLOSED, "client_closed"
+        raise
+    except Exception:
+        log.exception("unhandled error on %s", record.path)
+        response = error_response(protocol, errors.ApiError(
+            500, "The gateway hit an internal error; it has been logged.", type="server_error"))
+    finally:
+        if not streaming:
+            await end(record, status=status, error_code=error_code)
+    _headers(response, record)
+    return response
+
+
+def _with_model(call: Call, model_id: str) -> Call:
+    if call.model == model_id:
+        return call
+    return Call(model=model_id, stream=call.stream, body=call.body, size=call.size, max_tokens=call.max_tokens,
+                opening=call.opening)
+
+
+def _headers(response: HttpResponseBase, record: RequestRecord) -> None:
+    # The hot paths skip SecurityMiddleware (ocsweb/asgi.py); HSTS comes from the HTTPS proxy.
+    response["X-Content-Type-Options"] = "nosniff"
+    if record.ticket is not None:
+        for name, value in record.ticket.headers.items():
+            response.setdefault(name, value)
+
+
+async def end(record: RequestRecord, *, status: int, error_code: str = "") -> None:
+    """Where every request ends, once: limits settled, metrics counted, the log row written."""
+    if record.finished:
+        return
+    record.finished = True
+    try:
+        if record.slot is not None:
+            await record.slot.release()  # idempotent: dispatch normally released it already
+        if record.ticket is not None:
+            await record.ticket.finish(record.served_tokens())
+    finally:
+        REQUESTS.labels(record.client, record.model or "-", record.pool or "-", str(status)).inc()
+        record.submit(status=status, error_code=error_code)
+
+
+async def _stream(plan: Plan, record: RequestRecord, protocol: Protocol, model: ModelView) -> HttpResponseBase:
+    """Wait briefly for the first chunk so that refusals keep their HTTP status; past the grace
+    period, start the event stream and keep the client informed while the request queues."""
+    transform = plan.stream_transform() if plan.stream_transform is not None else None
+    opening = asyncio.ensure_future(dispatch.open_stream(path=plan.path, body=plan.body, record=record,
+                                                         protocol=protocol))
+    try:
+        await asyncio.wait_for(asyncio.shield(opening), timeout=settings.OCS["STREAM_QUEUE_GRACE_S"])
+    except asyncio.TimeoutError:
+        return event_stream(dispatch.stream_with_keepalive(opening, transform=transform, protocol=protocol,
+                                                           record=record), record)
+    except BaseException:
+        if not opening.done():
+            opening.cancel()
+        elif not opening.cancelled() and opening.exception() is None:
+            await opening.result().close()
+        raise
+    return event_stream(dispatch.relay(opening.result(), transform), record)
+
+
+async def _ended_when_done(chunks: AsyncGenerator[bytes, None], record: RequestRecord) -> AsyncIterator[bytes]:
+    """The stream's body; the request ends after its last chunk, or when the client leaves (499,
+    with what was delivered), or when the worker failed mid-answer (its error code)."""
+    completed = False
+    try:
+        async with aclosing(chunks) as body:
+            async for chunk in body:
+                yield chunk
+        completed = True
+    finally:
+        status = 200 if completed else CLIENT_CLOSED
+        await end(record, status=status, error_code=record.stream_error or ("" if completed else "client_closed"))
+
+
+def event_stream(chunks: AsyncGenerator[bytes, None], record: RequestRecord) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(_ended_when_done(chunks, record), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response

@@ -1,0 +1,549 @@
+"""Anthropic Messages (POST /v1/messages, /v1/messages/count_tokens) for Claude Code, the
+anthropic SDK and Copilot's `anthropic` wire. Pure: no Django.
+
+Accept what Anthropic's API accepts. The gateway checks what it must (model, max_tokens, the
+shape of messages and blocks, tools) and maps the rest:
+- `system`-role messages inside `messages` (Claude Code's beta mid-conversation-system) are
+  folded, in order, into the top-level `system`: the worker's chat template expects one system
+  prompt at the start;
+- `thinking`, `context_management`, `output_config`, `metadata`, `service_tier`, `container`,
+  `mcp_servers`, `cache_control` on blocks and tools, and unknown fields and betas are accepted
+  and not forwarded: the school's models do not think aloud, and prompt caching is the
+  worker's own (cache_prompt);
+- server tools (web search, code execution, …) cannot run on a worker: left out;
+- thinking blocks of earlier turns are dropped; images and documents get a clear 400 (the
+  models read text only).
+
+Plain requests go to llama-server's native /v1/messages; a forced tool (`tool_choice` tool/any)
+is translated to OpenAI chat and constrained by inference/forced_tools.py, then translated back.
+Whatever the worker sends, the client gets a valid event sequence: `StreamNormalizer` adds a
+missing `message_start` (the pinned llama-server drops it when the first token is part of a
+multi-byte character), opens blocks a delta arrives for, and closes what is left open.
+"""
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+from inference.errors import ApiError, invalid_request
+from inference.forced_tools import StreamConverter, convert_response, plan_forced_tool, rewrite_request
+from inference.protocols.base import Call, Chain, Plan, Protocol, StreamTransform, Target, sse_events
+from inference.validation import MAX_TOKENS_LIMIT, check_optional_int, check_optional_number, check_stream, \
+    parse_json_object, require_model
+
+MESSAGES_PATH = "/v1/messages"
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+CHAT_PATH = "/v1/chat/completions"
+ROLES = frozenset({"user", "assistant", "system"})
+TOOL_CHOICES = frozenset({"auto", "any", "tool", "none"})
+DROPPED_BLOCKS = frozenset({"thinking", "redacted_thinking", "server_tool_use", "web_search_tool_result",
+                            "code_execution_tool_result", "mcp_tool_use", "mcp_tool_result", "container_upload"})
+MEDIA_BLOCKS = frozenset({"image", "document", "search_result"})
+
+# Anthropic's error types by HTTP status (their API reference).
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    502: "api_error",
+    529: "overloaded_error",
+}
+
+
+# --- request -------------------------------------------------------------------------------
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content or []
+                   if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str))
+
+
+def _clean_blocks(content: Any, where: str) -> str | list[dict[str, Any]]:
+    """A message's content with every block checked and cleaned for the worker."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise invalid_request(f"{where}.content: must be a string or an array of blocks")
+    blocks: list[dict[str, Any]] = []
+    for index, block in enumerate(content):
+        block_where = f"{where}.content.{index}"
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise invalid_request(f"{block_where}: every block needs a string `type`")
+        kind = block["type"]
+        if kind in DROPPED_BLOCKS:
+            continue
+        if kind in MEDIA_BLOCKS:
+            raise invalid_request(f"{block_where}: {kind} blocks are not supported; the school's models read text only")
+        if kind == "text":
+            if not isinstance(block.get("text"), str):
+                raise invalid_request(f"{block_where}.text: must be a string")
+            blocks.append({"type": "text", "text": block["text"]})
+        elif kind == "tool_use":
+            if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str) \
+                    or not isinstance(block.get("input", {}), dict):
+                raise invalid_request(f"{block_where}: tool_use needs string `id` and `name` and an object `input`")
+            blocks.append({"type": "tool_use", "id": block["id"], "name": block["name"], "input": block.get("input", {})})
+        elif kind == "tool_result":
+            if not isinstance(block.get("tool_use_id"), str):
+                raise invalid_request(f"{block_where}.tool_use_id: must be a string")
+            inner = block.get("content", "")
+            if not isinstance(inner, (str, list)):
+                raise invalid_request(f"{block_where}.content: must be a string or an array of blocks")
+            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block["tool_use_id"],
+                                      "content": inner if isinstance(inner, str) else _text_of(inner)}
+            if block.get("is_error") is True:
+                result["is_error"] = True
+            blocks.append(result)
+        else:
+            raise invalid_request(f"{block_where}: blocks of type {kind[:40]!r} are not supported")
+    return blocks
+
+
+def _check_system(system: Any) -> None:
+    if system is None or isinstance(system, str):
+        return
+    if not isinstance(system, list) or not all(
+            isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in system):
+        raise invalid_request("system: must be a string or an array of text blocks")
+
+
+def worker_messages(body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """(system prompt, messages) for the worker: system-role messages folded into the system
+    prompt in order, blocks cleaned, messages left empty by dropped blocks removed."""
+    system_parts = [_text_of(body.get("system"))] if body.get("system") else []
+    messages: list[dict[str, Any]] = []
+    for index, message in enumerate(body["messages"]):
+        content = _clean_blocks(message.get("content"), f"messages.{index}")
+        if message["role"] == "system":
+            system_parts.append(_text_of(content))
+            continue
+        if isinstance(content, list) and not content:
+            continue
+        messages.append({"role": message["role"], "content": content})
+    return "\n\n".join(part for part in system_parts if part), messages
+
+
+def _check_messages(messages: Any) -> None:
+    if not isinstance(messages, list) or not messages:
+        raise invalid_request("messages: must be a non-empty array")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise invalid_request(f"messages.{index}: must be an object with role and content")
+        role = message.get("role")
+        if not isinstance(role, str) or role not in ROLES:
+            raise invalid_request(f"messages.{index}.role: must be 'user', 'assistant' or 'system'")
+        _clean_blocks(message.get("content"), f"messages.{index}")
+
+
+def _tools(tools: Any) -> list[dict[str, Any]]:
+    """Client tools, cleaned; server tools (a `type` and no input_schema) are left out."""
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise invalid_request("tools: must be an array of {name, description, input_schema}")
+    cleaned = []
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"]:
+            raise invalid_request(f"tools.{index}: every tool needs a non-empty string `name`")
+        if tool.get("type") not in (None, "custom") and "input_schema" not in tool:
+            continue  # a server tool
+        schema = tool.get("input_schema", {"type": "object"})
+        if not isinstance(schema, dict):
+            raise invalid_request(f"tools.{index}.input_schema: must be a JSON schema object")
+        description = tool.get("description", "")
+        cleaned.append({"name": tool["name"], "description": description if isinstance(description, str) else "",
+                        "input_schema": schema})
+    return cleaned
+
+
+def _tool_choice(choice: Any, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if choice is None:
+        return None
+    if not isinstance(choice, dict) or not isinstance(choice.get("type"), str) or choice["type"] not in TOOL_CHOICES:
+        raise invalid_request("tool_choice: type must be auto, any, tool or none")
+    if choice["type"] == "tool":
+        if not isinstance(choice.get("name"), str) or choice["name"] not in {t["name"] for t in tools}:
+            raise invalid_request(f"tool_choice: tool {str(choice.get('name'))[:80]!r} is not in tools")
+        return {"type": "tool", "name": choice["name"]}
+    return {"type": choice["type"]}
+
+
+def _check_common(body: dict[str, Any]) -> str:
+    model = require_model(body)
+    _check_messages(body.get("messages"))
+    _check_system(body.get("system"))
+    tools = _tools(body.get("tools"))
+    _tool_choice(body.get("tool_choice"), tools)
+    return model
+
+
+def parse(raw: bytes) -> Call:
+    body = parse_json_object(raw)
+    model = _check_common(body)
+    max_tokens = body.get("max_tokens")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= MAX_TOKENS_LIMIT:
+        raise invalid_request(f"max_tokens: required, an integer from 1 to {MAX_TOKENS_LIMIT}")
+    stream = check_stream(body)
+    check_optional_number(body, "temperature", minimum=0, maximum=1)
+    check_optional_number(body, "top_p", minimum=0, maximum=1)
+    check_optional_int(body, "top_k", minimum=0, maximum=1_000_000)
+    stops = body.get("stop_sequences")
+    if stops is not None and not (isinstance(stops, list) and all(isinstance(s, str) for s in stops)):
+        raise invalid_request("stop_sequences: must be an array of strings")
+    system, messages = worker_messages(body)
+    opening = (system, *messages[:1])
+    return Call(model=model, stream=stream, body=body, size=len(raw), max_tokens=max_tokens, opening=opening)
+
+
+def parse_count_tokens(raw: bytes) -> Call:
+    body = parse_json_object(raw)
+    model = _check_common(body)
+    return Call(model=model, stream=False, body=body, size=len(raw))
+
+
+def native_body(call: Call, *, max_tokens: int | None) -> dict[str, Any]:
+    """The allow-listed Messages request for the worker's native route."""
+    body = call.body
+    system, messages = worker_messages(body)
+    native: dict[str, Any] = {"model": call.model, "messages": messages}
+    if max_tokens is not None:
+        native["max_tokens"] = max_tokens
+        native["stream"] = call.stream
+    if system:
+        native["system"] = system
+    tools = _tools(body.get("tools"))
+    if tools:
+        native["tools"] = tools
+        choice = _tool_choice(body.get("tool_choice"), tools)
+        if choice is not None:
+            native["tool_choice"] = choice
+    for name in ("temperature", "top_p", "top_k", "stop_sequences"):
+        if body.get(name) is not None:
+            native[name] = body[name]
+    return native
+
+
+def forces_tool(body: dict[str, Any]) -> bool:
+    choice = body.get("tool_choice")
+    return isinstance(choice, dict) and choice.get("type") in {"tool", "any"} and bool(body.get("tools"))
+
+
+def plan(call: Call, target: Target) -> Plan:
+    native = native_body(call, max_tokens=target.max_tokens)
+    if not forces_tool(native):
+        return Plan(path=MESSAGES_PATH, body=native, stream_transform=lambda: StreamNormalizer(model=call.model))
+    chat = to_openai(native)
+    forced = plan_forced_tool(chat)
+    assert forced is not None  # forces_tool() said a tool is forced
+    return Plan(
+        path=CHAT_PATH, body=rewrite_request(chat, forced),
+        convert=lambda data: from_openai(convert_response(data, forced), model=call.model),
+        stream_transform=lambda: Chain(StreamConverter(forced), StreamTranslator(model=call.model)),
+    )
+
+
+def plan_count_tokens(call: Call, target: Target) -> Plan:
+    return Plan(path=COUNT_TOKENS_PATH, body=native_body(call, max_tokens=None))
+
+
+# --- translation for forced tools ------------------------------------------------------------
+
+
+def to_openai(native: dict[str, Any]) -> dict[str, Any]:
+    """A (cleaned) Messages request as an OpenAI chat request: tools, tool use and results too."""
+    messages: list[dict[str, Any]] = []
+    if native.get("system"):
+        messages.append({"role": "system", "content": native["system"]})
+    for message in native["messages"]:
+        content = message["content"]
+        if isinstance(content, str):
+            messages.append({"role": message["role"], "content": content})
+            continue
+        text = _text_of(content)
+        if message["role"] == "assistant":
+            calls = [{"id": b["id"], "type": "function",
+                      "function": {"name": b["name"], "arguments": json.dumps(b.get("input", {}))}}
+                     for b in content if b["type"] == "tool_use"]
+            messages.append({"role": "assistant", "content": text or None, **({"tool_calls": calls} if calls else {})})
+            continue
+        for block in content:
+            if block["type"] == "tool_result":
+                messages.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": block["content"]})
+        if text:
+            messages.append({"role": "user", "content": text})
+    choice = native.get("tool_choice") or {}
+    tool_choice: Any = "auto"
+    if choice.get("type") == "tool":
+        tool_choice = {"type": "function", "function": {"name": choice["name"]}}
+    elif choice.get("type") == "any":
+        tool_choice = "required"
+    translated: dict[str, Any] = {
+        "model": native["model"],
+        "messages": messages,
+        "max_tokens": native["max_tokens"],
+        "stream": native.get("stream", False),
+        "tools": [{"type": "function", "function": {"name": t["name"], "description": t["description"],
+                                                    "parameters": t["input_schema"]}} for t in native.get("tools", [])],
+        "tool_choice": tool_choice,
+    }
+    for source, target in [("temperature", "temperature"), ("top_p", "top_p"), ("stop_sequences", "stop")]:
+        if native.get(source) is not None:
+            translated[target] = native[source]
+    if translated["stream"]:
+        translated["stream_options"] = {"include_usage": True}
+    return translated
+
+
+STOP_REASONS = {"tool_calls": "tool_use", "stop": "end_turn", "length": "max_tokens"}
+
+
+def tool_use_id() -> str:
+    return "toolu_" + secrets.token_hex(12)
+
+
+def message_id() -> str:
+    return "msg_" + secrets.token_hex(12)
+
+
+def from_openai(data: dict[str, Any], *, model: str) -> dict[str, Any]:
+    """An OpenAI chat completion (with tool_calls) as an Anthropic message."""
+    choice = (data.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    content: list[dict[str, Any]] = []
+    if message.get("content"):
+        content.append({"type": "text", "text": message["content"]})
+    for call in message.get("tool_calls") or []:
+        try:
+            arguments = json.loads(call["function"]["arguments"] or "{}")
+        except ValueError:
+            arguments = {}
+        content.append({"type": "tool_use", "id": tool_use_id(), "name": call["function"]["name"], "input": arguments})
+    usage = data.get("usage") or {}
+    return {
+        "id": message_id(),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": STOP_REASONS.get(choice.get("finish_reason") or "stop", "end_turn"),
+        "stop_sequence": None,
+        "usage": {"input_tokens": usage.get("prompt_tokens", 0), "output_tokens": usage.get("completion_tokens", 0)},
+    }
+
+
+def event(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: ".encode() + json.dumps(data).encode() + b"\n\n"
+
+
+def _message_start(model: str) -> bytes:
+    return event("message_start", {"type": "message_start", "message": {
+        "id": message_id(), "type": "message", "role": "assistant", "model": model, "content": [],
+        "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}})
+
+
+class StreamTranslator(StreamTransform):
+    """OpenAI chunks (tool-call deltas from forced_tools.StreamConverter) -> Anthropic events."""
+
+    def __init__(self, *, model: str) -> None:
+        self.model = model
+        self._pending = b""
+        self._block_open = False
+        self._stop_reason = "end_turn"
+        self._started = False
+        self._finished = False
+
+    def feed(self, raw: bytes) -> Iterator[bytes]:
+        events, self._pending = sse_events(self._pending, raw)
+        for item in events:
+            yield from self._translate(item)
+
+    def end(self) -> Iterator[bytes]:
+        if not self._finished:
+            yield from self._start()
+            yield from self._finish(output_tokens=0)
+
+    def _start(self) -> Iterator[bytes]:
+        if not self._started:
+            self._started = True
+            yield _message_start(self.model)
+
+    def _translate(self, item: bytes) -> Iterator[bytes]:
+        if not item.startswith(b"data: "):
+            return
+        if item == b"data: [DONE]":
+            yield from self.end()  # no usage chunk came: close the message anyway
+            return
+        try:
+            chunk = json.loads(item[6:])
+        except ValueError:
+            return
+        if not isinstance(chunk, dict):
+            return
+        if "error" in chunk:
+            self._finished = True
+            message = chunk["error"].get("message", "") if isinstance(chunk["error"], dict) else str(chunk["error"])
+            yield event("error", {"type": "error", "error": {"type": "api_error", "message": message}})
+            return
+        yield from self._start()
+        for choice in chunk.get("choices") or []:
+            for call in (choice.get("delta") or {}).get("tool_calls") or []:
+                function = call.get("function") or {}
+                if not self._block_open:
+                    self._block_open = True
+                    yield event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {
+                        "type": "tool_use", "id": tool_use_id(), "name": function.get("name", ""), "input": {}}})
+                if function.get("arguments"):
+                    yield event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
+                        "type": "input_json_delta", "partial_json": function["arguments"]}})
+            if choice.get("finish_reason"):
+                self._stop_reason = STOP_REASONS.get(choice["finish_reason"], "end_turn")
+        if chunk.get("usage") and not self._finished:
+            yield from self._finish(output_tokens=chunk["usage"].get("completion_tokens", 0))
+
+    def _finish(self, *, output_tokens: int) -> Iterator[bytes]:
+        self._finished = True
+        if self._block_open:
+            yield event("content_block_stop", {"type": "content_block_stop", "index": 0})
+        yield event("message_delta", {"type": "message_delta",
+                                      "delta": {"stop_reason": self._stop_reason, "stop_sequence": None},
+                                      "usage": {"output_tokens": output_tokens}})
+        yield event("message_stop", {"type": "message_stop"})
+
+
+_INDEX = re.compile(rb'"index"\s*:\s*(\d+)')
+
+
+class StreamNormalizer(StreamTransform):
+    """Passes the worker's native Anthropic events through untouched, adding what a valid
+    sequence needs and the worker left out: `message_start` first, a `content_block_start`
+    before the first delta of a block, and at the end the open blocks' `content_block_stop`,
+    `message_delta` and `message_stop`. Reads only event names and block indexes."""
+
+    def __init__(self, *, model: str) -> None:
+        self.model = model
+        self.pending = b""
+        self.started = False
+        self.open_blocks: set[int] = set()
+        self.saw_delta = False
+        self.stopped = False
+        self.failed = False
+
+    def feed(self, raw: bytes) -> Iterator[bytes]:
+        events, self.pending = sse_events(self.pending, raw)
+        for item in events:
+            yield from self._event(item)
+
+    def _event(self, item: bytes) -> Iterator[bytes]:
+        name = b""
+        for line in item.split(b"\n"):
+            if line.startswith(b"event:"):
+                name = line[6:].strip()
+                break
+        if not name:
+            if b'"type"' in item and b"data:" in item:  # some servers send data-only events
+                match = re.search(rb'"type"\s*:\s*"([a-z_]+)"', item)
+                name = match.group(1) if match else b""
+        if name in (b"ping", b"") or self.stopped:
+            if not self.stopped:
+                yield item + b"\n\n"
+            return
+        if name == b"error":
+            self.failed = self.stopped = True
+            yield item + b"\n\n"
+            return
+        if name != b"message_start" and not self.started:
+            self.started = True
+            yield _message_start(self.model)
+        if name == b"message_start":
+            if self.started:
+                return  # a second one would restart the message
+            self.started = True
+        elif name in (b"content_block_start", b"content_block_delta", b"content_block_stop"):
+            match = _INDEX.search(item)
+            index = int(match.group(1)) if match else 0
+            if name == b"content_block_start":
+                self.open_blocks.add(index)
+            elif name == b"content_block_delta" and index not in self.open_blocks:
+                self.open_blocks.add(index)
+                kind = b"tool_use" if b"input_json_delta" in item else b"text"
+                block = {"type": "tool_use", "id": tool_use_id(), "name": "", "input": {}} if kind == b"tool_use" \
+                    else {"type": "text", "text": ""}
+                yield event("content_block_start", {"type": "content_block_start", "index": index,
+                                                    "content_block": block})
+            elif name == b"content_block_stop":
+                if index not in self.open_blocks:
+                    return
+                self.open_blocks.discard(index)
+        elif name == b"message_delta":
+            yield from self._close_blocks()
+            self.saw_delta = True
+        elif name == b"message_stop":
+            yield from self._close_blocks()
+            if not self.saw_delta:
+                yield self._delta()
+            self.stopped = True
+        yield item + b"\n\n"
+
+    def _close_blocks(self) -> Iterator[bytes]:
+        for index in sorted(self.open_blocks):
+            yield event("content_block_stop", {"type": "content_block_stop", "index": index})
+        self.open_blocks.clear()
+
+    def _delta(self) -> bytes:
+        self.saw_delta = True
+        return event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn",
+                                                                          "stop_sequence": None},
+                                       "usage": {"output_tokens": 0}})
+
+    def end(self) -> Iterator[bytes]:
+        if self.stopped:
+            return
+        if not self.started:
+            self.started = True
+            yield _message_start(self.model)
+        yield from self._close_blocks()
+        if not self.saw_delta:
+            yield self._delta()
+        yield event("message_stop", {"type": "message_stop"})
+        self.stopped = True
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+def error_status(error: ApiError) -> int:
+    """503 "no worker can serve" is Anthropic's 529 overloaded, which Claude Code retries."""
+    return 529 if error.status == 503 else error.status
+
+
+def error_payload(error: ApiError) -> dict[str, object]:
+    status = error_status(error)
+    kind = ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    return {"type": "error", "error": {"type": kind, "message": error.message}}
+
+
+def error_body(error: ApiError) -> bytes:
+    return json.dumps(error_payload(error)).encode()
+
+
+def error_event(error: ApiError) -> bytes:
+    return b"event: error\ndata: " + error_body(error) + b"\n\n"
+
+
+KEEPALIVE = b'event: ping\ndata: {"type": "ping"}\n\n'
+
+PROTOCOL = Protocol(client="anthropic", keepalive=KEEPALIVE, parse=parse, plan=plan, error_status=error_status,
+                    error_body=error_body, error_event=error_event, maps_unknown_models=True)
+COUNT_TOKENS = Protocol(client="anthropic", keepalive=KEEPALIVE, parse=parse_count_tokens, plan=plan_count_tokens,
+                        error_status=error_status, error_body=error_body, error_event=error_event,
+                        maps_unknown_models=True)

@@ -1,0 +1,104 @@
+"""What each client protocol (dialect) gives the request pipeline. Pure: no Django.
+
+A dialect owns everything about its wire format: parsing and checking the body, the allow-list
+of fields a worker gets, rewriting, its error envelope, its stream events and keep-alives.
+The pipeline (inference/pipeline.py) knows none of its field names: it calls `parse`, asks for
+a `Plan` (where the worker is asked, with which body, and how its answer is turned back into
+the dialect), and renders errors with `error_response` / `error_event`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from inference.errors import ApiError
+
+
+
+class StreamTransform:
+    """Turns a worker's stream into the client's: `feed` gets the worker's bytes as they arrive
+    (cut anywhere) and yields what the client gets; `end` runs once the worker's stream ended
+    normally and yields what must close the client's stream (events the worker left out)."""
+
+    def feed(self, raw: bytes) -> Iterator[bytes]:
+        raise NotImplementedError
+
+    def end(self) -> Iterator[bytes]:
+        return iter(())
+
+
+class Chain(StreamTransform):
+    """`first`'s output is `second`'s input, including what `first` yields at the end."""
+
+    def __init__(self, first: StreamTransform, second: StreamTransform) -> None:
+        self.first, self.second = first, second
+
+    def feed(self, raw: bytes) -> Iterator[bytes]:
+        for converted in self.first.feed(raw):
+            yield from self.second.feed(converted)
+
+    def end(self) -> Iterator[bytes]:
+        for converted in self.first.end():
+            yield from self.second.feed(converted)
+        yield from self.second.end()
+
+
+@dataclass(frozen=True)
+class Call:
+    """A request that passed its dialect's checks: what the pipeline routes and accounts on."""
+
+    model: str
+    stream: bool
+    body: dict[str, Any]
+    size: int  # bytes of the raw body: bounds the prompt's tokens (quota reservation, routing)
+    max_tokens: int | None = None  # the output cap the client asked for; None: it set none
+    opening: tuple[Any, ...] = ()  # what identifies the conversation across turns (affinity)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the gateway decided for a call before planning it: the output cap it applies (the
+    client's, clamped to the model's), and what the catalogue says of the model."""
+
+    max_tokens: int
+    reasoning: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one call is served: the worker route and body, and how the answer comes back.
+    `convert` turns a whole JSON answer into the dialect; `stream_transform` makes a fresh
+    transform per stream. Neither set: the worker's bytes go to the client untouched."""
+
+    path: str
+    body: dict[str, Any]
+    convert: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    stream_transform: Callable[[], StreamTransform] | None = None
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One dialect, as the pipeline sees it."""
+
+    client: str  # the request log's and the metrics' name for it
+    keepalive: bytes  # sent while a stream waits for a worker slot
+    parse: Callable[[bytes], Call]
+    plan: Callable[[Call, Target], Plan]
+    error_status: Callable[[ApiError], int]
+    error_body: Callable[[ApiError], bytes]
+    error_event: Callable[[ApiError], bytes]  # an error after the stream started
+    maps_unknown_models: bool = False  # Claude Code's claude-* names go to a default model
+
+
+def sse_events(pending: bytes, raw: bytes) -> tuple[list[bytes], bytes]:
+    """Split a byte stream into whole SSE events (without their blank-line terminator).
+    Returns (events, what is left for the next read). Accepts \\r\\n line ends."""
+    pending += raw
+    if b"\r\n" in pending:
+        pending = pending.replace(b"\r\n", b"\n")
+    events = []
+    while b"\n\n" in pending:
+        event, pending = pending.split(b"\n\n", 1)
+        events.append(event)
+    return events, pending

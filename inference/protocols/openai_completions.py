@@ -1,0 +1,70 @@
+"""OpenAI legacy completions (POST /v1/completions). Pure: no Django.
+
+One prompt per request: llama-server runs a separate generation for each prompt of an array,
+which would hold one slot and one token reservation for N answers, so an array of several
+prompts is refused (an array of token ids is one prompt). Allow-listed like chat.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from inference.errors import invalid_request
+from inference.protocols import openai_chat
+from inference.protocols.base import Call, Plan, Protocol, Target
+from inference.validation import check_optional_int, check_optional_number, check_sampling, check_stream, \
+    parse_json_object, require_model
+
+WORKER_PATH = "/v1/completions"
+FORWARDED = ("model", "prompt", "stream", "stream_options", "temperature", "top_p", "stop", "presence_penalty",
+             "frequency_penalty", "seed", "logprobs")
+
+
+def _check_prompt(prompt: Any) -> None:
+    if prompt is None:
+        raise invalid_request("Missing required parameter: 'prompt'.", param="prompt")
+    if isinstance(prompt, str):
+        return
+    if isinstance(prompt, list) and prompt:
+        if all(isinstance(p, int) and not isinstance(p, bool) and 0 <= p < 2**31 for p in prompt):
+            return  # one prompt, as token ids
+        if len(prompt) == 1 and isinstance(prompt[0], str):
+            return
+        if all(isinstance(p, str) for p in prompt):
+            raise invalid_request("Send one prompt per request: an array of several prompts is not supported here.",
+                                  param="prompt")
+    raise invalid_request("`prompt` must be a string, or an array of token ids.", param="prompt")
+
+
+def parse(raw: bytes) -> Call:
+    body = parse_json_object(raw)
+    model = require_model(body)
+    _check_prompt(body.get("prompt"))
+    stream = check_stream(body)
+    check_sampling(body)
+    check_optional_int(body, "n", minimum=1, maximum=1)
+    check_optional_int(body, "best_of", minimum=1, maximum=1)
+    check_optional_int(body, "logprobs", minimum=0, maximum=5)
+    check_optional_int(body, "seed", minimum=-(2**63), maximum=2**64 - 1)
+    check_optional_number(body, "presence_penalty", minimum=-2, maximum=2)
+    check_optional_number(body, "frequency_penalty", minimum=-2, maximum=2)
+    if body.get("stream_options") is not None and not isinstance(body["stream_options"], dict):
+        raise invalid_request("`stream_options` must be an object.", param="stream_options")
+    stop = body.get("stop")
+    if stop is not None and not isinstance(stop, str) and not (
+            isinstance(stop, list) and len(stop) <= 4 and all(isinstance(s, str) for s in stop)):
+        raise invalid_request("`stop` must be a string or an array of up to 4 strings.", param="stop")
+    return Call(model=model, stream=stream, body=body, size=len(raw), max_tokens=body.get("max_tokens"))
+
+
+def plan(call: Call, target: Target) -> Plan:
+    body = {name: call.body[name] for name in FORWARDED if call.body.get(name) is not None}
+    body["model"] = call.model
+    body["max_tokens"] = target.max_tokens
+    if isinstance(body["prompt"], list) and len(body["prompt"]) == 1 and isinstance(body["prompt"][0], str):
+        body["prompt"] = body["prompt"][0]
+    return Plan(path=WORKER_PATH, body=body)
+
+
+PROTOCOL = Protocol(client="openai", keepalive=openai_chat.KEEPALIVE, parse=parse, plan=plan,
+                    error_status=openai_chat.error_status, error_body=openai_chat.error_body,
+                    error_event=openai_chat.error_event)
