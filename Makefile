@@ -4,6 +4,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 PORT ?= 8000
 WORKERS ?= 1
+PROFILE ?= default
 
 .PHONY: setup demo test test-embedded test-services clean
 
@@ -16,7 +17,7 @@ $(VENV)/.setup-done: requirements.txt requirements-dev.txt scripts/ensure_llama_
 	touch $@
 
 demo: setup
-	$(PY) manage.py demo --port $(PORT) --workers $(WORKERS)
+	$(PY) manage.py demo --port $(PORT) --workers $(WORKERS) --profile $(PROFILE)
 
 # The whole suite twice: on the embedded default (SQLite, in-process live state) and on
 # PostgreSQL + Redis. Both must pass; a missing service fails the run, it is never skipped.

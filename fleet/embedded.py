@@ -10,6 +10,7 @@ from fleet.local_worker import (
     DEFAULT_MODEL_ID,
     LlamaServerProcess,
     LlamaServerSpec,
+    context_options,
     find_default_model,
 )
 from fleet.models import Worker
@@ -18,13 +19,15 @@ from fleet.services import worker_register, worker_set_state
 PER_SLOT_CONTEXT = 4096
 
 
-def local_worker_spec(*, port: int, slots: int, model_id: str = DEFAULT_MODEL_ID) -> LlamaServerSpec:
+def local_worker_spec(*, port: int, slots: int, model_id: str = DEFAULT_MODEL_ID,
+                      context_per_slot: int = PER_SLOT_CONTEXT) -> LlamaServerSpec:
     return LlamaServerSpec(
         model_path=find_default_model(),
         model_id=model_id,
         port=port,
         slots=slots,
-        context=PER_SLOT_CONTEXT * slots,
+        context=context_per_slot * slots,
+        options=context_options(context_per_slot),
     )
 
 

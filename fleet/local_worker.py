@@ -14,13 +14,30 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import httpx
 
 DEFAULT_MODEL_ID = "smollm2-135m-instruct"
 DEFAULT_CONTEXT = 8192
+NATIVE_CONTEXT = 8192  # SmolLM2's trained context; YaRN stretches it
+MAX_YARN_SCALE = 4
+
+
+def context_options(context_per_slot: int, *, native: int = NATIVE_CONTEXT,
+                    base: "LaunchOptions | None" = None) -> "LaunchOptions":
+    """Launch options for a slot of `context_per_slot` tokens: YaRN (`--rope-scaling yarn
+    --rope-scale S --yarn-orig-ctx native`, S the smallest whole factor that reaches it) when it
+    exceeds the model's native context. Beyond MAX_YARN_SCALE x native, quality falls apart: refused."""
+    base = base or LaunchOptions()
+    if context_per_slot <= native:
+        return base
+    scale = -(-context_per_slot // native)
+    if scale > MAX_YARN_SCALE:
+        raise ValueError(f"{context_per_slot} tokens per slot is more than {MAX_YARN_SCALE} x the model's native "
+                         f"{native}: YaRN does not stretch that far")
+    return replace(base, rope_scaling="yarn", rope_scale=float(scale), yarn_orig_ctx=native)
 
 
 class WorkerRuntimeMissing(RuntimeError):

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
 from fleet.scheduler import WorkerView, conversation_key, rank_workers, serves_model
 
 PROD, DEV = 1, 2
@@ -112,3 +116,31 @@ def test_conversation_key_is_stable_across_turns_and_differs_between_students() 
     other = [{"role": "system", "content": "You are a tutor."}, {"role": "user", "content": "What is a dict?"}]
     assert conversation_key(user_id=1, model_id=MODEL, messages=first) != conversation_key(
         user_id=1, model_id=MODEL, messages=other)
+
+
+def test_a_long_prompt_goes_first_to_a_worker_whose_slot_holds_it() -> None:
+    small = replace(w(1, slots=4), context=4096)
+    large = replace(w(2, slots=1), context=32768)
+    short = rank_workers(workers=[small, large], busy={2: 0, 1: 0}, model_id=MODEL, pool_id=PROD, prompt_tokens_estimate=100)
+    assert [c.worker.id for c in short.ranked] == [1, 2]  # 0/4 and 0/1 busy: name order
+    long = rank_workers(workers=[small, large], busy={}, model_id=MODEL, pool_id=PROD, prompt_tokens_estimate=9000)
+    assert [c.worker.id for c in long.ranked] == [2, 1]
+    assert "may be too small" in long.ranked[1].reason
+
+
+def test_a_worker_known_too_small_is_left_out_and_unknown_contexts_stay() -> None:
+    small, unknown = replace(w(1), context=4096), w(2)
+    decision = rank_workers(workers=[small, unknown], busy={}, model_id=MODEL, pool_id=PROD, min_context=5000)
+    assert [c.worker.id for c in decision.ranked] == [2]
+    assert "too small" in decision.excluded["w1"]
+
+
+def test_context_options_turn_on_yarn_only_past_the_native_context() -> None:
+    from fleet.local_worker import context_options
+
+    assert context_options(4096).rope_scaling is None
+    yarn = context_options(32768)
+    assert (yarn.rope_scaling, yarn.rope_scale, yarn.yarn_orig_ctx) == ("yarn", 4.0, 8192)
+    assert "--rope-scaling" in yarn.args() and context_options(9000).rope_scale == 2.0
+    with pytest.raises(ValueError):
+        context_options(40000)

@@ -28,12 +28,15 @@ from accounts.services import key_issue, user_ensure
 from fleet.agent.config import AgentConfig, WorkerConfig
 from fleet.agent.runner import RigAgentRunner
 from fleet.embedded import PER_SLOT_CONTEXT
-from fleet.local_worker import DEFAULT_MODEL_ID, _die_with_parent, find_default_model, find_llama_server, free_port
+from fleet.local_worker import DEFAULT_MODEL_ID, NATIVE_CONTEXT, LaunchOptions, _die_with_parent, context_options, \
+    find_default_model, find_llama_server, free_port
 from fleet.models import Worker
 from fleet.rigs import rig_create
 
 DEMO_RIG = "demo-rig"
 DEMO_WORKER_PREFIX = "demo-worker-"
+# (slots, tokens per slot)
+PROFILES = {"default": (4, PER_SLOT_CONTEXT), "agents": (1, 4 * NATIVE_CONTEXT)}
 
 
 class Command(BaseCommand):
@@ -43,13 +46,27 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000, help="Gateway port (default 8000).")
         parser.add_argument("--host", default="127.0.0.1", help="Gateway bind address (default 127.0.0.1).")
         parser.add_argument("--workers", type=int, default=1, help="Local llama-server workers to start (0: none).")
-        parser.add_argument("--slots", type=int, default=4, help="Slots (--parallel) per worker.")
+        parser.add_argument("--slots", type=int, default=None,
+                            help="Slots (--parallel) per worker: requests it decodes at once (default 4).")
+        parser.add_argument("--context", type=int, default=None,
+                            help=f"Tokens one request can use (context per slot; default {PER_SLOT_CONTEXT}). "
+                                 f"Above the model's native {NATIVE_CONTEXT}, YaRN stretches it (up to 4x).")
+        parser.add_argument("--profile", choices=sorted(PROFILES), default="default",
+                            help="default: 4 slots of 4,096 tokens, for chat. agents: 1 slot of 32,768 tokens "
+                                 "(YaRN), which holds the 5-20k-token prompts of Claude Code, Copilot and Codex.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         port, host = int(options["port"]), str(options["host"])
-        worker_count, slots = int(options["workers"]), int(options["slots"])
-        if worker_count < 0 or slots < 1:
-            raise CommandError("--workers must be 0 or more and --slots 1 or more")
+        profile_slots, profile_context = PROFILES[options["profile"]]
+        worker_count = int(options["workers"])
+        slots = int(options["slots"] or profile_slots)
+        context = int(options["context"] or profile_context)
+        if worker_count < 0 or slots < 1 or context < 512:
+            raise CommandError("--workers must be 0 or more, --slots 1 or more and --context 512 or more")
+        try:
+            launch = context_options(context)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
         if worker_count:
             find_llama_server(), find_default_model()  # fail now, with the install hint, not in a thread
         stop = threading.Event()
@@ -82,7 +99,7 @@ class Command(BaseCommand):
             children.append(("tasks", self._spawn(["manage.py", "qcluster"], log_dir / "qcluster.log", group=True)))
 
             agent = self._agent(control_plane=f"http://{local}:{port}", count=worker_count, slots=slots,
-                                log_dir=log_dir)
+                                context=context, launch=launch, log_dir=log_dir)
             agent_thread = threading.Thread(target=self._run_agent, args=(agent, stop), name="demo-rig-agent",
                                             daemon=True)
             agent_thread.start()
@@ -137,11 +154,12 @@ class Command(BaseCommand):
                 time.sleep(0.1)
         raise CommandError(f"the gateway did not answer at {url} within 60 s; see {log_dir}/gateway.log")
 
-    def _agent(self, *, control_plane: str, count: int, slots: int, log_dir: Path) -> RigAgentRunner:
+    def _agent(self, *, control_plane: str, count: int, slots: int, context: int, launch: LaunchOptions,
+               log_dir: Path) -> RigAgentRunner:
         _rig, token = rig_create(name=DEMO_RIG, address="127.0.0.1")
         workers = tuple(
             WorkerConfig(name=f"{DEMO_WORKER_PREFIX}{i}", model_id=DEFAULT_MODEL_ID, port=free_port(),
-                         context=PER_SLOT_CONTEXT * slots, slots=slots)
+                         context=context * slots, slots=slots, options=launch)
             for i in range(1, count + 1)
         )
         config = AgentConfig(control_plane_url=control_plane, token=token, rig_name=DEMO_RIG, address="127.0.0.1",
@@ -174,7 +192,8 @@ class Command(BaseCommand):
                 if name in healthy and name not in reported and supervisor.process is not None:
                     reported.add(name)
                     self._say(f"worker {name}: healthy in {time.monotonic() - started:.1f} s "
-                              f"({supervisor.worker.slots} slots, pid {supervisor.process.pid})")
+                              f"({supervisor.worker.slots} slots of {supervisor.worker.context // supervisor.worker.slots}"
+                              f" tokens, pid {supervisor.process.pid})")
             time.sleep(0.1)
 
     def _say(self, line: str) -> None:
