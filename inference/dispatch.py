@@ -12,6 +12,7 @@ the slot at once; the pipeline's end() releases whatever is still held, as a las
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -30,13 +31,32 @@ from inference.metrics import FIRST_BYTE, count_tokens
 from inference.protocols.base import Protocol, StreamTransform
 from inference.request_log import RequestRecord
 from inference.upstream import RETRYABLE_ERRORS, upstream_client
-from inference.usage import UsageSniffer, usage_of
+from inference.usage import UsageSniffer
 from ocsweb.live import live_state
 
 log = logging.getLogger("ocs.dispatch")
 
 
 LOADING_RETRY_S = 0.5
+ANSWER_LIMIT_BYTES = 64 * 1024 * 1024  # a whole (non-streamed) answer; far above any real one
+ERROR_LIMIT_BYTES = 64 * 1024  # an error body: its message is all the gateway reads
+
+
+class AnswerTooLarge(Exception):
+    """A worker's answer exceeded the bytes the gateway will read."""
+
+
+async def read_capped(response: httpx.Response, limit: int) -> bytes:
+    """The body of a streamed response, refusing to hold more than `limit` bytes of it."""
+    parts, size = [], 0
+    async for part in response.aiter_raw():
+        size += len(part)
+        if size > limit:
+            if response.status_code >= 400:
+                break  # an error's first bytes carry its message
+            raise AnswerTooLarge
+        parts.append(part)
+    return b"".join(parts)
 
 
 def _status_detail(status: int) -> str:
@@ -95,8 +115,13 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestRecord
         record.slot = slot
         try:
             request = upstream_client().build_request("POST", slot.worker.base_url + path, json=body)
-            response = await upstream.send(request, stream=False)
-        except RETRYABLE_ERRORS as exc:
+            response = await upstream.send(request, stream=True)
+            try:
+                content = await read_capped(response, ANSWER_LIMIT_BYTES if response.status_code < 400
+                                            else ERROR_LIMIT_BYTES)
+            finally:
+                await response.aclose()
+        except (*RETRYABLE_ERRORS, AnswerTooLarge) as exc:
             await _worker_failed(want, slot, type(exc).__name__)
             continue
         finally:
@@ -108,15 +133,22 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestRecord
             await _worker_failed(want, slot, _status_detail(response.status_code))
             continue
         if response.status_code >= 400:
-            error = errors.from_llama_server(response.status_code, response.content)
+            error = errors.from_llama_server(response.status_code, content)
             if await _too_small(want, slot.worker, error):
                 continue
             raise error
+        try:
+            answer = json.loads(content)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            await _worker_failed(want, slot, "answered something that is not a JSON object")
+            continue
         await _remember_worker(want, slot.worker)
         _first_byte(want, record, slot.worker)
-        record.usage = usage_of(response.content)
+        record.usage.absorb(answer)
         count_tokens(want.model_id, record.usage)
-        return response.status_code, response.content
+        return response.status_code, content
     raise errors.upstream_failed("; ".join(want.failed.values()) or "no worker answered")
 
 
@@ -124,6 +156,10 @@ def _first_byte(want: Want, record: RequestRecord, worker: WorkerView) -> None:
     elapsed = time.monotonic() - want.arrived
     FIRST_BYTE.labels(want.model_id).observe(elapsed)
     record.served_by(worker.id, worker.name, elapsed)
+
+
+class StreamTooLong(Exception):
+    """The worker kept streaming past OCS_UPSTREAM_MAX_STREAM_S."""
 
 
 @dataclass
@@ -137,31 +173,57 @@ class OpenStream:
     model_id: str
     record: RequestRecord
     protocol: Protocol
+    end_marker: bytes = b""
     usage: UsageSniffer = field(init=False)
-    failed: bool = False  # the worker failed mid-answer (the client got an error event)
+    failure: bytes = b""  # the error event for the client, if the worker failed mid-answer
     _closed: bool = False
 
     def __post_init__(self) -> None:
         self.usage = UsageSniffer(self.record.usage)  # counts land in the request's log record
 
     async def __aiter__(self) -> AsyncGenerator[bytes, None]:
+        """The worker's chunks as they come. A worker that fails mid-answer (connection lost,
+        silent past the read timeout, answering past OCS_UPSTREAM_MAX_STREAM_S, or ending its
+        stream without its route's end marker) ends the iteration with `failure` set: the error
+        event, in the client's dialect, that relay() sends after the last chunk."""
+        deadline = time.monotonic() + settings.OCS["UPSTREAM_MAX_STREAM_S"]
+        tail = b""
         try:
             self.usage.feed(self.first_chunk)
+            self._note_error(self.first_chunk)
             yield self.first_chunk
+            tail = self.first_chunk[-64:]
             try:
                 async for chunk in self.chunks:
                     self.usage.feed(chunk)
+                    self._note_error(chunk)
                     yield chunk
-            except httpx.HTTPError as exc:
-                log.warning("worker %s failed mid-stream: %s", self.slot.worker.name, type(exc).__name__)
-                await live_state().mark_suspect(self.slot.worker.id, settings.OCS["SUSPECT_S"])
-                self.record.stream_error = "upstream_error"
-                self.failed = True
-                yield self.protocol.error_event(
-                    errors.upstream_failed(f"the worker stopped mid-answer ({type(exc).__name__}); please retry")
-                )
+                    tail = (tail + chunk)[-64:]
+                    if time.monotonic() > deadline:
+                        raise StreamTooLong
+            except (httpx.HTTPError, StreamTooLong) as exc:
+                detail = ("it answered for longer than the gateway allows" if isinstance(exc, StreamTooLong)
+                          else f"{type(exc).__name__}")
+                await self._fail(f"the worker stopped mid-answer ({detail}); please retry")
+                return
+            if self.end_marker and self.end_marker not in tail:
+                await self._fail("the worker's answer ended early; please retry")
         finally:
             await self.close()
+
+    def _note_error(self, chunk: bytes) -> None:
+        if b'{"error"' in chunk:  # an error object the worker sent mid-stream: passed on as it is
+            self.record.stream_error = self.record.stream_error or "upstream_error"
+
+    async def _fail(self, message: str) -> None:
+        log.warning("worker %s failed mid-stream: %s", self.slot.worker.name, message)
+        self.record.stream_error = "upstream_error"
+        # Blank lines first: the worker may have been cut off in the middle of an event.
+        self.failure = b"\n\n" + self.protocol.error_event(errors.upstream_failed(message))
+        try:
+            await live_state().mark_suspect(self.slot.worker.id, settings.OCS["SUSPECT_S"])
+        except Exception:
+            log.warning("could not mark worker %s suspect", self.slot.worker.name, exc_info=True)
 
     async def close(self) -> None:
         """Close upstream (llama-server stops decoding) and free the slot. Idempotent."""
@@ -172,7 +234,8 @@ class OpenStream:
             count_tokens(self.model_id, self.usage.usage)
 
 
-async def open_stream(*, path: str, body: dict[str, Any], record: RequestRecord, protocol: Protocol) -> OpenStream:
+async def open_stream(*, path: str, body: dict[str, Any], record: RequestRecord, protocol: Protocol,
+                      end_marker: bytes = b"") -> OpenStream:
     """Start a streaming request and wait for its first chunk, failing over until one arrives."""
     want = record.want
     assert want is not None
@@ -187,15 +250,13 @@ async def open_stream(*, path: str, body: dict[str, Any], record: RequestRecord,
             request = client.build_request("POST", slot.worker.base_url + path, json=body)
             response = await upstream.send(request, stream=True)
             if response.status_code == 503:
-                await response.aread()
                 loading = True
                 continue
             if response.status_code >= 500:
-                await response.aread()
                 await _worker_failed(want, slot, _status_detail(response.status_code))
                 continue
             if response.status_code >= 400:
-                error = errors.from_llama_server(response.status_code, await response.aread())
+                error = errors.from_llama_server(response.status_code, await read_capped(response, ERROR_LIMIT_BYTES))
                 if await _too_small(want, slot.worker, error):
                     continue
                 raise error
@@ -207,7 +268,7 @@ async def open_stream(*, path: str, body: dict[str, Any], record: RequestRecord,
             await _remember_worker(want, slot.worker)
             _first_byte(want, record, slot.worker)
             stream = OpenStream(slot=slot, response=response, first_chunk=first, chunks=chunks,
-                                model_id=want.model_id, record=record, protocol=protocol)
+                                model_id=want.model_id, record=record, protocol=protocol, end_marker=end_marker)
             handed_over = True
             return stream
         except RETRYABLE_ERRORS as exc:
@@ -236,7 +297,9 @@ async def relay(stream: OpenStream, transform: StreamTransform | None = None) ->
             else:
                 for converted in transform.feed(chunk):
                     yield converted
-    if transform is not None and not stream.failed:
+    if stream.failure:
+        yield stream.failure  # already in the client's dialect
+    elif transform is not None:
         for converted in transform.end():
             yield converted
 
@@ -289,7 +352,7 @@ async def forward_light(*, path: str, body: dict[str, Any], record: RequestRecor
             want.failed[worker.id] = f"{worker.name}: {_status_detail(response.status_code)}"
             continue
         if response.status_code >= 400:
-            raise errors.from_llama_server(response.status_code, response.content)
+            raise errors.from_llama_server(response.status_code, response.content[:ERROR_LIMIT_BYTES])
         record.worker_id, record.worker_name = worker.id, worker.name  # counted, not generated: nothing charged
         return response.status_code, response.content
     raise errors.upstream_failed("; ".join(want.failed.values()))

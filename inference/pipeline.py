@@ -155,7 +155,7 @@ async def _stream(plan: Plan, record: RequestRecord, protocol: Protocol, model: 
     period, start the event stream and keep the client informed while the request queues."""
     transform = plan.stream_transform() if plan.stream_transform is not None else None
     opening = asyncio.ensure_future(dispatch.open_stream(path=plan.path, body=plan.body, record=record,
-                                                         protocol=protocol))
+                                                         protocol=protocol, end_marker=plan.end_marker))
     try:
         await asyncio.wait_for(asyncio.shield(opening), timeout=settings.OCS["STREAM_QUEUE_GRACE_S"])
     except asyncio.TimeoutError:

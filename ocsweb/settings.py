@@ -157,6 +157,8 @@ OCS: GatewaySettings = {
     # Connect / first-byte timeout towards a worker, and how many workers one request may try.
     "UPSTREAM_CONNECT_TIMEOUT_S": env_float("OCS_UPSTREAM_CONNECT_TIMEOUT_S", 3.0, minimum=0.1),
     "UPSTREAM_READ_TIMEOUT_S": env_float("OCS_UPSTREAM_READ_TIMEOUT_S", 600.0, minimum=1.0),
+    # The longest a worker may stream one answer; past it the client gets an error event.
+    "UPSTREAM_MAX_STREAM_S": env_float("OCS_UPSTREAM_MAX_STREAM_S", 1800.0, minimum=1.0),
     "UPSTREAM_MAX_TRIES": env_int("OCS_UPSTREAM_MAX_TRIES", 3, minimum=1),
     # In-process caches of keys and of the fleet snapshot, in seconds.
     "KEY_CACHE_TTL_S": env_float("OCS_KEY_CACHE_TTL_S", 1.0, minimum=0.0),

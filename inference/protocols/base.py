@@ -76,6 +76,12 @@ class Plan:
     convert: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     stream_transform: Callable[[], StreamTransform] | None = None
 
+    @property
+    def end_marker(self) -> bytes:
+        """What the worker's stream on this route ends with when it is complete: a stream that
+        ends without it was cut short (the client then gets an error event, not a fake ending)."""
+        return b"message_stop" if self.path.startswith("/v1/messages") else b"data: [DONE]"
+
 
 @dataclass(frozen=True)
 class Protocol:

@@ -16,6 +16,7 @@ class GatewaySettings(TypedDict):
     AFFINITY_TTL_S: float
     UPSTREAM_CONNECT_TIMEOUT_S: float
     UPSTREAM_READ_TIMEOUT_S: float
+    UPSTREAM_MAX_STREAM_S: float
     UPSTREAM_MAX_TRIES: int
     KEY_CACHE_TTL_S: float
     FLEET_CACHE_TTL_S: float
