@@ -74,7 +74,7 @@ COMPLETION_REQUEST = {
 }
 ANTHROPIC_MESSAGE = {
     "type": "object", "required": ["role", "content"],
-    "properties": {"role": {"enum": ["user", "assistant"]},
+    "properties": {"role": {"enum": ["user", "assistant", "system"]},
                    "content": {"oneOf": [{"type": "string"}, {"type": "array", "items": TEXT_PART}]}},
 }
 ANTHROPIC_TOOL = {"type": "object", "required": ["name", "input_schema"],
@@ -92,6 +92,33 @@ MESSAGES_REQUEST = {
         "tools": {"type": "array", "items": ANTHROPIC_TOOL},
         "tool_choice": {"type": "object", "required": ["type"],
                         "properties": {"type": {"enum": ["auto", "any", "none"]}}},
+    },
+}
+RESPONSES_ITEM = {
+    "type": "object",
+    "properties": {"type": {"enum": ["message", "function_call", "function_call_output", "reasoning"]},
+                   "role": {"enum": ["user", "assistant", "system", "developer"]},
+                   "content": {"oneOf": [{"type": "string"}, {"type": "array", "items": TEXT_PART}]},
+                   "call_id": {"type": "string"}, "name": {"type": "string"}, "arguments": {"type": "string"},
+                   "output": {"type": "string"}},
+}
+RESPONSES_REQUEST = {
+    "type": "object", "required": ["model", "input"],
+    "properties": {
+        "model": {"type": "string", "minLength": 1},
+        "input": {"oneOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": RESPONSES_ITEM}]},
+        "instructions": {"type": "string"},
+        "max_output_tokens": {"type": "integer", "minimum": 1, "maximum": MAX_TOKENS_LIMIT},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "top_p": {"type": "number", "minimum": 0, "maximum": 1},
+        "stream": {"type": "boolean"},
+        "store": {"type": "boolean"},
+        "tools": {"type": "array", "items": {"type": "object", "required": ["type", "name"], "properties": {
+            "type": {"const": "function"}, "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
+            "description": {"type": "string"}, "parameters": {"type": "object"}}}},
+        "tool_choice": {"oneOf": [{"enum": ["auto", "none", "required"]}, {
+            "type": "object", "required": ["type", "name"],
+            "properties": {"type": {"const": "function"}, "name": {"type": "string"}}}]},
     },
 }
 COUNT_TOKENS_REQUEST = {
@@ -123,7 +150,16 @@ def _post(summary: str, request: dict[str, Any], error: dict[str, Any], *, strea
     return operation
 
 
-def openapi_document() -> dict[str, Any]:
+def _with_models(schema: dict[str, Any], model_ids: list[str]) -> dict[str, Any]:
+    """The request schema with `model` naming the catalogue's models (any string if none)."""
+    if not model_ids:
+        return schema
+    return {**schema, "properties": {**schema["properties"], "model": {"enum": model_ids}}}
+
+
+def openapi_document(model_ids: list[str] | None = None) -> dict[str, Any]:
+    """`model_ids`: the catalogue's models, named in every request's `model` field."""
+    ids = sorted(model_ids or [])
     anthropic_security: list[dict[str, list[str]]] = [{"apiKeyHeader": []}, {"bearer": []}]
     return {
         "openapi": "3.1.0",
@@ -144,12 +180,16 @@ def openapi_document() -> dict[str, Any]:
                                 "id": {"type": "string"}, "object": {"const": "model"},
                                 "context_length": {"type": "integer"}}}}}}}}},
                 **_errors(OPENAI_ERROR, "401")}}},
-            "/v1/chat/completions": {"post": _post("Chat completion (OpenAI)", CHAT_REQUEST, OPENAI_ERROR)},
-            "/v1/completions": {"post": _post("Text completion (OpenAI)", COMPLETION_REQUEST, OPENAI_ERROR)},
-            "/v1/messages": {"post": _post("Messages (Anthropic)", MESSAGES_REQUEST, ANTHROPIC_ERROR,
-                                           security=anthropic_security)},
-            "/v1/messages/count_tokens": {"post": _post("Count input tokens (Anthropic)", COUNT_TOKENS_REQUEST,
-                                                        ANTHROPIC_ERROR, streams=False,
-                                                        security=anthropic_security)},
+            "/v1/chat/completions": {"post": _post("Chat completion (OpenAI)", _with_models(CHAT_REQUEST, ids),
+                                                   OPENAI_ERROR)},
+            "/v1/completions": {"post": _post("Text completion (OpenAI)", _with_models(COMPLETION_REQUEST, ids),
+                                              OPENAI_ERROR)},
+            "/v1/responses": {"post": _post("Response (OpenAI Responses API; the gateway stores none)",
+                                            _with_models(RESPONSES_REQUEST, ids), OPENAI_ERROR)},
+            "/v1/messages": {"post": _post("Messages (Anthropic)", _with_models(MESSAGES_REQUEST, ids),
+                                           ANTHROPIC_ERROR, security=anthropic_security)},
+            "/v1/messages/count_tokens": {"post": _post("Count input tokens (Anthropic)",
+                                                        _with_models(COUNT_TOKENS_REQUEST, ids), ANTHROPIC_ERROR,
+                                                        streams=False, security=anthropic_security)},
         },
     }

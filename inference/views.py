@@ -103,8 +103,10 @@ async def models_list(request: HttpRequest, record: RequestRecord) -> HttpRespon
 
 
 async def openapi(request: HttpRequest) -> HttpResponseBase:
-    """Public: clients and tools read it before they have a key."""
-    return JsonResponse(openapi_document())
+    """Public: clients and tools read it before they have a key. Its `model` fields name the
+    catalogue's models."""
+    snapshot = await fleet_snapshot()
+    return JsonResponse(openapi_document(list(snapshot.models)))
 
 
 @answering(openai_chat.PROTOCOL, "GET", "POST", "PUT", "PATCH", "DELETE")

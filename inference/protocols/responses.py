@@ -108,8 +108,11 @@ def to_chat_messages(items: Any, instructions: str | None) -> list[dict[str, Any
         if not isinstance(item, dict):
             raise invalid_request(f"`{where}` must be an object.", param=where)
         kind = item.get("type", "message")
+        if not isinstance(kind, str):
+            raise invalid_request(f"`{where}.type` must be a string.", param=f"{where}.type")
         if kind == "message":
-            role = MESSAGE_ROLES.get(item.get("role"))  # type: ignore[arg-type]
+            asked = item.get("role")
+            role = MESSAGE_ROLES.get(asked) if isinstance(asked, str) else None
             if role is None:
                 raise invalid_request(f"`{where}.role` must be user, assistant, system or developer; got "
                                       f"{str(item.get('role'))[:40]!r}.", param=f"{where}.role")
@@ -188,14 +191,17 @@ def _tools(tools: Any) -> tuple[list[dict[str, Any]], set[str]]:
 def _tool_choice(choice: Any, tools: list[dict[str, Any]]) -> Any:
     if choice is None or choice in ("auto", "none", "required"):
         return choice
-    if isinstance(choice, dict) and choice.get("type") in {"function", "custom"} and isinstance(choice.get("name"), str):
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    if not isinstance(kind, str):
+        kind = None
+    if isinstance(choice, dict) and kind in {"function", "custom"} and isinstance(choice.get("name"), str):
         if choice["name"] not in {t["function"]["name"] for t in tools}:
             raise invalid_request(f"`tool_choice` names `{choice['name'][:80]}`, which is not in `tools`.",
                                   param="tool_choice")
         return {"type": "function", "function": {"name": choice["name"]}}
-    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+    if isinstance(choice, dict) and kind == "allowed_tools":
         return choice.get("mode") if choice.get("mode") in ("auto", "required") else "auto"
-    if isinstance(choice, dict) and choice.get("type") in HOSTED_TOOL_TYPES:
+    if isinstance(choice, dict) and kind in HOSTED_TOOL_TYPES:
         return "auto"
     raise invalid_request("`tool_choice` must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
                           "\"name\": …}.", param="tool_choice")

@@ -1,0 +1,99 @@
+"""Slots never leak: a lease stops renewing when its request ends, even when live state fails
+at that moment or the request is cancelled between claiming a slot and handing it over."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from fleet.scheduler import WorkerView
+from inference import dispatch, upstream
+from inference.admission import Lease, Slot, Want
+from inference.protocols import openai_chat
+from inference.request_log import RequestRecord
+from ocsweb import live
+from ocsweb.live import InProcessLiveState, worker_resource
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FailingRelease(InProcessLiveState):
+    """Live state whose release fails, as Redis does while it restarts."""
+
+    async def release(self, resource: str, lease_id: str) -> None:
+        raise ConnectionError("redis is restarting")
+
+
+def test_a_lease_whose_release_fails_stops_renewing_and_expires(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    state = FailingRelease(clock=clock)
+    monkeypatch.setattr(live, "live_state", lambda: state)
+    monkeypatch.setattr("inference.admission.live_state", lambda: state)
+
+    async def scenario() -> int:
+        with override_settings(OCS={**settings.OCS, "SLOT_LEASE_S": 0.03}):
+            lease_id = await state.claim("w:1", 1, 0.03)
+            assert lease_id is not None
+            lease = Lease("w:1", lease_id).keep()
+            with pytest.raises(ConnectionError):
+                await lease.release()
+            await asyncio.sleep(0.05)  # a keeper still running would renew in this time
+            assert lease._keeper is not None and lease._keeper.done()
+            clock.now += 1.0  # past the lease
+            return (await state.busy(["w:1"]))["w:1"]
+
+    assert asyncio.run(scenario()) == 0
+
+
+WORKER = WorkerView(id=7, name="w7", base_url="http://127.0.0.1:9", pool_id=1, pool_name="production",
+                    model_id="m", slots=1, state="healthy")
+
+
+@pytest.mark.parametrize("where", ["send", "affinity"])
+def test_a_cancel_before_the_stream_is_handed_over_frees_the_slot(monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    state = InProcessLiveState()
+    monkeypatch.setattr("inference.dispatch.live_state", lambda: state)
+    monkeypatch.setattr("inference.admission.live_state", lambda: state)
+    reached = asyncio.Event()
+
+    async def acquire_slot(want: Want) -> Slot:
+        lease_id = await state.claim(worker_resource(WORKER.id), 1, 30)
+        assert lease_id is not None
+        return Slot(worker=WORKER, lease=Lease(worker_resource(WORKER.id), lease_id).keep(), reason="test")
+
+    async def send(request: httpx.Request, *, stream: bool) -> httpx.Response:
+        if where == "send":
+            reached.set()
+            await asyncio.sleep(60)
+        return httpx.Response(200, stream=httpx.ByteStream(b"data: {}\n\n"), request=request)
+
+    async def set_affinity(*args: Any) -> None:
+        reached.set()
+        await asyncio.sleep(60)
+
+    monkeypatch.setattr(dispatch, "acquire_slot", acquire_slot)
+    monkeypatch.setattr(upstream, "send", send)
+    monkeypatch.setattr(state, "set_affinity", set_affinity)
+
+    async def scenario() -> int:
+        record = RequestRecord(client="openai", path="/v1/chat/completions")
+        record.want = Want(user_id=1, pool_id=1, model_id="m", conversation="c1")
+        task = asyncio.ensure_future(dispatch.open_stream(path="/v1/chat/completions", body={}, record=record,
+                                                          protocol=openai_chat.PROTOCOL))
+        await asyncio.wait_for(reached.wait(), 5)
+        task.cancel()  # the client left
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return (await state.busy([worker_resource(WORKER.id)]))[worker_resource(WORKER.id)]
+
+    assert asyncio.run(scenario()) == 0
