@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "fleet",
     "inference",
     "research",
+    "lessons",
 ]
 
 MIDDLEWARE = [
@@ -234,3 +235,4 @@ LOGGING = {
         "httpcore": {"level": "WARNING"},
     },
 }
+LOGIN_URL = "/accounts/login/"
