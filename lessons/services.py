@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -79,7 +80,15 @@ def answer_record(*, user: User, question: Question, choice: int) -> Answer:
     return answer
 
 
-def fleet_sighting_record(*, user: User, in_flight: int) -> FleetSighting:
+SIGHTING_EVERY_S = 60
+
+
+def fleet_sighting_record(*, user: User, in_flight: int) -> FleetSighting | None:
+    """Record that the fleet view saw the person's request(s) in flight; at most one row a minute
+    per person (the panel polls every second)."""
+    since = timezone.now() - timedelta(seconds=SIGHTING_EVERY_S)
+    if FleetSighting.objects.filter(user=user, at__gte=since).exists():
+        return None
     return FleetSighting.objects.create(user=user, in_flight=in_flight)
 
 

@@ -23,6 +23,11 @@ from lessons.render import render_markdown
 View = Callable[..., HttpResponse]
 
 
+def _csv_cell(value: str) -> str:
+    """A spreadsheet must not run a name as a formula (=, +, -, @ at the start)."""
+    return "'" + value if value[:1] in ("=", "+", "-", "@") else value
+
+
 def staff_required(view: View) -> View:
     """Anonymous: to the sign-in page. Signed in but not staff: 404 (the page is not theirs)."""
     @wraps(view)
@@ -186,7 +191,7 @@ def teacher_csv(request: HttpRequest) -> HttpResponse:
     for group in groups:
         for row in group.rows:
             p = row.progress
-            writer.writerow([group.name, row.user.username, row.user.get_full_name(), "yes" if p.finished else "no",
+            writer.writerow([_csv_cell(group.name), _csv_cell(row.user.username), _csv_cell(row.user.get_full_name()), "yes" if p.finished else "no",
                              p.lessons_complete, p.steps_done, p.steps_total, p.correct, p.questions_total,
                              *["complete" if lp.complete else f"{lp.steps_done}/{lp.steps_total} steps, "
                                f"{lp.correct}/{lp.questions_total} right" for lp in p.lessons]])

@@ -62,7 +62,11 @@ def test_progress_page_and_teacher_views_agree(client, student, other_student, t
 
 
 def test_a_student_without_progress_is_not_finished_anywhere(client, student, teacher) -> None:  # noqa: ANN001
+    student.first_name = "=HYPERLINK(1)"
+    student.save(update_fields=["first_name"])
     client.force_login(student)
     assert "Not finished yet:" in client.get("/lessons/progress/").content.decode()
     client.force_login(teacher)
-    assert {row["username"]: row["finished_ground0"] for row in _csv(client)} == {"alice": "no"}
+    rows = _csv(client)
+    assert {row["username"]: row["finished_ground0"] for row in rows} == {"alice": "no"}
+    assert rows[0]["name"] == "'=HYPERLINK(1)"  # never a formula in the teacher's spreadsheet
