@@ -112,3 +112,34 @@ def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
     assert "0/4" in page.locator("#fleet-workers").inner_text() and not errors
     page.screenshot(path=str(SCREENSHOTS / "lesson-scheduling.png"), full_page=True)
     context.close()
+
+
+def test_a_teacher_ticks_the_manual_check_and_sees_the_class_table(  # noqa: ANN001
+    lesson_browser, live_server, teacher, student, transactional_db,
+) -> None:
+    test_client = Client()
+    test_client.force_login(teacher)
+    context = lesson_browser.new_context(viewport={"width": 1366, "height": 900})
+    context.set_default_timeout(30_000)
+    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": live_server.url,
+                          "value": test_client.cookies[settings.SESSION_COOKIE_NAME].value}])
+    page = context.new_page()
+
+    page.goto(f"{live_server.url}/ground0/")
+    row = page.locator("#deliverable-contracts")
+    assert row.get_attribute("data-state") == "open"
+    row.get_by_label("Note").fill("reviewed agent-api.md and fleet.md with the team")
+    row.get_by_role("button", name="Tick").click()
+    row = page.locator("#deliverable-contracts")
+    assert row.get_attribute("data-state") == "done"
+    assert "ticked by teacher on" in row.inner_text()
+    assert page.locator("#deliverable-copilot-path").get_attribute("data-state") == "open"
+    page.screenshot(path=str(SCREENSHOTS / "ground0.png"), full_page=True)
+
+    page.goto(f"{live_server.url}/lessons/teacher/")
+    assert page.locator('tr[data-student="alice"] .finished-cell').inner_text() == "no"
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Export every class (CSV)").click()
+    assert "alice" in Path(download.value.path()).read_text()
+    page.screenshot(path=str(SCREENSHOTS / "lessons-teacher.png"), full_page=True)
+    context.close()
