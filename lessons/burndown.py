@@ -76,7 +76,7 @@ def _runs_status(scenarios: Iterable[str], what: str, *, need: int = 1,
                  extra: Callable[[research_bridge.BenchmarkFact], bool] | None = None) -> Status:
     runs = _runs()
     if runs is None:
-        return Status("open", "the research instrument has no benchmark runs to read yet")
+        return Status("open", "the research instrument is not installed here yet")
     found = [r for r in research_bridge.runs_of(runs, scenarios) if extra is None or extra(r)]
     if len(found) >= need:
         return Status("done", f"{len(found)} finished {what} run(s); latest: {found[0].model}", found[0].url)
@@ -86,15 +86,15 @@ def _runs_status(scenarios: Iterable[str], what: str, *, need: int = 1,
 
 
 def baseline() -> Status:
-    return _runs_status({"baseline"}, "baseline")
+    return _runs_status(research_bridge.SCENARIOS_BASELINE, "baseline")
 
 
 def core_numbers() -> Status:
     runs = _runs()
     if runs is None:
-        return Status("open", "the research instrument has no benchmark runs to read yet")
+        return Status("open", "the research instrument is not installed here yet")
     measured = [r for r in runs if r.generation_rate and r.ttft_ms_p50 and r.prompt_eval_rate]
-    cold = research_bridge.runs_of(runs, {"cold-warm"})
+    cold = research_bridge.runs_of(runs, research_bridge.SCENARIOS_COLD)
     if measured and cold:
         return Status("done", "tokens/s, TTFT and prompt eval measured; a cold-vs-warm run exists", cold[0].url)
     if measured or cold:
@@ -116,7 +116,7 @@ def gpu_utilization() -> Status:
 
 
 def allocation() -> Status:
-    return _runs_status({"allocation"}, "GPU-allocation comparison", need=2)
+    return _runs_status(research_bridge.SCENARIOS_ALLOCATION, "GPU-allocation comparison", need=2)
 
 
 def yarn() -> Status:
@@ -186,15 +186,15 @@ DERIVED: list[tuple[str, str, str, Callable[[], Status]]] = [
      "done: a Copilot request was served this week by a worker on a rig; partial: Copilot served elsewhere, or "
      "only an OpenAI-route request reached a rig", copilot_path),
     ("baseline", "Baseline measurements of the big model",
-     "done: a finished benchmark run of scenario baseline", baseline),
+     "done: a finished baseline benchmark run (the nightly baseline, or bench --scenario baseline)", baseline),
     ("core-numbers", "Tokens/s, TTFT, prompt eval and cold-start numbers",
-     "done: a run with all three rates and a cold-warm run", core_numbers),
+     "done: a run with all three rates and a cold-vs-warm run", core_numbers),
     ("gpu-utilization", "Per-GPU utilization",
      "done: rig agents reported GPU utilization in the last 24 h", gpu_utilization),
     ("allocation", "GPU-allocation comparisons",
      "done: two finished allocation runs (one logical-worker layout against another)", allocation),
     ("yarn", "YaRN large-context measurements",
-     "done: a finished context run whose worker was launched with YaRN", yarn),
+     "done: a finished context-sweep run whose worker was launched with YaRN", yarn),
     ("deployment", "The deployment path: EC2 control plane, NetBird, rigs",
      "done: a rig is sending heartbeats and one of its workers is serving", deployment_path),
     ("workers-1-n", "1..N logical workers per rig",

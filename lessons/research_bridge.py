@@ -1,30 +1,31 @@
-"""The one place the lessons read the research app (benchmark runs and the roofline).
+"""The one place the lessons read the research app (benchmark runs and their roofline).
 
-The research instrument is built in parallel; until it has runs (or models) every function
-here returns None and the pages say "no benchmark yet". Everything else in this app works
-with `BenchmarkFact`, so wiring the real models means editing `_load_runs()` only.
-
-Expected (the research-instrument issue): `research.models.BenchmarkRun` with
-- `scenario` (str: "baseline", "cold-warm", "concurrency", "slots", "context", "speculative",
-  "allocation", "prefix-reuse"), `status` ("done" when finished), `model` (str, the public id),
-  `finished_at` (datetime), `launch` (dict: the worker's launch configuration: gpus,
-  split_mode, rope_scaling / yarn, …);
-- results: `ttft_ms_p50`, `generation_rate` (tokens/s, llama-server timings),
-  `prompt_eval_rate` (tokens/s);
-- `get_absolute_url()` (the run's page);
-and `research.roofline.decode_ceiling_tokens_per_s(run) -> float | None` (the bandwidth-bound
-single-stream decode ceiling for that run's model and GPUs).
-Missing names are read as None, never as an error.
+The research instrument is built in parallel (its branch, late 2026): `research.models.BenchmarkRun`
+with `status` ("running" | "done" | "failed"), `scenario` ("nightly-baseline", "cold-vs-warm",
+"concurrency-sweep", "slots-sweep", "context-sweep", "speculative", "allocation", "prefix-reuse",
+"engine-only", or "" for a plain `bench`), `model`, `launch` (the worker's launch configuration,
+including its llama-server argv), `started_at`, `ended_at`, and `summary`: the level's
+`bench --json` (`ttft_ms` {p50, p90, p99, mean}, `generation_rate`, `prompt_eval_rate` in tokens/s,
+and `roofline` {`ceiling_tok_s`, `percent_of_ceiling`, …} when the model file and GPU bandwidth are
+known); a run's page is `/research/runs/<id>/`.
+Until that app is merged, or while it has no runs, every function here returns None or [] and the
+pages say "no benchmark yet". Everything else in this app works with `BenchmarkFact`, so a change
+of names there means editing `_fact()` and `_load_runs()` only. Missing names read as None.
 """
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-SCENARIOS_YARN = frozenset({"context", "yarn"})
+# Scenario names as the research app's `bench --scenario` and nightly job store them (older
+# spellings accepted too).
+SCENARIOS_BASELINE = frozenset({"nightly-baseline", "baseline"})
+SCENARIOS_COLD = frozenset({"cold-vs-warm", "cold-warm"})
+SCENARIOS_ALLOCATION = frozenset({"allocation"})
+SCENARIOS_YARN = frozenset({"context-sweep", "context", "yarn"})
 
 
 @dataclass(frozen=True)
@@ -54,10 +55,26 @@ def _number(value: Any) -> float | None:
 
 
 def _uses_yarn(launch: Any) -> bool:
-    if not isinstance(launch, dict):
-        return False
-    text = " ".join(f"{k}={v}" for k, v in launch.items()).lower()
-    return "yarn" in text
+    """The worker was launched with YaRN rope scaling (a `rope_scaling` option or `--rope-scaling yarn`)."""
+    return isinstance(launch, dict) and "yarn" in repr(sorted(launch.items(), key=str)).lower()
+
+
+def _fact(run: Any) -> BenchmarkFact:
+    summary = getattr(run, "summary", None)
+    summary = summary if isinstance(summary, dict) else {}
+    ttft = summary.get("ttft_ms")
+    roof = summary.get("roofline")
+    roof = roof if isinstance(roof, dict) else {}
+    return BenchmarkFact(
+        run_id=run.pk, scenario=str(getattr(run, "scenario", "") or ""), model=str(getattr(run, "model", "") or ""),
+        finished_at=getattr(run, "ended_at", None) or getattr(run, "started_at", None),
+        ttft_ms_p50=_number(ttft.get("p50")) if isinstance(ttft, dict) else _number(ttft),
+        generation_rate=_number(summary.get("generation_rate")),
+        prompt_eval_rate=_number(summary.get("prompt_eval_rate")),
+        ceiling_tokens_per_s=_number(roof.get("ceiling_tok_s")),
+        url=f"/research/runs/{run.pk}/",
+        yarn=_uses_yarn(getattr(run, "launch", None)),
+    )
 
 
 def _load_runs(limit: int) -> list[BenchmarkFact] | None:
@@ -69,32 +86,7 @@ def _load_runs(limit: int) -> list[BenchmarkFact] | None:
     run_model = getattr(models, "BenchmarkRun", None)
     if run_model is None:
         return None
-    ceiling: Callable[[Any], Any] | None = None
-    try:
-        ceiling = getattr(importlib.import_module("research.roofline"), "decode_ceiling_tokens_per_s", None)
-    except ImportError:
-        ceiling = None
-    runs = run_model.objects.all()
-    field_names = {f.name for f in run_model._meta.get_fields()}
-    if "status" in field_names:
-        runs = runs.filter(status="done")
-    if "finished_at" in field_names:
-        runs = runs.order_by("-finished_at")
-    facts = []
-    for run in runs[:limit]:
-        try:
-            top = _number(ceiling(run)) if ceiling is not None else None
-        except Exception:  # noqa: BLE001 - a run the roofline cannot place shows no ceiling, not a 500
-            top = None
-        url = run.get_absolute_url() if hasattr(run, "get_absolute_url") else ""
-        facts.append(BenchmarkFact(
-            run_id=run.pk, scenario=str(getattr(run, "scenario", "") or ""), model=str(getattr(run, "model", "") or ""),
-            finished_at=getattr(run, "finished_at", None), ttft_ms_p50=_number(getattr(run, "ttft_ms_p50", None)),
-            generation_rate=_number(getattr(run, "generation_rate", None)),
-            prompt_eval_rate=_number(getattr(run, "prompt_eval_rate", None)), ceiling_tokens_per_s=top, url=url,
-            yarn=_uses_yarn(getattr(run, "launch", None)),
-        ))
-    return facts
+    return [_fact(run) for run in run_model.objects.filter(status="done").order_by("-started_at", "-id")[:limit]]
 
 
 def benchmark_runs(limit: int = 200) -> list[BenchmarkFact] | None:

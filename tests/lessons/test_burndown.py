@@ -111,17 +111,17 @@ def test_benchmark_deliverables_follow_the_research_runs(monkeypatch) -> None:  
         return BenchmarkFact(**values)  # type: ignore[arg-type]
 
     assert {states()[s] for s in ("baseline", "core-numbers", "allocation", "yarn")} == {"open"}
-    runs.append(run("baseline"))
+    runs.append(run("nightly-baseline"))
     assert states()["baseline"] == "done" and states()["core-numbers"] == "partial"
-    runs.append(run("cold-warm"))
+    runs.append(run("cold-vs-warm"))
     assert states()["core-numbers"] == "done"
     runs.append(run("allocation"))
     assert states()["allocation"] == "partial"
     runs.append(run("allocation"))
     assert states()["allocation"] == "done"
-    runs.append(run("context", yarn=False))
+    runs.append(run("context-sweep", yarn=False))
     assert states()["yarn"] == "open"  # long context without YaRN is not the YaRN deliverable
-    runs.append(run("context", yarn=True))
+    runs.append(run("context-sweep", yarn=True))
     assert states()["yarn"] == "done"
     runs.clear()
     assert {states()[s] for s in ("baseline", "core-numbers", "allocation", "yarn")} == {"open"}
