@@ -31,7 +31,8 @@ class Answer(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="lesson_answers")
     question = models.SlugField(max_length=60, help_text="Question id from lessons.toml.")
     choice = models.PositiveSmallIntegerField(help_text="0-based index into the question's choices.")
-    correct = models.BooleanField(help_text="Right when answered (the catalogue's answer then).")
+    correct = models.BooleanField(help_text="Right when answered, by the catalogue of that day (pages and progress "
+                                  "judge by the current catalogue).")
     answered_at = models.DateTimeField(default=timezone.now)
     attempts = models.PositiveIntegerField(default=1)
 

@@ -91,7 +91,9 @@ def lesson_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "body": render_markdown(lesson.markdown()),
         "panel": _panel(lesson, viewer),
         "steps": [(step, done.get(step.slug)) for step in lesson.steps],
-        "questions": [(q, answers.get(q.id)) for q in lesson.questions],
+        # Right or wrong by the catalogue's answer now (the same rule as progress.summarise).
+        "questions": [(q, answers.get(q.id), q.id in answers and answers[q.id].choice == q.answer)
+                      for q in lesson.questions],
         "previous": catalogue.lessons[position - 1] if position > 0 else None,
         "next": catalogue.lessons[position + 1] if position + 1 < len(catalogue.lessons) else None,
     })

@@ -111,3 +111,13 @@ def test_answers_are_saved_per_student_and_can_be_changed(client, student, other
     assert not Answer.objects.filter(user=other_student).exists()
     client.force_login(other_student)
     assert "data-verdict" not in client.get("/lessons/api/").content.decode()
+
+
+def test_pages_judge_answers_by_the_catalogue_like_progress_does(client, student) -> None:  # noqa: ANN001
+    # A stored verdict from before a teacher corrected the right answer in lessons.toml.
+    Answer.objects.create(user=student, question="api-503", choice=2, correct=True)
+    client.force_login(student)
+    page = client.get("/lessons/api/").content.decode()
+    assert 'data-verdict="wrong"' in page and 'data-verdict="right"' not in page
+    progress = client.get("/lessons/progress/").content.decode()
+    assert "<td>0/3</td>" in progress.split('data-lesson="api"', 1)[1].split("</tr>", 1)[0]
