@@ -112,3 +112,15 @@ def test_bad_input_gets_a_message_not_an_error(as_student) -> None:  # noqa: ANN
         assert page.status_code == 200
         assert "milliseconds" in page.content.decode()
     assert as_student.get("/lessons/api/questions/api-503/").status_code == 405
+
+
+def test_the_admin_lists_steps_answers_and_ticks(admin_client, student) -> None:  # noqa: ANN001
+    from lessons.models import Answer, ManualCheck, StepDone
+
+    StepDone.objects.create(user=student, step="watch-fleet", evidence="seen")
+    Answer.objects.create(user=student, question="api-503", choice=0, correct=True)
+    ManualCheck.objects.create(deliverable="contracts", note="ok")
+    for model in ("stepdone", "answer", "manualcheck", "fleetsighting"):
+        page = admin_client.get(f"/admin/lessons/{model}/")
+        assert page.status_code == 200, model
+    assert "watch-fleet" in admin_client.get("/admin/lessons/stepdone/").content.decode()
