@@ -111,6 +111,14 @@ def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
     assert "it-worker" in page.locator("#fleet-workers").inner_text()
     assert "0/4" in page.locator("#fleet-workers").inner_text() and not errors
     page.screenshot(path=str(SCREENSHOTS / "lesson-scheduling.png"), full_page=True)
+
+    page.goto(f"{live_server.url}/lessons/measurement/")
+    assert "it-worker" in page.locator("#my-ttfts").inner_text()  # the request streamed above
+    page.screenshot(path=str(SCREENSHOTS / "lesson-measurement.png"), full_page=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/lessons/")
+    assert page.locator(".lesson-list li").count() == len(load_catalogue().lessons)
+    page.screenshot(path=str(SCREENSHOTS / "lessons-index-phone.png"), full_page=True)
     context.close()
 
 
