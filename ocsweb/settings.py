@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "fleet",
     "inference",
     "research",
+    "lessons",
 ]
 
 MIDDLEWARE = [
@@ -236,3 +237,4 @@ LOGGING = {
         "httpcore": {"level": "WARNING"},
     },
 }
+LOGIN_URL = "/accounts/login/"

@@ -5,6 +5,7 @@ from accounts import me_api
 from fleet import agent_api
 from inference import views as api
 from ocsweb import views
+from django.urls import include  # noqa: E402, I001 - lessons' URLs, kept on a line of their own
 
 urlpatterns = [
     path("healthz", views.healthz),
@@ -32,4 +33,5 @@ urlpatterns = [
     path("api/me/usage", me_api.UsageView.as_view()),
     path("api/usage/<str:username>", me_api.UsageView.as_view()),
     path("admin/", admin.site.urls),
+    path("", include("lessons.urls")),  # lessons and /ground0/
 ]

@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class StepDone(models.Model):
+    """A hands-on step the site verified for a person, with the evidence it found.
+    Kept after the evidence is pruned (request rows go after 180 days): done stays done."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="lesson_steps")
+    step = models.SlugField(max_length=60, help_text="Step slug from lessons/content/lessons.toml.")
+    done_at = models.DateTimeField(default=timezone.now)
+    request_log_id = models.BigIntegerField(null=True, blank=True,
+                                            help_text="The RequestLog row that proved it, if one did.")
+    evidence = models.CharField(max_length=300, help_text="What the site saw, in words.")
+    reported_ttft_ms = models.FloatField(null=True, blank=True, help_text="For the TTFT step: the student's number.")
+
+    class Meta:
+        ordering = ["-done_at"]
+        constraints = [models.UniqueConstraint(fields=["user", "step"], name="lesson_step_once")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.step}"
+
+
+class Answer(models.Model):
+    """A person's latest answer to a check question (re-answering replaces it)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="lesson_answers")
+    question = models.SlugField(max_length=60, help_text="Question id from lessons.toml.")
+    choice = models.PositiveSmallIntegerField(help_text="0-based index into the question's choices.")
+    correct = models.BooleanField(help_text="Right when answered, by the catalogue of that day (pages and progress "
+                                  "judge by the current catalogue).")
+    answered_at = models.DateTimeField(default=timezone.now)
+    attempts = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        ordering = ["question"]
+        constraints = [models.UniqueConstraint(fields=["user", "question"], name="lesson_answer_once")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.question}={self.choice}"
+
+
+class FleetSighting(models.Model):
+    """The fleet view, polled by a signed-in person, saw one of their requests running or
+    waiting (their concurrency leases in live state). Evidence for "watch your request"."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="fleet_sightings")
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    in_flight = models.PositiveSmallIntegerField(help_text="Their requests running or waiting at that moment.")
+
+    class Meta:
+        ordering = ["-at"]
+
+
+class ManualCheck(models.Model):
+    """A Ground 0 deliverable that the system cannot verify, ticked by a teacher (staff)."""
+
+    deliverable = models.SlugField(max_length=60, unique=True)
+    ticked_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                                  related_name="ground0_ticks")
+    ticked_at = models.DateTimeField(default=timezone.now)
+    note = models.CharField(max_length=300, blank=True)
+
+    def __str__(self) -> str:
+        return self.deliverable

@@ -1,0 +1,104 @@
+"""The one place the lessons read the research app (benchmark runs and their roofline).
+
+The research instrument is built in parallel (its branch, late 2026): `research.models.BenchmarkRun`
+with `status` ("running" | "done" | "failed"), `scenario` ("nightly-baseline", "cold-vs-warm",
+"concurrency-sweep", "slots-sweep", "context-sweep", "speculative", "allocation", "prefix-reuse",
+"engine-only", or "" for a plain `bench`), `model`, `launch` (the worker's launch configuration,
+including its llama-server argv), `started_at`, `ended_at`, and `summary`: the level's
+`bench --json` (`ttft_ms` {p50, p90, p99, mean}, `generation_rate`, `prompt_eval_rate` in tokens/s,
+and `roofline` {`ceiling_tok_s`, `percent_of_ceiling`, …} when the model file and GPU bandwidth are
+known); a run's page is `/research/runs/<id>/`.
+Until that app is merged, or while it has no runs, every function here returns None or [] and the
+pages say "no benchmark yet". Everything else in this app works with `BenchmarkFact`, so a change
+of names there means editing `_fact()` and `_load_runs()` only. Missing names read as None.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+# Scenario names as the research app's `bench --scenario` and nightly job store them (older
+# spellings accepted too).
+SCENARIOS_BASELINE = frozenset({"nightly-baseline", "baseline"})
+SCENARIOS_COLD = frozenset({"cold-vs-warm", "cold-warm"})
+SCENARIOS_ALLOCATION = frozenset({"allocation"})
+SCENARIOS_YARN = frozenset({"context-sweep", "context", "yarn"})
+
+
+@dataclass(frozen=True)
+class BenchmarkFact:
+    """One finished benchmark run, as the lessons show it. Rates in tokens/s, times in ms."""
+
+    run_id: int
+    scenario: str
+    model: str
+    finished_at: datetime | None
+    ttft_ms_p50: float | None
+    generation_rate: float | None
+    prompt_eval_rate: float | None
+    ceiling_tokens_per_s: float | None
+    url: str
+    yarn: bool = False
+
+    @property
+    def percent_of_ceiling(self) -> float | None:
+        if not self.generation_rate or not self.ceiling_tokens_per_s:
+            return None
+        return 100.0 * self.generation_rate / self.ceiling_tokens_per_s
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _uses_yarn(launch: Any) -> bool:
+    """The worker was launched with YaRN rope scaling (a `rope_scaling` option or `--rope-scaling yarn`)."""
+    return isinstance(launch, dict) and "yarn" in repr(sorted(launch.items(), key=str)).lower()
+
+
+def _fact(run: Any) -> BenchmarkFact:
+    summary = getattr(run, "summary", None)
+    summary = summary if isinstance(summary, dict) else {}
+    ttft = summary.get("ttft_ms")
+    roof = summary.get("roofline")
+    roof = roof if isinstance(roof, dict) else {}
+    return BenchmarkFact(
+        run_id=run.pk, scenario=str(getattr(run, "scenario", "") or ""), model=str(getattr(run, "model", "") or ""),
+        finished_at=getattr(run, "ended_at", None) or getattr(run, "started_at", None),
+        ttft_ms_p50=_number(ttft.get("p50")) if isinstance(ttft, dict) else _number(ttft),
+        generation_rate=_number(summary.get("generation_rate")),
+        prompt_eval_rate=_number(summary.get("prompt_eval_rate")),
+        ceiling_tokens_per_s=_number(roof.get("ceiling_tok_s")),
+        url=f"/research/runs/{run.pk}/",
+        yarn=_uses_yarn(getattr(run, "launch", None)),
+    )
+
+
+def _load_runs(limit: int) -> list[BenchmarkFact] | None:
+    """Finished runs, newest first; None when the research app has no BenchmarkRun model."""
+    try:
+        models = importlib.import_module("research.models")
+    except ImportError:
+        return None
+    run_model = getattr(models, "BenchmarkRun", None)
+    if run_model is None:
+        return None
+    return [_fact(run) for run in run_model.objects.filter(status="done").order_by("-started_at", "-id")[:limit]]
+
+
+def benchmark_runs(limit: int = 200) -> list[BenchmarkFact] | None:
+    """Finished runs, newest first; None when the research app cannot be read (not built yet)."""
+    return _load_runs(limit)
+
+
+def latest_benchmark() -> BenchmarkFact | None:
+    runs = benchmark_runs(limit=1)
+    return runs[0] if runs else None
+
+
+def runs_of(runs: Iterable[BenchmarkFact], scenarios: Iterable[str]) -> list[BenchmarkFact]:
+    wanted = set(scenarios)
+    return [run for run in runs if run.scenario in wanted]

@@ -1,0 +1,75 @@
+"""Reads of people's progress; every page that shows progress goes through `progress_for`."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from accounts.models import Classroom, User
+from lessons.catalogue import load_catalogue
+from lessons.models import Answer, StepDone
+from lessons.progress import Progress, summarise
+
+
+def _progress_of(user_ids: list[int]) -> dict[int, Progress]:
+    catalogue = load_catalogue()
+    steps: dict[int, set[str]] = defaultdict(set)
+    for user_id, step in StepDone.objects.filter(user_id__in=user_ids).values_list("user_id", "step"):
+        steps[user_id].add(step)
+    answers: dict[int, dict[str, int]] = defaultdict(dict)
+    for user_id, question, choice in Answer.objects.filter(user_id__in=user_ids).values_list(
+            "user_id", "question", "choice"):
+        answers[user_id][question] = choice
+    return {uid: summarise(catalogue, done_steps=steps[uid], answers=answers[uid]) for uid in user_ids}
+
+
+def progress_for(user: User) -> Progress:
+    return _progress_of([user.id])[user.id]
+
+
+def done_steps(user: User) -> dict[str, StepDone]:
+    return {row.step: row for row in StepDone.objects.filter(user=user)}
+
+
+def answers_of(user: User) -> dict[str, Answer]:
+    return {row.question: row for row in Answer.objects.filter(user=user)}
+
+
+@dataclass(frozen=True)
+class ClassRow:
+    user: User
+    progress: Progress
+
+
+@dataclass(frozen=True)
+class ClassProgress:
+    classroom: Classroom | None  # None: students in no class
+    rows: list[ClassRow]
+
+    @property
+    def name(self) -> str:
+        return self.classroom.name if self.classroom else "No class"
+
+    @property
+    def finished(self) -> int:
+        return sum(1 for row in self.rows if row.progress.finished)
+
+
+def class_progress(classroom: Classroom | None) -> ClassProgress:
+    students = list(User.objects.filter(classroom=classroom, role=User.Role.STUDENT, is_active=True)
+                    .order_by("username"))
+    progress = _progress_of([s.id for s in students])
+    return ClassProgress(classroom, [ClassRow(s, progress[s.id]) for s in students])
+
+
+def all_class_progress() -> list[ClassProgress]:
+    groups = [class_progress(c) for c in Classroom.objects.order_by("name")]
+    unassigned = class_progress(None)
+    if unassigned.rows:
+        groups.append(unassigned)
+    return groups
+
+
+def finished_count() -> int:
+    """People (students and teachers) who have finished Ground 0."""
+    user_ids = list(set(StepDone.objects.values_list("user_id", flat=True)))
+    return sum(1 for p in _progress_of(user_ids).values() if p.finished)

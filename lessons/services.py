@@ -1,0 +1,104 @@
+"""State changes of the lessons app: verified steps, answers, sightings, manual ticks."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.audit import audit_record
+from accounts.models import User
+from lessons import evidence
+from lessons.catalogue import Question, Step
+from lessons.models import Answer, FleetSighting, ManualCheck, StepDone
+from lessons.ttft_check import MAX_REPORTED_MS
+
+
+class StepInputError(ValueError):
+    """Bad input for a step (e.g. a TTFT that is not a number); the message is for the student."""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    done: bool
+    message: str
+
+
+def _record(*, user: User, step: Step, found: evidence.Evidence, reported_ttft_ms: float | None = None) -> StepDone:
+    try:
+        with transaction.atomic():
+            return StepDone.objects.create(user=user, step=step.slug, request_log_id=found.request_log_id,
+                                           evidence=found.description[:300], reported_ttft_ms=reported_ttft_ms)
+    except IntegrityError:  # verified twice at once (two tabs): the first one stands
+        return StepDone.objects.get(user=user, step=step.slug)
+
+
+def step_verify(*, user: User, step: Step, reported_ttft_ms: float | None = None) -> StepResult:
+    """Look for the step's evidence now; record the step as done when it is there.
+    A step already done stays done. `reported_ttft_ms` is required for the TTFT step."""
+    existing = StepDone.objects.filter(user=user, step=step.slug).first()
+    if existing is not None:
+        return StepResult(True, existing.evidence)
+    found: evidence.Evidence | None
+    if step.kind == "editor-request":
+        found = evidence.editor_request_evidence(user.id)
+        missing = ("No request from Copilot or Claude Code with your own key has been served yet. Send one "
+                   "from your editor, then check again.")
+    elif step.kind == "fleet-watch":
+        found = evidence.fleet_watch_evidence(user.id)
+        missing = ("The fleet view has not seen one of your requests in flight yet. Keep this page open, send a "
+                   "long streaming request, and watch your pool's busy slots.")
+    elif step.kind == "ttft-measure":
+        if reported_ttft_ms is None:
+            raise StepInputError("Enter the TTFT you measured, in milliseconds.")
+        if not 0 < reported_ttft_ms <= MAX_REPORTED_MS:
+            raise StepInputError(f"A TTFT is a positive number of milliseconds up to {MAX_REPORTED_MS}.")
+        found = evidence.ttft_evidence(user.id, reported_ttft_ms)
+        missing = (f"None of your streamed requests of the last 24 hours has a logged TTFT close to "
+                   f"{reported_ttft_ms:.0f} ms. Measure a streamed request made with your own key, then enter "
+                   "what you measured.")
+    else:  # the catalogue refuses unknown kinds; this guards a future kind without a rule
+        raise StepInputError(f"The site cannot verify steps of kind {step.kind!r}.")
+    if found is None:
+        return StepResult(False, missing)
+    done = _record(user=user, step=step, found=found, reported_ttft_ms=reported_ttft_ms)
+    return StepResult(True, done.evidence)
+
+
+def answer_record(*, user: User, question: Question, choice: int) -> Answer:
+    """Save (or replace) a person's answer; raises StepInputError for a choice that does not exist."""
+    if not 0 <= choice < len(question.choices):
+        raise StepInputError("Pick one of the answers.")
+    correct = choice == question.answer
+    answer, created = Answer.objects.get_or_create(
+        user=user, question=question.id, defaults={"choice": choice, "correct": correct})
+    if not created:
+        answer.choice, answer.correct = choice, correct
+        answer.answered_at, answer.attempts = timezone.now(), answer.attempts + 1
+        answer.save(update_fields=["choice", "correct", "answered_at", "attempts"])
+    return answer
+
+
+SIGHTING_EVERY_S = 60
+
+
+def fleet_sighting_record(*, user: User, in_flight: int) -> FleetSighting | None:
+    """Record that the fleet view saw the person's request(s) in flight; at most one row a minute
+    per person (the panel polls every second)."""
+    since = timezone.now() - timedelta(seconds=SIGHTING_EVERY_S)
+    if FleetSighting.objects.filter(user=user, at__gte=since).exists():
+        return None
+    return FleetSighting.objects.create(user=user, in_flight=in_flight)
+
+
+def manual_tick(*, deliverable: str, by: User, note: str = "") -> ManualCheck:
+    check, _ = ManualCheck.objects.update_or_create(
+        deliverable=deliverable, defaults={"ticked_by": by, "ticked_at": timezone.now(), "note": note[:300]})
+    audit_record(actor=by, action="ground0_tick", subject=deliverable, detail=note)
+    return check
+
+
+def manual_untick(*, deliverable: str, by: User) -> None:
+    if ManualCheck.objects.filter(deliverable=deliverable).delete()[0]:
+        audit_record(actor=by, action="ground0_untick", subject=deliverable)

@@ -1,0 +1,230 @@
+"""Pages of Ground 0: the lessons, their steps and questions, progress, the teacher's table and
+the burndown. Thin: parse, call a service or selector, render."""
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.models import Classroom, User
+from lessons import burndown, panels, selectors, services
+from lessons.catalogue import Lesson, load_catalogue
+from lessons.progress import FINISHED_RULE
+from lessons.render import render_markdown
+
+View = Callable[..., HttpResponse]
+
+
+def _csv_cell(value: str) -> str:
+    """A spreadsheet must not run a name as a formula (=, +, -, @ at the start)."""
+    return "'" + value if value[:1] in ("=", "+", "-", "@") else value
+
+
+def staff_required(view: View) -> View:
+    """Anonymous: to the sign-in page. Signed in but not staff: 404 (the page is not theirs)."""
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not request.user.is_staff:
+            raise Http404("No such page.")
+        return view(request, *args, **kwargs)
+    return wrapped
+
+
+def _lesson_or_404(slug: str) -> Lesson:
+    lesson = load_catalogue().lesson(slug)
+    if lesson is None:
+        raise Http404("No such lesson.")
+    return lesson
+
+
+def _viewer(request: HttpRequest) -> User | None:
+    return request.user if isinstance(request.user, User) and request.user.is_authenticated else None
+
+
+@require_GET
+def lesson_index(request: HttpRequest) -> HttpResponse:
+    viewer = _viewer(request)
+    progress = selectors.progress_for(viewer) if viewer else None
+    return render(request, "lessons/index.html", {
+        "lessons": load_catalogue().lessons, "progress": progress, "finished_rule": FINISHED_RULE})
+
+
+def _panel(lesson: Lesson, viewer: User | None) -> dict[str, Any]:
+    if lesson.panel == "installation":
+        return panels.installation()
+    if lesson.panel == "network":
+        return panels.network() if viewer else {}
+    if lesson.panel == "rigs":
+        return {"rigs": panels.rigs()} if viewer else {}
+    if lesson.panel == "fleet":
+        return {"fleet": panels.fleet(viewer)} if viewer else {}
+    if lesson.panel == "last-request":
+        return {"request": panels.last_request(viewer.id) if viewer else None,
+                "routes": panels.installation()["routes"]}
+    if lesson.panel == "editor":
+        return panels.editor_panel(viewer.id) if viewer else {}
+    if lesson.panel == "benchmark":
+        return panels.benchmark_panel(viewer.id if viewer else None)
+    return {}
+
+
+@require_GET
+def lesson_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    lesson = _lesson_or_404(slug)
+    viewer = _viewer(request)
+    catalogue = load_catalogue()
+    done = selectors.done_steps(viewer) if viewer else {}
+    answers = selectors.answers_of(viewer) if viewer else {}
+    position = catalogue.lessons.index(lesson)
+    return render(request, "lessons/lesson.html", {
+        "lesson": lesson,
+        "body": render_markdown(lesson.markdown()),
+        "panel": _panel(lesson, viewer),
+        "steps": [(step, done.get(step.slug)) for step in lesson.steps],
+        # Right or wrong by the catalogue's answer now (the same rule as progress.summarise).
+        "questions": [(q, answers.get(q.id), q.id in answers and answers[q.id].choice == q.answer)
+                      for q in lesson.questions],
+        "previous": catalogue.lessons[position - 1] if position > 0 else None,
+        "next": catalogue.lessons[position + 1] if position + 1 < len(catalogue.lessons) else None,
+    })
+
+
+@login_required
+@require_POST
+def step_check(request: HttpRequest, slug: str, step_slug: str) -> HttpResponse:
+    lesson = _lesson_or_404(slug)
+    step = next((s for s in lesson.steps if s.slug == step_slug), None)
+    if step is None:
+        raise Http404("No such step.")
+    reported: float | None = None
+    raw = request.POST.get("ttft_ms", "").strip()
+    assert isinstance(request.user, User)
+    try:
+        if raw:
+            try:
+                reported = float(raw)
+            except ValueError:
+                raise services.StepInputError("Enter the TTFT as a number of milliseconds, e.g. 420.") from None
+        result = services.step_verify(user=request.user, step=step, reported_ttft_ms=reported)
+    except services.StepInputError as error:
+        messages.error(request, str(error))
+    else:
+        (messages.success if result.done else messages.warning)(
+            request, ("Done: " if result.done else "Not yet: ") + result.message)
+    return HttpResponseRedirect(f"/lessons/{lesson.slug}/#step-{step.slug}")
+
+
+@login_required
+@require_POST
+def answer(request: HttpRequest, slug: str, question_id: str) -> HttpResponse:
+    lesson = _lesson_or_404(slug)
+    question = next((q for q in lesson.questions if q.id == question_id), None)
+    if question is None:
+        raise Http404("No such question.")
+    assert isinstance(request.user, User)
+    try:
+        choice = int(request.POST.get("choice", ""))
+        services.answer_record(user=request.user, question=question, choice=choice)
+    except (ValueError, services.StepInputError):
+        messages.error(request, "Pick one of the answers.")
+    return HttpResponseRedirect(f"/lessons/{lesson.slug}/#question-{question.id}")
+
+
+@require_GET
+def fleet_json(request: HttpRequest) -> HttpResponse:
+    """The scheduling lesson's live fleet panel, polled every second. Records a sighting (the
+    evidence for "watch your request") when the viewer has a request in flight."""
+    viewer = _viewer(request)
+    if viewer is None:
+        return JsonResponse({"error": "Sign in to see the live fleet."}, status=401)
+    view = panels.fleet(viewer)
+    if view.mine_in_flight:
+        services.fleet_sighting_record(user=viewer, in_flight=view.mine_in_flight)
+    return JsonResponse(view.as_json())
+
+
+@login_required
+@require_GET
+def progress_page(request: HttpRequest) -> HttpResponse:
+    assert isinstance(request.user, User)
+    return render(request, "lessons/progress.html", {
+        "progress": selectors.progress_for(request.user), "done": selectors.done_steps(request.user),
+        "finished_rule": FINISHED_RULE})
+
+
+@staff_required
+@require_GET
+def teacher_page(request: HttpRequest) -> HttpResponse:
+    return render(request, "lessons/teacher.html", {
+        "groups": selectors.all_class_progress(), "lessons": load_catalogue().lessons, "finished_rule": FINISHED_RULE})
+
+
+@staff_required
+@require_GET
+def teacher_csv(request: HttpRequest) -> HttpResponse:
+    """?class=<id> for one class, ?class=none for students in no class, nothing for all."""
+    wanted = request.GET.get("class", "")
+    if wanted == "none":
+        groups = [selectors.class_progress(None)]
+    elif wanted:
+        classroom = Classroom.objects.filter(id=int(wanted)).first() if wanted.isdigit() else None
+        if classroom is None:
+            raise Http404("No such class.")
+        groups = [selectors.class_progress(classroom)]
+    else:
+        groups = selectors.all_class_progress()
+    lessons = load_catalogue().lessons
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="ground0-progress.csv"'
+    writer = csv.writer(response)
+    writer.writerow(["class", "username", "name", "finished_ground0", "lessons_complete", "steps_done",
+                     "steps_total", "questions_correct", "questions_total",
+                     *[f"lesson:{lesson.slug}" for lesson in lessons]])
+    for group in groups:
+        for row in group.rows:
+            p = row.progress
+            writer.writerow([_csv_cell(group.name), _csv_cell(row.user.username), _csv_cell(row.user.get_full_name()), "yes" if p.finished else "no",
+                             p.lessons_complete, p.steps_done, p.steps_total, p.correct, p.questions_total,
+                             *["complete" if lp.complete else f"{lp.steps_done}/{lp.steps_total} steps, "
+                               f"{lp.correct}/{lp.questions_total} right" for lp in p.lessons]])
+    return response
+
+
+@require_GET
+def summary_page(request: HttpRequest) -> HttpResponse:
+    text = burndown.SUMMARY_PATH.read_text(encoding="utf-8") if burndown.SUMMARY_PATH.is_file() else \
+        "The summary (docs/ground0.md) is missing from this installation."
+    return render(request, "lessons/summary.html", {"body": render_markdown(text)})
+
+
+@login_required
+@require_GET
+def ground0_page(request: HttpRequest) -> HttpResponse:
+    rows = burndown.deliverables()
+    counts = {state: sum(1 for r in rows if r.status.state == state) for state in ("done", "partial", "open")}
+    return render(request, "lessons/ground0.html", {
+        "deliverables": rows, "counts": counts, "finished": selectors.finished_count(),
+        "finished_rule": FINISHED_RULE})
+
+
+@staff_required
+@require_POST
+def ground0_tick(request: HttpRequest, deliverable: str) -> HttpResponse:
+    if deliverable not in burndown.MANUAL_SLUGS:
+        raise Http404("Only manual checks can be ticked.")
+    assert isinstance(request.user, User)
+    if request.POST.get("action") == "untick":
+        services.manual_untick(deliverable=deliverable, by=request.user)
+    else:
+        services.manual_tick(deliverable=deliverable, by=request.user, note=request.POST.get("note", "").strip())
+    return HttpResponseRedirect(f"/ground0/#deliverable-{deliverable}")

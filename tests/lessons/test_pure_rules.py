@@ -1,0 +1,57 @@
+"""The one-place rules: which tool is an editor, when a reported TTFT matches, what "finished" is."""
+from __future__ import annotations
+
+import pytest
+
+from lessons.catalogue import load_catalogue
+from lessons.editor_clients import editor_kind
+from lessons.progress import summarise
+from lessons.ttft_check import matching_ttft
+from lessons.why_chosen import why_chosen
+
+
+@pytest.mark.parametrize(("client", "agent", "path", "kind"), [
+    ("anthropic", "claude-cli/2.1.197 (external, cli)", "/v1/messages", "claude-code"),
+    ("openai", "GitHubCopilotChat/0.31.0", "/v1/chat/completions", "copilot"),
+    ("ollama", "node-fetch", "/ollama/<redacted>/v1/chat/completions", "copilot"),
+    ("ollama", "GitHubCopilotChat/0.31.0", "/ollama/<redacted>/api/tags", None),  # discovery, not a chat
+    ("openai", "curl/8.5.0", "/v1/chat/completions", None),
+    ("openai", "OpenAI/Python 2.1.0", "/v1/chat/completions", None),
+    ("anthropic", "Anthropic/Python 0.40.0", "/v1/messages", None),
+    ("anthropic", "claude-cli/2.1.197", "/v1/messages/count_tokens", None),
+])
+def test_editor_kind(client: str, agent: str, path: str, kind: str | None) -> None:
+    assert editor_kind(client=client, user_agent=agent, path=path) == kind
+
+
+def test_reported_ttft_matches_the_closest_logged_one_within_tolerance() -> None:
+    logged = [(1, 200), (2, 3000), (3, 900)]
+    assert matching_ttft(650, logged) == 3  # within tolerance of 200 and 900; 900 is closer
+    assert matching_ttft(500, [(1, 200)]) == 1  # 300 ms off: within the 500 ms floor
+    assert matching_ttft(1000, logged) == 3
+    assert matching_ttft(4400, logged) == 2  # within half of 3000
+    assert matching_ttft(2000, [(2, 3000)]) is not None and matching_ttft(1400, [(2, 3000)]) is None
+    assert matching_ttft(50_000, logged) is None
+    assert matching_ttft(100, []) is None
+
+
+def test_finished_needs_every_step_and_every_right_answer() -> None:
+    catalogue = load_catalogue()
+    right = {q.id: q.answer for q in catalogue.questions}
+    steps = [s.slug for s in catalogue.steps]
+    assert summarise(catalogue, done_steps=steps, answers=right).finished
+    assert not summarise(catalogue, done_steps=steps[1:], answers=right).finished
+    wrong = dict(right)
+    question = catalogue.questions[0]
+    wrong[question.id] = (question.answer + 1) % len(question.choices)
+    progress = summarise(catalogue, done_steps=steps, answers=wrong)
+    assert not progress.finished and progress.lessons_complete == len(catalogue.lessons) - 1
+    assert progress.correct == progress.questions_total - 1
+
+
+def test_why_chosen_tells_lending_failover_and_queueing() -> None:
+    plain = why_chosen(retries=0, request_pool="production", worker_pool="production", queue_wait_ms=0, cached_tokens=0)
+    assert len(plain) == 1 and "least busy" in plain[0]
+    busy = " ".join(why_chosen(retries=2, request_pool="production", worker_pool="dev", queue_wait_ms=350,
+                               cached_tokens=12))
+    assert "pool `dev` lent" in busy and "2 workers failed" in busy and "350 ms" in busy and "12 prompt tokens" in busy

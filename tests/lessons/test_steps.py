@@ -1,0 +1,123 @@
+"""A hands-on step turns done only on the person's own evidence, and stays done."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.utils import timezone
+
+from accounts.services import key_issue
+from fleet.services import worker_register
+from lessons.models import Answer, FleetSighting, StepDone
+from ocsweb.live import live_state
+from ocsweb.quota import concurrency_resource
+from tests.lessons.helpers import CLAUDE_AGENT, COPILOT_AGENT, log_request
+
+pytestmark = pytest.mark.django_db
+EDITOR_STEP = "/lessons/editors/steps/first-editor-request/"
+TTFT_STEP = "/lessons/measurement/steps/measure-ttft/"
+
+
+@pytest.fixture
+def worker():  # noqa: ANN201
+    return worker_register(name="w1", base_url="http://127.0.0.1:9", model_id="smollm2-135m-instruct",
+                           pool_name="production", state="healthy")
+
+
+def _done(user, step: str) -> bool:  # noqa: ANN001
+    return StepDone.objects.filter(user=user, step=step).exists()
+
+
+def test_editor_step_needs_my_own_key_and_an_editor(client, student, other_student, worker) -> None:  # noqa: ANN001
+    my_key, _ = key_issue(user=student)
+    their_key, _ = key_issue(user=other_student)
+    client.force_login(student)
+    # A classmate's Copilot request, a request logged under me with their key, my own curl,
+    # my Copilot request that failed, and my Copilot discovery call: none of them count.
+    log_request(user=other_student, key=their_key, worker=worker, user_agent=COPILOT_AGENT)
+    log_request(user=student, key=their_key, worker=worker, user_agent=COPILOT_AGENT)
+    log_request(user=student, key=my_key, worker=worker, user_agent="curl/8.5.0")
+    log_request(user=student, key=my_key, worker=None, user_agent=COPILOT_AGENT, status=429, ttft_ms=None)
+    log_request(user=student, key=my_key, worker=worker, user_agent=COPILOT_AGENT, error_code="upstream_error")
+    log_request(user=student, key=my_key, worker=None, client="ollama", path="/ollama/<redacted>/api/tags")
+    page = client.post(EDITOR_STEP, follow=True).content.decode()
+    assert "Not yet" in page and not _done(student, "first-editor-request")
+    log_request(user=student, key=my_key, worker=worker, client="anthropic", path="/v1/messages",
+                user_agent=CLAUDE_AGENT)
+    page = client.post(EDITOR_STEP, follow=True).content.decode()
+    assert "Done: Claude Code request" in page and _done(student, "first-editor-request")
+    assert 'data-step-status="first-editor-request">done' in page
+    assert not _done(other_student, "first-editor-request")
+
+
+def test_a_done_step_stays_done_when_the_log_is_pruned(client, student, worker) -> None:  # noqa: ANN001
+    key, _ = key_issue(user=student)
+    row = log_request(user=student, key=key, worker=worker, client="ollama",
+                      path="/ollama/<redacted>/v1/chat/completions", user_agent="")
+    client.force_login(student)
+    client.post(EDITOR_STEP)
+    assert StepDone.objects.get(user=student, step="first-editor-request").request_log_id == row.id
+    row.delete()
+    assert "Verified" in client.get("/lessons/editors/").content.decode()
+
+
+def test_fleet_watch_counts_only_while_my_own_request_is_in_flight(client, student, other_student) -> None:  # noqa: ANN001
+    live = live_state()
+    client.force_login(student)
+    theirs = async_to_sync(live.claim)(concurrency_resource(f"user:{other_student.id}"), 10, 30)
+    try:
+        assert client.get("/lessons/fleet.json").json()["mine_in_flight"] == 0
+        client.post("/lessons/scheduling/steps/watch-fleet/")
+        assert not _done(student, "watch-fleet") and not FleetSighting.objects.exists()
+        mine = async_to_sync(live.claim)(concurrency_resource(f"user:{student.id}"), 10, 30)
+        try:
+            for _ in range(3):  # the panel polls every second; one sighting a minute is kept
+                assert client.get("/lessons/fleet.json").json()["mine_in_flight"] == 1
+            assert FleetSighting.objects.filter(user=student).count() == 1
+        finally:
+            async_to_sync(live.release)(concurrency_resource(f"user:{student.id}"), mine or "")
+    finally:
+        async_to_sync(live.release)(concurrency_resource(f"user:{other_student.id}"), theirs or "")
+    page = client.post("/lessons/scheduling/steps/watch-fleet/", follow=True).content.decode()
+    assert "Done: the fleet view saw 1 of your requests in flight" in page
+    assert _done(student, "watch-fleet") and not _done(other_student, "watch-fleet")
+
+
+def test_ttft_step_matches_my_number_against_my_logged_streams(client, student, other_student, worker) -> None:  # noqa: ANN001
+    my_key, _ = key_issue(user=student)
+    their_key, _ = key_issue(user=other_student)
+    log_request(user=other_student, key=their_key, worker=worker, ttft_ms=2000)
+    log_request(user=student, key=my_key, worker=worker, ttft_ms=2000, at=timezone.now() - timedelta(days=2))
+    client.force_login(student)
+    page = client.post(TTFT_STEP, {"ttft_ms": "2100"}, follow=True).content.decode()
+    assert "Not yet" in page and not _done(student, "measure-ttft")  # only a classmate's or an old request
+    row = log_request(user=student, key=my_key, worker=worker, ttft_ms=180)
+    assert "Not yet" in client.post(TTFT_STEP, {"ttft_ms": "2100"}, follow=True).content.decode()
+    page = client.post(TTFT_STEP, {"ttft_ms": "245.5"}, follow=True).content.decode()
+    assert "you measured 246 ms; the gateway logged 180 ms" in page
+    done = StepDone.objects.get(user=student, step="measure-ttft")
+    assert done.request_log_id == row.id and done.reported_ttft_ms == 245.5
+
+
+def test_answers_are_saved_per_student_and_can_be_changed(client, student, other_student) -> None:  # noqa: ANN001
+    client.force_login(student)
+    page = client.post("/lessons/api/questions/api-503/", {"choice": "1"}, follow=True).content.decode()
+    assert 'data-verdict="wrong"' in page
+    page = client.post("/lessons/api/questions/api-503/", {"choice": "0"}, follow=True).content.decode()
+    assert 'data-verdict="right"' in page and "upstream rate limit hit" in page
+    answer = Answer.objects.get(user=student, question="api-503")
+    assert answer.correct and answer.attempts == 2 and answer.choice == 0
+    assert not Answer.objects.filter(user=other_student).exists()
+    client.force_login(other_student)
+    assert "data-verdict" not in client.get("/lessons/api/").content.decode()
+
+
+def test_pages_judge_answers_by_the_catalogue_like_progress_does(client, student) -> None:  # noqa: ANN001
+    # A stored verdict from before a teacher corrected the right answer in lessons.toml.
+    Answer.objects.create(user=student, question="api-503", choice=2, correct=True)
+    client.force_login(student)
+    page = client.get("/lessons/api/").content.decode()
+    assert 'data-verdict="wrong"' in page and 'data-verdict="right"' not in page
+    progress = client.get("/lessons/progress/").content.decode()
+    assert "<td>0/3</td>" in progress.split('data-lesson="api"', 1)[1].split("</tr>", 1)[0]
