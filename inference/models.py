@@ -19,8 +19,10 @@ class RequestLog(models.Model):
     worker = models.ForeignKey("fleet.Worker", on_delete=models.SET_NULL, null=True, blank=True, db_constraint=False,
                                related_name="requests")
     worker_name = models.CharField(max_length=100, blank=True)
-    client = models.CharField(max_length=20, help_text="openai, anthropic or ollama (the route's protocol).")
+    client = models.CharField(max_length=20, help_text="openai, responses, anthropic or ollama (the route's dialect).")
     user_agent = models.CharField(max_length=200, blank=True)
+    tool = models.CharField(max_length=20, blank=True, db_index=True,
+                            help_text="claude-code, copilot or codex, from the headers (inference/client_tools.py).")
     path = models.CharField(max_length=100)
     stream = models.BooleanField(default=False)
     status = models.PositiveSmallIntegerField()

@@ -26,6 +26,7 @@ from inference import dispatch, errors
 from inference.admission import Want
 from inference.auth import authenticate
 from inference.catalogue import resolve_model
+from inference.client_tools import client_tool
 from inference.metrics import REFUSALS, REQUESTS
 from inference.protocols.base import Call, Plan, Protocol, Target
 from inference.quota_gate import admit, charge_refusal, check_access, reservation
@@ -48,7 +49,8 @@ def error_response(protocol: Protocol, error: errors.ApiError) -> HttpResponse:
 
 def new_record(request: HttpRequest, protocol: Protocol) -> RequestRecord:
     return RequestRecord(client=protocol.client, path=redact(request.path)[:100],  # /ollama/<key>/…
-                         user_agent=request.headers.get("User-Agent", ""))
+                         user_agent=request.headers.get("User-Agent", ""),
+                         tool=client_tool(request.headers, path=request.path))
 
 
 async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None,

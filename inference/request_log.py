@@ -42,6 +42,7 @@ class RequestRecord:
     client: str
     path: str
     user_agent: str = ""
+    tool: str = ""  # inference/client_tools.py
     at: datetime = field(default_factory=timezone.now)
     started: float = field(default_factory=time.monotonic)
     user_id: int | None = None
@@ -90,6 +91,7 @@ class RequestRecord:
             "worker_name": self.worker_name[:100],
             "client": self.client,
             "user_agent": self.user_agent[:200],
+            "tool": self.tool,
             "path": self.path[:100],
             "stream": self.stream,
             "status": status,

@@ -18,11 +18,15 @@ EDITOR_LABELS: dict[str, str] = {"copilot": "GitHub Copilot", "claude-code": "Cl
 CHAT_PATH_ENDINGS = ("/v1/chat/completions", "/v1/messages", "/v1/responses")
 
 
-def editor_kind(*, client: str, user_agent: str, path: str) -> EditorKind | None:
+def editor_kind(*, client: str, user_agent: str, path: str, tool: str = "") -> EditorKind | None:
     """The editor behind a logged request, or None. Only chat requests count (not discovery
-    routes such as `api/tags` or `count_tokens`)."""
+    routes such as `api/tags` or `count_tokens`). `tool` is what the gateway recorded from all
+    the request's headers (inference/client_tools.py; the Copilot CLI is known by headers, not
+    by its agent)."""
     if not path.endswith(CHAT_PATH_ENDINGS):
         return None
+    if tool in EDITOR_LABELS:
+        return tool  # type: ignore[return-value]
     agent = user_agent.lower()
     if agent.startswith("claude-cli/") or "claude-code" in agent:
         return "claude-code"

@@ -38,10 +38,11 @@ def served(rows: QuerySet[RequestLog]) -> QuerySet[RequestLog]:
 
 def editor_requests(rows: QuerySet[RequestLog], limit: int = 200) -> list[tuple[RequestLog, str]]:
     """Rows sent by Copilot or Claude Code (lessons/editor_clients.py decides), newest first."""
-    maybe = rows.filter(Q(client="ollama") | Q(user_agent__icontains="copilot") | Q(user_agent__icontains="claude"))
+    maybe = rows.filter(Q(client="ollama") | Q(tool__in=["copilot", "claude-code"])
+                        | Q(user_agent__icontains="copilot") | Q(user_agent__icontains="claude"))
     found: list[tuple[RequestLog, str]] = []
     for row in maybe.order_by("-at")[:limit]:
-        kind = editor_kind(client=row.client, user_agent=row.user_agent, path=row.path)
+        kind = editor_kind(client=row.client, user_agent=row.user_agent, path=row.path, tool=row.tool)
         if kind is not None:
             found.append((row, kind))
     return found

@@ -169,6 +169,17 @@ class Gateway:
         return self.log_path.read_text(errors="replace")
 
 
+def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL if it has not stopped in `timeout_s` (a gateway drains its streams
+    for up to 10 s first; a loaded CI machine needs more)."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def start_gateway(log_path: Path, **env_overrides: str) -> Gateway:
     port = free_port()
     log = open(log_path, "ab")
@@ -197,8 +208,7 @@ def gateway(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Ga
     try:
         yield running
     finally:
-        running.process.terminate()
-        running.process.wait(timeout=10)
+        stop_process(running.process)
 
 
 @pytest.fixture

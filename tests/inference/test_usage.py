@@ -43,3 +43,16 @@ def test_private_access_needs_a_private_address_without_a_proxy_or_the_token() -
     assert check(remote_addr="203.0.113.7", authorization="Bearer s3cret", token="s3cret")
     assert not check(remote_addr="203.0.113.7", authorization="Bearer wrong", token="s3cret")
     assert not check(remote_addr="203.0.113.7", authorization="Bearer ", token="")
+
+
+def test_the_tool_is_known_from_the_headers_each_client_really_sends() -> None:
+    """Headers as captured from the pinned clients (tests/fixtures/clients)."""
+    from inference.client_tools import client_tool
+
+    assert client_tool({"User-Agent": "claude-cli/2.1.197 (external, sdk-cli)"}) == "claude-code"
+    assert client_tool({"User-Agent": "codex_exec/0.171.0 (Debian 12.0.0; x86_64)", "Originator": "codex_exec"}) == "codex"
+    assert client_tool({"User-Agent": "OpenAI/JS 5.20.1", "X-Interaction-Type": "conversation-user",
+                        "X-Initiator": "user"}) == "copilot"
+    assert client_tool({"User-Agent": "GitHubCopilotChat/0.30.0"}) == "copilot"
+    assert client_tool({"User-Agent": "OpenAI/JS 5.20.1"}) == ""
+    assert client_tool({"User-Agent": "curl/8.0"}, path="/ollama/xyz/v1/chat/completions") == "copilot"

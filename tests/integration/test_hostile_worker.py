@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from fleet.local_worker import free_port
-from tests.conftest import Gateway, start_gateway, wait_for
+from tests.conftest import Gateway, start_gateway, stop_process, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -120,8 +120,7 @@ def strict_gateway(django_db_setup, django_db_blocker, tmp_path_factory) -> Iter
                                 OCS_UPSTREAM_MAX_STREAM_S=str(MAX_STREAM_S), OCS_UPSTREAM_MAX_TRIES="1",
                                 OCS_QUEUE_MAX_WAIT_S="3")
     yield running
-    running.process.terminate()
-    running.process.wait(timeout=10)
+    stop_process(running.process)
 
 
 def _register(hostile: HostileWorker, mode: str) -> str:
