@@ -1,0 +1,91 @@
+"""/ws/fleet/: staff only; the first message is the whole view; the publisher pushes changes
+(and only changes) to every socket of this process."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from accounts.models import User
+from fleet.models import Worker
+from fleet.services import worker_register, worker_set_state
+from ocsweb.asgi import application
+from portal.consumers import FleetConsumer
+from portal.fleet_live import FleetPublisher, publisher
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def communicator(user: User | None) -> WebsocketCommunicator:
+    socket = WebsocketCommunicator(FleetConsumer.as_asgi(), "/ws/fleet/")
+    if user is not None:
+        socket.scope["user"] = user
+    return socket
+
+
+def test_students_and_strangers_are_refused(student: User) -> None:
+    from django.contrib.auth.models import AnonymousUser
+
+    async def scenario(user: Any) -> tuple[bool, int | None]:
+        socket = communicator(user)
+        connected, code = await socket.connect()
+        await socket.disconnect()
+        return connected, code
+
+    assert asyncio.run(scenario(student)) == (False, 4403)
+    assert asyncio.run(scenario(AnonymousUser())) == (False, 4403)
+
+
+def test_socket_from_another_site_is_refused() -> None:
+    async def scenario() -> bool:
+        socket = WebsocketCommunicator(application, "/ws/fleet/", headers=[(b"origin", b"https://evil.example"),
+                                                                          (b"host", b"127.0.0.1")])
+        connected, _ = await socket.connect()
+        await socket.disconnect()
+        return connected
+
+    assert asyncio.run(scenario()) is False
+
+
+def test_teacher_gets_the_view_then_pushed_changes(teacher: User) -> None:
+    worker = worker_register(name="w1", base_url="http://127.0.0.1:9", model_id="m", pool_name="production",
+                             state="healthy", slots=2)
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], bool]:
+        socket = communicator(teacher)
+        connected, _ = await socket.connect()
+        assert connected
+        first = await socket.receive_json_from(timeout=10)
+        assert await publisher.publish_once() is False  # nothing changed: nothing sent
+        assert await socket.receive_nothing(timeout=0.3)
+        await sync_to_async(worker_set_state)(worker=worker, state=Worker.State.DOWN, reason="killed")
+        sent = await publisher.publish_once()
+        second = await socket.receive_json_from(timeout=10)
+        await socket.disconnect()
+        return first, second, sent
+
+    first, second, sent = asyncio.run(scenario())
+    assert first["type"] == "status"
+    (row,) = first["status"]["workers"]
+    assert (row["name"], row["state"], row["slots"], row["busy"], row["queue"]) == ("w1", "healthy", 2, 0, 0)
+    assert "base_url" not in row
+    assert sent
+    assert second["status"]["workers"][0]["state"] == "down"
+    assert second["status"]["events"][0]["reason"] == "killed"
+    assert publisher.watchers == 0
+
+
+def test_publisher_runs_only_while_someone_watches(teacher: User) -> None:
+    async def scenario() -> list[bool]:
+        local = FleetPublisher(interval_s=0.05)
+        await local.subscribe()
+        running = [local._task is not None and not local._task.done()]
+        local.unsubscribe()
+        await asyncio.sleep(0.1)
+        running.append(local._task is not None)
+        return running
+
+    assert asyncio.run(scenario()) == [True, False]
