@@ -58,6 +58,7 @@ class Command(BaseCommand):
 
         started_at = time.monotonic()
         call_command("migrate", verbosity=0, interactive=False)
+        call_command("collectstatic", verbosity=0, interactive=False)  # the portal's and admin's CSS, served by WhiteNoise
         teacher_password, student_password = secrets.token_urlsafe(12), secrets.token_urlsafe(12)
         teacher, _ = user_ensure(username="demo-teacher", role=User.Role.TEACHER, password=teacher_password)
         if not teacher.is_superuser:
