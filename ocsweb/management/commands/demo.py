@@ -185,7 +185,8 @@ class Command(BaseCommand):
     def _print_ready(self, *, host: str, port: int, raw_key: str, teacher_password: str, student_password: str,
                      seconds: float) -> None:
         base_url = f"http://{host}:{port}/v1"
-        self._say(f"\nOCS Intelligence is up in {seconds:.1f} s. Admin: http://{host}:{port}/admin/")
+        self._say(f"\nOCS Intelligence is up in {seconds:.1f} s. Portal: http://{host}:{port}/ "
+                  f"(teacher: http://{host}:{port}/teacher/, admin: http://{host}:{port}/admin/)")
         self._say(f"  demo-teacher password: {teacher_password}")
         self._say(f"  demo-student password: {student_password}\n")
         self._say(f"OCS_BASE_URL={base_url}")
