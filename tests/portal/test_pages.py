@@ -272,3 +272,27 @@ def test_busy_teacher_pages_make_bounded_queries(teacher_client: Client, teacher
         teacher_client.get(path)
         with django_assert_max_num_queries(most):
             assert teacher_client.get(path).status_code == 200, path
+
+
+@pytest.mark.parametrize("path", ["/static/ocs/site.css", "/static/ocs/portal.js", "/static/ocs/fleet.js",
+                                  "/static/admin/css/base.css"])
+def test_the_site_serves_its_own_static_files(client: Client, path: str) -> None:
+    """WhiteNoise: the portal and the admin are styled with no other web server and no CDN."""
+    response = client.get(path)
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content if response.streaming else [response.content])
+
+
+def test_pages_load_nothing_from_other_sites(alice_client: Client, teacher_client: Client) -> None:
+    for client, paths in ((alice_client, STUDENT_PAGES), (teacher_client, TEACHER_PAGES)):
+        for path in paths:
+            html = client.get(path).content.decode()
+            assert not re.search(r'(src|href)="(https?:)?//', html), path
+
+
+def test_admin_request_log_rounds_tokens_per_second(teacher: User, student: User) -> None:
+    teacher.is_superuser = True
+    teacher.save(update_fields=["is_superuser"])
+    log_request(student)
+    html = signed_in(teacher).get("/admin/inference/requestlog/").content.decode()
+    assert "89.7" in html and "89.6838" not in html
