@@ -26,6 +26,14 @@ class RequestLogAdmin(ReadOnlyAdmin):
     date_hierarchy = "at"
     list_select_related = ("user",)
 
+    # The detail page shows the rounded figures too, not 89.68380054322759.
+    exclude = ("tokens_per_s", "prompt_tokens_per_s")
+    readonly_fields = ("tokens_per_second", "prompt_tokens_per_second")
+
+    @admin.display(description="prompt tokens/s")
+    def prompt_tokens_per_second(self, obj: RequestLog) -> str:
+        return rate_text(obj.prompt_tokens_per_s)
+
     @admin.display(description="tokens/s", ordering="tokens_per_s")
     def tokens_per_second(self, obj: RequestLog) -> str:
         """One decimal below 100 tokens/s, none above: the rest is measurement noise."""

@@ -296,3 +296,12 @@ def test_admin_request_log_rounds_tokens_per_second(teacher: User, student: User
     log_request(student)
     html = signed_in(teacher).get("/admin/inference/requestlog/").content.decode()
     assert "89.7" in html and "89.6838" not in html
+
+
+def test_admin_request_detail_rounds_rates_and_links_to_the_teacher_pages(teacher: User, student: User) -> None:
+    teacher.is_superuser = True
+    teacher.save(update_fields=["is_superuser"])
+    row = log_request(student, prompt_tokens_per_s=1234.5678)
+    html = signed_in(teacher).get(f"/admin/inference/requestlog/{row.id}/change/").content.decode()
+    assert "89.7" in html and "1,235" in html and "89.6838" not in html and "1234.5678" not in html
+    assert 'href="/teacher/"' in html
