@@ -10,9 +10,6 @@ from typing import Any
 
 import pytest
 
-# Playwright's sync API runs an event loop in this thread; the tests' own database reads are
-# plain synchronous ORM calls between browser steps, which is safe here.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -21,7 +18,15 @@ LAPTOP = {"width": 1366, "height": 860}
 PHONE = {"width": 390, "height": 844}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(autouse=True)
+def _sync_orm_beside_playwright(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Playwright's sync API keeps an event loop running in this thread, so Django takes the
+    tests' own ORM calls (plain synchronous reads and writes between browser steps) for calls
+    from async code. Allowed for these tests only; the browser closes with its module."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
         pytest.fail("/usr/bin/chromium is missing: run scripts/ensure_browser.sh (apt-get install chromium)")
