@@ -37,8 +37,13 @@ def parse_students_csv(text: str) -> list[StudentRow]:
     rows: list[StudentRow] = []
     problems: list[str] = []
     seen: set[str] = set()
-    reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
-    for line, cells in enumerate(reader, start=1):
+    if "\x00" in text:
+        raise CsvProblem(["the file is not a CSV text file (it contains NUL bytes); save it as 'CSV UTF-8'"])
+    try:
+        lines = list(csv.reader(io.StringIO(text.lstrip("\ufeff"))))
+    except csv.Error as error:
+        raise CsvProblem([f"the file is not valid CSV: {error}"]) from None
+    for line, cells in enumerate(lines, start=1):
         cells = [cell.strip() for cell in cells]
         if not any(cells):
             continue

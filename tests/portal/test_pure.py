@@ -25,6 +25,8 @@ def test_csv_header_optional_names_split_usernames_lowered() -> None:
     ("amy,,\nAMY,,\n", "line 2: amy appears twice"),
     ("a,b,c,d\n", "line 1: expected 3 columns"),
     ("username,email,name\n", "the file has no students"),
+    ("amy,,\x00\n", "the file is not a CSV text file"),
+    ('amy,"unclosed\n', "line 1: 'unclosed' is not an email address"),
 ])
 def test_csv_problems_name_the_line(text: str, problem: str) -> None:
     with pytest.raises(CsvProblem) as raised:
