@@ -58,9 +58,10 @@ class ImportStudentsForm(forms.Form):
 class LimitsForm(forms.Form):
     """The limit fields of a class or a student; empty = inherit."""
 
-    requests_per_minute = forms.IntegerField(min_value=0, required=False, label="Requests per minute")
-    tokens_per_day = forms.IntegerField(min_value=0, required=False, label="Tokens per day")
-    concurrency = forms.IntegerField(min_value=0, required=False, label="Requests at once")
+    requests_per_minute = forms.IntegerField(min_value=0, max_value=1_000_000, required=False,
+                                             label="Requests per minute")
+    tokens_per_day = forms.IntegerField(min_value=0, max_value=10**15, required=False, label="Tokens per day")
+    concurrency = forms.IntegerField(min_value=0, max_value=10_000, required=False, label="Requests at once")
     allowed_models = forms.CharField(max_length=500, required=False, label="Allowed models",
                                      help_text="Model ids, separated by spaces. Empty: all.")
     allowed_pools = forms.CharField(max_length=200, required=False, label="Allowed pools",
