@@ -89,3 +89,37 @@ def test_publisher_runs_only_while_someone_watches(teacher: User) -> None:
         return running
 
     assert asyncio.run(scenario()) == [True, False]
+
+
+def test_view_shows_rigs_gpus_rates_and_cold_starts(teacher: User) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from fleet.models import Gpu, Rig, WorkerEvent
+    from portal.fleet_status import fleet_status
+    from tests.portal.test_pages import log_request
+
+    rig = Rig.objects.create(name="rig-a", address="100.64.0.2", token_prefix="p", token_hash="h",
+                             last_heartbeat_at=timezone.now(), agent_version="1.2")
+    Gpu.objects.create(rig=rig, index=0, name="RTX 3090", memory_total_mib=24576, memory_used_mib=12288,
+                       utilization_pct=87, temperature_c=71, power_w=312.6)
+    worker = worker_register(name="w1", base_url="http://127.0.0.1:9", model_id="m", pool_name="production",
+                             state="starting")
+    worker.rig = rig
+    worker.gpu_indices = [0]
+    worker.save(update_fields=["rig", "gpu_indices"])
+    WorkerEvent.objects.filter(worker=worker).update(at=timezone.now() - timedelta(seconds=42))
+    worker_set_state(worker=worker, state=Worker.State.HEALTHY, reason="probe ok")
+    for rate in (40.0, 50.0, 90.0):
+        log_request(teacher, worker_id=worker.id, tokens_per_s=rate)
+
+    status = asyncio.run(fleet_status())
+    (rig_view,) = status["rigs"]
+    assert rig_view["name"] == "rig-a" and rig_view["heartbeat_age_s"] <= 5
+    assert rig_view["gpus"] == [{"index": 0, "name": "RTX 3090", "utilization_pct": 87, "memory_used_mib": 12288,
+                                 "memory_total_mib": 24576, "temperature_c": 71, "power_w": 313}]
+    (row,) = status["workers"]
+    assert row["rig"] == "rig-a" and row["gpus"] == [0]
+    assert row["tokens_per_s"] == 50.0
+    assert 41 <= row["cold_start_s"] <= 44
