@@ -8,3 +8,11 @@ class PortalConfig(AppConfig):
 
     name = "portal"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from django.db.models.signals import post_save
+
+        from fleet.models import WorkerEvent
+        from portal.signals import worker_event_saved
+
+        post_save.connect(worker_event_saved, sender=WorkerEvent, dispatch_uid="portal.fleet_changed")

@@ -5,7 +5,7 @@ from typing import Any
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from portal.fleet_live import GROUP, publisher
+from portal.fleet_live import CHANGES_GROUP, GROUP, publisher
 
 FORBIDDEN = 4403
 
@@ -20,6 +20,7 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.accept()
         await self.channel_layer.group_add(GROUP, self.channel_name)
+        await self.channel_layer.group_add(CHANGES_GROUP, self.channel_name)
         self.subscribed = True
         await self.send_json({"type": "status", "status": await publisher.subscribe()})
 
@@ -28,9 +29,13 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
             self.subscribed = False
             publisher.unsubscribe()
             await self.channel_layer.group_discard(GROUP, self.channel_name)
+            await self.channel_layer.group_discard(CHANGES_GROUP, self.channel_name)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """Nothing to receive: actions are forms (CSRF-checked POSTs), not socket messages."""
 
     async def fleet_status(self, event: dict[str, Any]) -> None:
         await self.send_json({"type": "status", "status": event["status"]})
+
+    async def fleet_changed(self, event: dict[str, Any]) -> None:
+        publisher.nudge()

@@ -6,6 +6,10 @@ and sends it to this process's group only when something changed. Browsers never
 receive a message when a worker's state, slots, queue, GPU telemetry or the event list change.
 With several gateway processes (Redis channel layer) each runs its own publisher for its own
 sockets; the group name carries the process id so each page gets one copy.
+
+A worker's state change or move (a WorkerEvent row, from the monitor, an agent, the admin or
+these pages) also sends a "fleet.changed" nudge to CHANGES_GROUP when the row is committed: with
+Redis, every process's publisher then reads at once instead of at its next tick.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ log = logging.getLogger(__name__)
 
 PUBLISH_INTERVAL_S = 1.0
 GROUP = f"fleet.{socket.gethostname()}.{os.getpid()}".replace(":", "-")[:90]
+CHANGES_GROUP = "fleet.changes"
 
 
 class FleetPublisher:
@@ -31,6 +36,7 @@ class FleetPublisher:
         self.watchers = 0
         self.last: dict[str, Any] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
 
     async def subscribe(self) -> dict[str, Any]:
         """Count one more watcher (start publishing if first); returns the current view."""
@@ -38,6 +44,7 @@ class FleetPublisher:
         current = await fleet_status()
         if self._task is None or self._task.done():
             self.last = current
+            self._wake = asyncio.Event()
             self._task = asyncio.create_task(self._run())
         return current
 
@@ -46,6 +53,11 @@ class FleetPublisher:
         if self.watchers == 0 and self._task is not None:
             self._task.cancel()
             self._task = None
+
+    def nudge(self) -> None:
+        """Something changed: read now rather than at the next tick (one read for many nudges)."""
+        if self._wake is not None:
+            self._wake.set()
 
     async def publish_once(self) -> bool:
         """Read the view; send it if it differs from the last one sent. Returns whether it was sent."""
@@ -59,8 +71,14 @@ class FleetPublisher:
         return True
 
     async def _run(self) -> None:
+        wake = self._wake
+        assert wake is not None
         while self.watchers > 0:
-            await asyncio.sleep(self.interval_s)
+            try:
+                await asyncio.wait_for(wake.wait(), timeout=self.interval_s)
+            except asyncio.TimeoutError:
+                pass
+            wake.clear()
             try:
                 await self.publish_once()
             except asyncio.CancelledError:
@@ -70,3 +88,17 @@ class FleetPublisher:
 
 
 publisher = FleetPublisher()
+
+
+def announce_fleet_change() -> None:
+    """Tell every process's publisher that the fleet changed (called after a commit, from sync
+    code). Best effort: the periodic read catches anything a lost nudge misses."""
+    from asgiref.sync import async_to_sync
+
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(CHANGES_GROUP, {"type": "fleet.changed"})
+    except Exception:
+        log.warning("fleet view: could not announce a change", exc_info=True)

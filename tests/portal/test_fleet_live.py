@@ -123,3 +123,27 @@ def test_view_shows_rigs_gpus_rates_and_cold_starts(teacher: User) -> None:
     assert row["rig"] == "rig-a" and row["gpus"] == [0]
     assert row["tokens_per_s"] == 50.0
     assert 41 <= row["cold_start_s"] <= 44
+
+
+def test_a_change_announced_reaches_the_page_before_the_next_tick(teacher: User) -> None:
+    """The nudge path: a worker event's commit (with Redis, from any process) wakes the publisher."""
+    from portal.fleet_live import announce_fleet_change
+
+    worker = worker_register(name="w1", base_url="http://127.0.0.1:9", model_id="m", pool_name="production",
+                             state="healthy")
+
+    async def scenario() -> str:
+        socket = communicator(teacher)
+        await socket.connect()
+        await socket.receive_json_from(timeout=10)
+        await sync_to_async(worker_set_state)(worker=worker, state=Worker.State.DRAINING, reason="drained by test")
+        await sync_to_async(announce_fleet_change)()
+        pushed = await socket.receive_json_from(timeout=10)
+        await socket.disconnect()
+        return str(pushed["status"]["workers"][0]["state"])
+
+    publisher.interval_s, saved = 300.0, publisher.interval_s
+    try:
+        assert asyncio.run(scenario()) == "draining"
+    finally:
+        publisher.interval_s = saved
