@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from inference.models import DailyUsage, RequestLog
+from ocsweb.lib.numbers import rate_text
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -19,11 +20,24 @@ class RequestLogAdmin(ReadOnlyAdmin):
     """Every API request, newest first: who, which model and worker, how it went."""
 
     list_display = ("at", "user", "model", "worker_name", "client", "status", "error_code", "prompt_tokens",
-                    "completion_tokens", "queue_wait_ms", "ttft_ms", "total_ms", "tokens_per_s", "retries")
+                    "completion_tokens", "queue_wait_ms", "ttft_ms", "total_ms", "tokens_per_second", "retries")
     list_filter = ("status", "client", "model", "pool")
     search_fields = ("user__username", "model", "worker_name", "error_code")
     date_hierarchy = "at"
     list_select_related = ("user",)
+
+    # The detail page shows the rounded figures too, not 89.68380054322759.
+    exclude = ("tokens_per_s", "prompt_tokens_per_s")
+    readonly_fields = ("tokens_per_second", "prompt_tokens_per_second")
+
+    @admin.display(description="prompt tokens/s")
+    def prompt_tokens_per_second(self, obj: RequestLog) -> str:
+        return rate_text(obj.prompt_tokens_per_s)
+
+    @admin.display(description="tokens/s", ordering="tokens_per_s")
+    def tokens_per_second(self, obj: RequestLog) -> str:
+        """One decimal below 100 tokens/s, none above: the rest is measurement noise."""
+        return rate_text(obj.tokens_per_s)
 
 
 @admin.register(DailyUsage)

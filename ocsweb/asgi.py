@@ -143,4 +143,17 @@ async def http_application(scope, receive, send):  # noqa: ANN001, ANN201
     await app(scope, receive, send)
 
 
-application = ProtocolTypeRouter({"http": http_application})
+# WebSockets: the teacher's live fleet view (/ws/fleet/, portal/consumers.py), with the session's
+# user and the same allowed hosts as the pages (a socket from another site's page is refused).
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.urls import path  # noqa: E402
+
+from portal.consumers import FleetConsumer  # noqa: E402
+
+websocket_application = AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([
+    path("ws/fleet/", FleetConsumer.as_asgi()),
+])))
+
+application = ProtocolTypeRouter({"http": http_application, "websocket": websocket_application})

@@ -68,10 +68,13 @@ INSTALLED_APPS = [
     "inference",
     "research",
     "lessons",
+    "portal",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the portal's and the admin's CSS/JS) served by the site itself: docs/portal.md.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -200,7 +203,20 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns about a missing one before collectstatic ran
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# `collectstatic` (make setup, the demo) gathers the files under STATIC_ROOT with gzip/brotli
+# copies; WhiteNoise serves them. Names are not hashed, so no manifest is needed and a checkout
+# where collectstatic never ran still works: WhiteNoise then serves from the source folders.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+# A teacher's one-time set-password link works for this many days (or until it is used).
+PASSWORD_RESET_TIMEOUT = env_int("OCS_SET_PASSWORD_LINK_DAYS", 14, minimum=1) * 86400
 
 REST_FRAMEWORK = {
     # Sessions only (the portal): no HTTP Basic, which would be a password-guessing door past the
@@ -237,4 +253,3 @@ LOGGING = {
         "httpcore": {"level": "WARNING"},
     },
 }
-LOGIN_URL = "/accounts/login/"

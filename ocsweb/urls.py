@@ -1,11 +1,10 @@
 from django.contrib import admin
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 
 from accounts import me_api
 from fleet import agent_api
 from inference import views as api
 from ocsweb import views
-from django.urls import include  # noqa: E402, I001 - lessons' URLs, kept on a line of their own
 
 urlpatterns = [
     path("healthz", views.healthz),
@@ -34,4 +33,5 @@ urlpatterns = [
     path("api/usage/<str:username>", me_api.UsageView.as_view()),
     path("admin/", admin.site.urls),
     path("", include("lessons.urls")),  # lessons and /ground0/
+    path("", include("portal.urls")),
 ]

@@ -75,6 +75,7 @@ class Command(BaseCommand):
 
         started_at = time.monotonic()
         call_command("migrate", verbosity=0, interactive=False)
+        call_command("collectstatic", verbosity=0, interactive=False)  # the portal's and admin's CSS, served by WhiteNoise
         teacher_password, student_password = secrets.token_urlsafe(12), secrets.token_urlsafe(12)
         teacher, _ = user_ensure(username="demo-teacher", role=User.Role.TEACHER, password=teacher_password)
         if not teacher.is_superuser:
@@ -203,7 +204,8 @@ class Command(BaseCommand):
     def _print_ready(self, *, host: str, port: int, raw_key: str, teacher_password: str, student_password: str,
                      seconds: float) -> None:
         base_url = f"http://{host}:{port}/v1"
-        self._say(f"\nOCS Intelligence is up in {seconds:.1f} s. Admin: http://{host}:{port}/admin/")
+        self._say(f"\nOCS Intelligence is up in {seconds:.1f} s. Portal: http://{host}:{port}/ "
+                  f"(teacher: http://{host}:{port}/teacher/, admin: http://{host}:{port}/admin/)")
         self._say(f"  demo-teacher password: {teacher_password}")
         self._say(f"  demo-student password: {student_password}\n")
         self._say(f"OCS_BASE_URL={base_url}")

@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class PortalConfig(AppConfig):
+    """The students' portal and the teacher's pages (server-rendered), and the live fleet view."""
+
+    name = "portal"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from django.db.models.signals import post_save
+
+        from fleet.models import WorkerEvent
+        from portal.signals import worker_event_saved
+
+        post_save.connect(worker_event_saved, sender=WorkerEvent, dispatch_uid="portal.fleet_changed")

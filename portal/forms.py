@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth.forms import AuthenticationForm
+
+from accounts.login_throttle import login_locked
+from accounts.models import Classroom, User
+from fleet.models import Pool
+
+
+class PortalLoginForm(AuthenticationForm):
+    """Fields `username` and `password`. Goes through the sign-in throttle (the authentication
+    backend counts failures) and says plainly when sign-in is locked."""
+
+    error_messages = {
+        **AuthenticationForm.error_messages,
+        "invalid_login": "That username and password do not match. Passwords are case-sensitive.",
+        "inactive": "This account is disabled. Ask your teacher.",
+    }
+
+    def clean(self) -> dict[str, Any]:
+        if login_locked(self.request, self.data.get("username")):
+            minutes = max(1, round(settings.OCS["LOGIN_LOCK_S"] / 60))
+            raise forms.ValidationError(
+                f"Too many failed sign-ins. Try again in {minutes} minutes, or ask your teacher for a new "
+                "set-password link.", code="locked")
+        return super().clean()
+
+
+class KeyCreateForm(forms.Form):
+    name = forms.CharField(max_length=100, initial="laptop", label="Name",
+                           help_text="Where you will use it, e.g. laptop or vscode.")
+
+
+class ImportStudentsForm(forms.Form):
+    file = forms.FileField(label="Class list (CSV: username, email, name)")
+    classroom = forms.CharField(max_length=100, required=False, label="Class",
+                                help_text="Put everyone in this class (created if new). Empty: leave classes as they are.")
+    initial_passwords = forms.BooleanField(
+        required=False, label="Print an initial password for new students instead of a set-password link")
+
+    MAX_BYTES = 1024 * 1024
+
+    def clean_file(self) -> str:
+        upload = self.cleaned_data["file"]
+        if upload.size > self.MAX_BYTES:
+            raise forms.ValidationError("The file is larger than 1 MB; a class list is much smaller.")
+        raw = upload.read()
+        try:
+            return str(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise forms.ValidationError("The file is not UTF-8 text. Save it as 'CSV UTF-8' and try again.") from None
+
+
+class LimitsForm(forms.Form):
+    """The limit fields of a class or a student; empty = inherit."""
+
+    requests_per_minute = forms.IntegerField(min_value=0, max_value=1_000_000, required=False,
+                                             label="Requests per minute")
+    tokens_per_day = forms.IntegerField(min_value=0, max_value=10**15, required=False, label="Tokens per day")
+    concurrency = forms.IntegerField(min_value=0, max_value=10_000, required=False, label="Requests at once")
+    allowed_models = forms.CharField(max_length=500, required=False, label="Allowed models",
+                                     help_text="Model ids, separated by spaces. Empty: all.")
+    allowed_pools = forms.CharField(max_length=200, required=False, label="Allowed pools",
+                                    help_text="Pool names, separated by spaces. Empty: all.")
+
+
+class RequestFilterForm(forms.Form):
+    student = forms.CharField(required=False, max_length=150)
+    model = forms.CharField(required=False, max_length=100)
+    worker = forms.CharField(required=False, max_length=100)
+    status = forms.ChoiceField(required=False, choices=[("", "any"), ("ok", "OK (2xx)"), ("error", "errors (4xx, 5xx)"),
+                                                        ("429", "429 refused"), ("401", "401 bad key")])
+    since = forms.DateTimeField(required=False, label="From", widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    until = forms.DateTimeField(required=False, label="Until", widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+
+
+class MoveWorkerForm(forms.Form):
+    pool = forms.ModelChoiceField(queryset=Pool.objects.order_by("name"), to_field_name="name")
+
+
+class ClassChoiceForm(forms.Form):
+    classroom = forms.ModelChoiceField(queryset=Classroom.objects.order_by("name"), required=False)
+
+
+def user_label(user: User) -> str:
+    full = user.get_full_name()
+    return f"{full} ({user.username})" if full else user.username

@@ -1,0 +1,125 @@
+"""Reads for the portal's and the teacher's pages. Every list is bounded and select_related."""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet, Sum
+from django.utils import timezone
+
+from accounts.models import ApiKey, Classroom, User
+from fleet.models import CatalogModel, Worker
+from inference.models import DailyUsage, RequestLog
+from ocsweb.lib.school_day import day_bounds
+from portal.connect import ConnectModel
+from portal.stats import DayStats, daily_stats
+
+USAGE_DAYS = 14
+RECENT_REQUESTS = 25
+
+
+def active_keys(user: User) -> QuerySet[ApiKey]:
+    return ApiKey.objects.filter(user=user, revoked_at__isnull=True).select_related("pool")
+
+
+def keys_of(user: User) -> QuerySet[ApiKey]:
+    """All of a person's keys, newest first (revoked ones too, marked)."""
+    return ApiKey.objects.filter(user=user).select_related("pool").order_by("-created_at")
+
+
+def usable_context(model: CatalogModel) -> int:
+    """Tokens one request to `model` may hold (prompt and answer together): what clients should be
+    told. For now the catalogue's context_length; the one place to change when the catalogue
+    records a per-request figure."""
+    return model.context_length
+
+
+def served_models(allowed: frozenset[str] | None = None) -> list[ConnectModel]:
+    """Models that at least one worker not disabled serves, by id; `allowed` narrows them
+    (a student's allowed_models)."""
+    models = CatalogModel.objects.filter(
+        workers__state__in=[s for s in Worker.State.values if s != Worker.State.DISABLED]).distinct().order_by("public_id")
+    return [
+        ConnectModel(id=m.public_id, usable_context=usable_context(m),
+                     max_output_tokens=min(m.max_output_tokens, max(1, usable_context(m) // 2)),
+                     tools=m.supports_tools)
+        for m in models
+        if not allowed or m.public_id in allowed
+    ]
+
+
+def usage_days(user: User | None = None, *, users: QuerySet[User] | None = None,
+               days: int = USAGE_DAYS) -> list[DayStats]:
+    """Requests, tokens, median time to first token and tokens/s per school day for the last
+    `days` days, from the request log (one query)."""
+    start, _ = day_bounds(timezone.localdate() - timedelta(days=days - 1))
+    rows = RequestLog.objects.filter(at__gte=start)
+    if user is not None:
+        rows = rows.filter(user=user)
+    if users is not None:
+        rows = rows.filter(user__in=users)
+    values = rows.values_list("at", "prompt_tokens", "completion_tokens", "ttft_ms", "tokens_per_s", "status")
+    return daily_stats((timezone.localtime(at).date(), p, c, t, r, s) for at, p, c, t, r, s in values.iterator())
+
+
+def recent_requests(user: User, limit: int = RECENT_REQUESTS) -> QuerySet[RequestLog]:
+    return RequestLog.objects.filter(user=user).order_by("-at")[:limit]
+
+
+def today_totals(user_ids: list[int]) -> dict[int, dict[str, int]]:
+    """Today's requests and tokens per person, for the given ids (one query)."""
+    start, _ = day_bounds(timezone.localdate())
+    rows = (RequestLog.objects.filter(at__gte=start, user_id__in=user_ids).values("user_id")
+            .annotate(requests=Count("id"), tokens=Sum("prompt_tokens") + Sum("completion_tokens")))
+    return {row["user_id"]: {"requests": row["requests"], "tokens": row["tokens"] or 0} for row in rows}
+
+
+def classes_overview() -> QuerySet[Classroom]:
+    return Classroom.objects.annotate(
+        student_count=Count("students", filter=Q(students__role=User.Role.STUDENT), distinct=True),
+        active_count=Count("students", filter=Q(students__is_active=True, students__role=User.Role.STUDENT),
+                           distinct=True),
+    ).order_by("name")
+
+
+def students_of(classroom: Classroom | None) -> QuerySet[User]:
+    """A class's students (or those in no class), with their active key counts."""
+    people = User.objects.filter(role=User.Role.STUDENT, classroom=classroom)
+    return people.annotate(active_keys=Count("api_keys", filter=Q(api_keys__revoked_at__isnull=True))).order_by(
+        "username")
+
+
+def usage_by_person(*, days: int = 30) -> list[dict[str, Any]]:
+    """Requests and tokens per student over the last `days` days from the daily roll-ups,
+    plus today from the request log; most tokens first."""
+    since = timezone.localdate() - timedelta(days=days)
+    rolled = (DailyUsage.objects.filter(day__gte=since, day__lt=timezone.localdate())
+              .values("user_id", "user__username", "user__classroom__name")
+              .annotate(requests=Sum("requests"), prompt_tokens=Sum("prompt_tokens"),
+                        completion_tokens=Sum("completion_tokens")))
+    start, _ = day_bounds(timezone.localdate())
+    today = (RequestLog.objects.filter(at__gte=start, user__isnull=False)
+             .values("user_id", "user__username", "user__classroom__name")
+             .annotate(requests=Count("id"), prompt_tokens=Sum("prompt_tokens"),
+                       completion_tokens=Sum("completion_tokens")))
+    people: dict[int, dict[str, Any]] = {}
+    for row in [*rolled, *today]:
+        person = people.setdefault(row["user_id"], {
+            "user_id": row["user_id"], "username": row["user__username"],
+            "classroom": row["user__classroom__name"] or "", "requests": 0, "prompt_tokens": 0,
+            "completion_tokens": 0})
+        for name in ("requests", "prompt_tokens", "completion_tokens"):
+            person[name] += row[name] or 0
+    return sorted(people.values(), key=lambda p: (-(p["prompt_tokens"] + p["completion_tokens"]), p["username"]))
+
+
+def usage_by_class(people: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """usage_by_person summed per class (the class a student is in now)."""
+    classes: dict[str, dict[str, Any]] = {}
+    for person in people:
+        row = classes.setdefault(person["classroom"], {"classroom": person["classroom"], "students": 0,
+                                                       "requests": 0, "prompt_tokens": 0, "completion_tokens": 0})
+        row["students"] += 1
+        for name in ("requests", "prompt_tokens", "completion_tokens"):
+            row[name] += person[name]
+    return sorted(classes.values(), key=lambda c: c["classroom"])

@@ -1,0 +1,275 @@
+"""The teacher's pages under /teacher/ (staff only): classes and students, imports, limits,
+keys, usage with CSV export, the request log, and the live fleet view. Every action goes
+through a service that audits it."""
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.contrib import messages
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
+
+from accounts.audit import acting_user, audit_record
+from accounts.models import ApiKey, AuditEvent, Classroom, User
+from accounts.selectors import class_daily_usage, student_policy
+from accounts.services import key_revoke, limits_set, user_set_active
+from fleet.models import Pool, Worker
+from fleet.services import worker_disable, worker_drain, worker_enable, worker_move
+from inference.models import RequestLog
+from portal import selectors
+from portal.csv_import import CsvProblem, parse_students_csv
+from portal.fleet_status import fleet_status
+from portal.forms import ImportStudentsForm, LimitsForm, RequestFilterForm
+from portal.services import set_password_path, students_import
+from portal.stats import bar_heights
+from portal.views import site_root
+
+View = Callable[..., HttpResponse]
+REQUESTS_PER_PAGE = 50
+
+
+def staff_required(view: View) -> View:
+    """Anonymous: to the sign-in page. Signed in without staff: 403."""
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not request.user.is_staff:
+            raise PermissionDenied("Teacher pages are for staff.")
+        return view(request, *args, **kwargs)
+    return wrapper
+
+
+def _limits_initial(target: Classroom | User) -> dict[str, Any]:
+    return {name: getattr(target, name) for name in LimitsForm.base_fields}
+
+
+@staff_required
+def index(request: HttpRequest) -> HttpResponse:
+    classes = list(selectors.classes_overview())
+    unassigned = User.objects.filter(role=User.Role.STUDENT, classroom__isnull=True).count()
+    return render(request, "teacher/index.html", {
+        "classes": classes, "unassigned": unassigned,
+        "audit": list(AuditEvent.objects.select_related("actor")[:10]),
+    })
+
+
+@staff_required
+def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse:
+    room = get_object_or_404(Classroom, id=class_id) if class_id is not None else None
+    students = list(selectors.students_of(room))
+    today = selectors.today_totals([s.id for s in students])
+    daily = class_daily_usage(room) if room else []
+    heights = bar_heights([float(d["prompt_tokens"] + d["completion_tokens"]) for d in daily], height=100)
+    return render(request, "teacher/class.html", {
+        "room": room, "rows": [(s, today.get(s.id, {"requests": 0, "tokens": 0})) for s in students],
+        "chart": list(zip(daily, heights)),
+        "limits_form": LimitsForm(initial=_limits_initial(room)) if room else None,
+    })
+
+
+@staff_required
+def student(request: HttpRequest, user_id: int) -> HttpResponse:
+    person = get_object_or_404(User.objects.select_related("classroom"), id=user_id)
+    days = selectors.usage_days(person)
+    return render(request, "teacher/student.html", {
+        "person": person, "keys": list(selectors.keys_of(person)), "policy": student_policy(person),
+        "days": days, "chart": list(zip(days, bar_heights([float(d.tokens) for d in days], height=100))),
+        "recent": list(selectors.recent_requests(person, limit=10)),
+        "limits_form": LimitsForm(initial=_limits_initial(person)),
+        "link": request.session.pop("set_password_link", None) if request.session.get(
+            "set_password_link_for") == person.id else None,
+    })
+
+
+@staff_required
+@require_POST
+def student_set_active(request: HttpRequest, user_id: int) -> HttpResponse:
+    person = get_object_or_404(User, id=user_id)
+    if person.is_staff:
+        messages.error(request, "Staff accounts are managed in the admin.")
+    else:
+        active = request.POST.get("active") == "1"
+        user_set_active(user=person, active=active, actor=acting_user(request))
+        messages.success(request, f"{person.username} is {'enabled' if active else 'disabled: their keys stop working now'}.")
+    return redirect("portal:teacher-student", user_id=person.id)
+
+
+@staff_required
+@require_POST
+def student_link(request: HttpRequest, user_id: int) -> HttpResponse:
+    """A new one-time set-password link, shown once on the student's page."""
+    person = get_object_or_404(User, id=user_id)
+    if person.is_staff:
+        messages.error(request, "Staff accounts are managed in the admin.")
+        return redirect("portal:teacher-student", user_id=person.id)
+    audit_record(actor=acting_user(request), action="student.password_link", subject=person.username)
+    request.session["set_password_link"] = site_root(request) + set_password_path(user=person)
+    request.session["set_password_link_for"] = person.id
+    return redirect("portal:teacher-student", user_id=person.id)
+
+
+def _apply_limits(request: HttpRequest, target: Classroom | User) -> bool:
+    form = LimitsForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Limits not saved: " + "; ".join(
+            f"{form.fields[name].label}: {' '.join(str(e) for e in errors)}" for name, errors in form.errors.items()))
+        return False
+    changes = {name: form.cleaned_data[name] for name in form.fields}
+    changes = {name: (value if value is not None else None) for name, value in changes.items()}
+    changed = limits_set(target=target, actor=acting_user(request), **changes)
+    messages.success(request, f"Saved ({', '.join(changed)})." if changed else "Nothing changed.")
+    return True
+
+
+@staff_required
+@require_POST
+def student_limits(request: HttpRequest, user_id: int) -> HttpResponse:
+    person = get_object_or_404(User, id=user_id)
+    _apply_limits(request, person)
+    return redirect("portal:teacher-student", user_id=person.id)
+
+
+@staff_required
+@require_POST
+def class_limits(request: HttpRequest, class_id: int) -> HttpResponse:
+    room = get_object_or_404(Classroom, id=class_id)
+    _apply_limits(request, room)
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
+def key_revoke_view(request: HttpRequest, key_id: int) -> HttpResponse:
+    key = get_object_or_404(ApiKey.objects.select_related("user"), id=key_id)
+    key_revoke(key=key, actor=acting_user(request))
+    messages.success(request, f"Revoked {key.display} of {key.user.username}.")
+    return redirect("portal:teacher-student", user_id=key.user_id)
+
+
+@staff_required
+@require_http_methods(["GET", "POST"])
+def import_students(request: HttpRequest) -> HttpResponse:
+    form = ImportStudentsForm(request.POST or None, request.FILES or None)
+    imported, problems, status = None, [], 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                rows = parse_students_csv(form.cleaned_data["file"])
+                imported = students_import(rows=rows, classroom_name=form.cleaned_data["classroom"] or None,
+                                           actor=acting_user(request),
+                                           initial_passwords=form.cleaned_data["initial_passwords"])
+            except CsvProblem as problem:
+                problems, status = problem.problems, 400
+            except ValueError as problem:
+                problems, status = [str(problem)], 400
+        else:
+            status = 400
+    response = render(request, "teacher/import.html", {
+        "form": form, "imported": imported, "problems": problems, "site": site_root(request)}, status=status)
+    if imported:
+        response["Cache-Control"] = "no-store"
+    return response
+
+
+@staff_required
+def usage(request: HttpRequest) -> HttpResponse:
+    people = selectors.usage_by_person()
+    classes = selectors.usage_by_class(people)
+    if request.GET.get("format") == "csv":
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="usage-{timezone.localdate()}.csv"'
+        writer = csv.writer(response)
+        writer.writerow(["username", "class", "requests", "prompt_tokens", "completion_tokens"])
+        for person in people:
+            writer.writerow([person["username"], person["classroom"], person["requests"], person["prompt_tokens"],
+                             person["completion_tokens"]])
+        return response
+    top = [float(p["prompt_tokens"] + p["completion_tokens"]) for p in people[:20]]
+    return render(request, "teacher/usage.html", {
+        "people": people, "classes": classes, "chart": list(zip(people[:20], bar_heights(top, height=100)))})
+
+
+def _filtered_requests(form: RequestFilterForm) -> Any:
+    rows = RequestLog.objects.select_related("user").order_by("-at")
+    if not form.is_valid():
+        return rows.none()
+    data = form.cleaned_data
+    if data["student"]:
+        rows = rows.filter(user__username=data["student"].strip().lower())
+    if data["model"]:
+        rows = rows.filter(model=data["model"].strip())
+    if data["worker"]:
+        rows = rows.filter(worker_name=data["worker"].strip())
+    status = data["status"]
+    if status == "ok":
+        rows = rows.filter(status__lt=400)
+    elif status == "error":
+        rows = rows.filter(status__gte=400)
+    elif status:
+        rows = rows.filter(status=int(status))
+    if data["since"]:
+        rows = rows.filter(at__gte=data["since"])
+    if data["until"]:
+        rows = rows.filter(at__lt=data["until"])
+    return rows
+
+
+@staff_required
+def requests(request: HttpRequest) -> HttpResponse:
+    form = RequestFilterForm(request.GET or None)
+    rows = _filtered_requests(form) if request.GET else RequestLog.objects.select_related("user").order_by("-at")
+    if request.GET.get("format") == "csv":
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="requests.csv"'
+        writer = csv.writer(response)
+        writer.writerow(["at", "username", "model", "worker", "status", "error_code", "prompt_tokens",
+                         "completion_tokens", "ttft_ms", "total_ms", "tokens_per_s"])
+        for row in rows[:10000]:
+            writer.writerow([row.at.isoformat(), row.user.username if row.user else "", row.model, row.worker_name,
+                             row.status, row.error_code, row.prompt_tokens, row.completion_tokens, row.ttft_ms,
+                             row.total_ms, round(row.tokens_per_s, 1) if row.tokens_per_s is not None else ""])
+        return response
+    page = Paginator(rows, REQUESTS_PER_PAGE, allow_empty_first_page=True).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "teacher/requests.html", {"form": form if request.GET else RequestFilterForm(),
+                                                     "page": page, "query": query.urlencode()})
+
+
+@staff_required
+def fleet(request: HttpRequest) -> HttpResponse:
+    return render(request, "teacher/fleet.html", {"status": async_to_sync(fleet_status)()})
+
+
+WORKER_ACTIONS = {"drain": worker_drain, "disable": worker_disable, "enable": worker_enable}
+
+
+@staff_required
+@require_POST
+def worker_action(request: HttpRequest, worker_id: int, action: str) -> HttpResponse:
+    worker = get_object_or_404(Worker.objects.select_related("pool"), id=worker_id)
+    actor = acting_user(request)
+    if action == "move":
+        pool = Pool.objects.filter(name=request.POST.get("pool", "")).first()
+        if pool is None:
+            messages.error(request, "Choose a pool that exists.")
+        else:
+            worker_move(worker=worker, pool=pool, actor=actor)
+            messages.success(request, f"{worker.name} is now in pool {pool.name}.")
+    elif action in WORKER_ACTIONS:
+        changed = WORKER_ACTIONS[action](worker=worker, actor=actor)
+        messages.success(request, f"{worker.name}: {action} done." if changed else f"{worker.name}: nothing to do.")
+    else:
+        messages.error(request, f"Unknown action {action!r}.")
+    return redirect("portal:teacher-fleet")
+

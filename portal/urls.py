@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from portal import teacher_views as teacher
+from portal import views
+from portal.forms import PortalLoginForm
+
+app_name = "portal"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("keys/", views.keys, name="keys"),
+    path("keys/<int:key_id>/revoke/", views.key_revoke_view, name="key-revoke"),
+    path("usage/", views.usage, name="usage"),
+    path("connect/", views.connect, name="connect"),
+    path("accounts/login/", auth_views.LoginView.as_view(
+        authentication_form=PortalLoginForm, template_name="registration/login.html", next_page="/",
+        redirect_authenticated_user=True), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(next_page="/accounts/login/"), name="logout"),
+    path("accounts/password/", auth_views.PasswordChangeView.as_view(
+        template_name="registration/password_change.html", success_url="/accounts/password/done/"),
+        name="password-change"),
+    path("accounts/password/done/", auth_views.PasswordChangeDoneView.as_view(
+        template_name="registration/password_change_done.html"), name="password-change-done"),
+    path("accounts/set-password/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(
+        template_name="registration/set_password.html", success_url="/", post_reset_login=True,
+        post_reset_login_backend="accounts.login_throttle.ThrottledModelBackend"), name="set-password"),
+    path("teacher/", teacher.index, name="teacher"),
+    path("teacher/classes/<int:class_id>/", teacher.classroom, name="teacher-class"),
+    path("teacher/classes/none/", teacher.classroom, name="teacher-no-class"),
+    path("teacher/students/<int:user_id>/", teacher.student, name="teacher-student"),
+    path("teacher/students/<int:user_id>/active/", teacher.student_set_active, name="teacher-student-active"),
+    path("teacher/students/<int:user_id>/link/", teacher.student_link, name="teacher-student-link"),
+    path("teacher/students/<int:user_id>/limits/", teacher.student_limits, name="teacher-student-limits"),
+    path("teacher/classes/<int:class_id>/limits/", teacher.class_limits, name="teacher-class-limits"),
+    path("teacher/keys/<int:key_id>/revoke/", teacher.key_revoke_view, name="teacher-key-revoke"),
+    path("teacher/import/", teacher.import_students, name="teacher-import"),
+    path("teacher/usage/", teacher.usage, name="teacher-usage"),
+    path("teacher/requests/", teacher.requests, name="teacher-requests"),
+    path("teacher/fleet/", teacher.fleet, name="teacher-fleet"),
+    path("teacher/fleet/workers/<int:worker_id>/<str:action>/", teacher.worker_action, name="teacher-worker-action"),
+]

@@ -1,0 +1,101 @@
+"""The student portal: home, keys, usage, connect. Thin: parse, call one service or selector, render.
+Every page shows only the signed-in person's own things; someone else's key answers 404."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from accounts.audit import acting_user
+from accounts.me_api import MAX_ACTIVE_KEYS
+from accounts.models import User
+from accounts.selectors import student_policy, usage_summary
+from accounts.services import key_issue, key_revoke
+from portal import selectors
+from portal.connect import KEY_PLACEHOLDER, setups
+from portal.forms import KeyCreateForm
+from portal.stats import bar_heights
+
+
+def _person(request: HttpRequest) -> User:
+    user = request.user
+    assert isinstance(user, User)  # login_required ran first
+    return user
+
+
+def site_root(request: HttpRequest) -> str:
+    """This site's address as the browser reached it, without a trailing slash."""
+    return request.build_absolute_uri("/").rstrip("/")
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    person = _person(request)
+    summary = usage_summary(person, days=0)
+    keys = list(selectors.active_keys(person)[:5])
+    return render(request, "portal/home.html", {
+        "base_url": f"{site_root(request)}/v1", "keys": keys, "today": summary["today"],
+        "limits": summary["limits"], "tokens_today": summary["today"]["prompt_tokens"]
+        + summary["today"]["completion_tokens"],
+    })
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def keys(request: HttpRequest) -> HttpResponse:
+    """GET: the list. POST: create a key and show it once (the page is the POST's answer, never
+    a redirect, so the raw key is never stored anywhere, not even in the session)."""
+    person = _person(request)
+    new_key, status = None, 200
+    form = KeyCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        if selectors.active_keys(person).count() >= MAX_ACTIVE_KEYS:
+            form.add_error(None, f"You already have {MAX_ACTIVE_KEYS} active keys; revoke one first.")
+            status = 409
+        else:
+            key, raw = key_issue(user=person, name=form.cleaned_data["name"])
+            new_key = {"row": key, "raw": raw}
+            form = KeyCreateForm()
+    elif request.method == "POST":
+        status = 400
+    response = render(request, "portal/keys.html", {
+        "form": form, "keys": list(selectors.keys_of(person)), "new_key": new_key, "max_keys": MAX_ACTIVE_KEYS,
+    }, status=status)
+    if new_key:
+        response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_POST
+def key_revoke_view(request: HttpRequest, key_id: int) -> HttpResponse:
+    key = get_object_or_404(selectors.keys_of(_person(request)), id=key_id)
+    key_revoke(key=key, actor=acting_user(request))
+    messages.success(request, f"Key {key.display} ({key.name}) is revoked: it is refused from now on.")
+    return redirect("portal:keys")
+
+
+@login_required
+def usage(request: HttpRequest) -> HttpResponse:
+    person = _person(request)
+    days = selectors.usage_days(person)
+    heights = bar_heights([float(d.tokens) for d in days], height=120)
+    summary = usage_summary(person, days=0)
+    return render(request, "portal/usage.html", {
+        "days": days, "chart": list(zip(days, heights)), "recent": list(selectors.recent_requests(person)),
+        "limits": summary["limits"], "today": summary["today"], "usage_days": selectors.USAGE_DAYS,
+    })
+
+
+@login_required
+def connect(request: HttpRequest) -> HttpResponse:
+    person = _person(request)
+    policy = student_policy(person)
+    models = selectors.served_models(policy.allowed_models)
+    site = site_root(request)
+    return render(request, "portal/connect.html", {
+        "site": site, "models": models, "snippets": setups(site=site, models=models),
+        "placeholder": KEY_PLACEHOLDER, "has_keys": selectors.active_keys(person).exists(),
+    })

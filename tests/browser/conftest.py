@@ -1,0 +1,63 @@
+"""Browser tests: Playwright drives Debian's Chromium (/usr/bin/chromium, installed by
+scripts/ensure_browser.sh), headless, against the session's real gateway and llama-server.
+Playwright never downloads a browser here."""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = Path(__file__).resolve().parent.parent.parent / "var" / "screenshots"
+LAPTOP = {"width": 1366, "height": 860}
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture(autouse=True)
+def _sync_orm_beside_playwright(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Playwright's sync API keeps an event loop running in this thread, so Django takes the
+    tests' own ORM calls (plain synchronous reads and writes between browser steps) for calls
+    from async code. Allowed for these tests only; the browser closes with its module."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.fail("/usr/bin/chromium is missing: run scripts/ensure_browser.sh (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                              args=["--no-sandbox", "--disable-dev-shm-usage"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def new_page(browser: Any) -> Iterator[Any]:
+    """new_page(viewport=LAPTOP) -> a page in a fresh context (its own cookies); all closed after."""
+    contexts: list[Any] = []
+
+    def make(viewport: dict[str, int] = LAPTOP, **options: Any) -> Any:
+        context = browser.new_context(viewport=viewport, **options)
+        context.set_default_timeout(30_000)
+        contexts.append(context)
+        return context.new_page()
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def sign_in(page: Any, base_url: str, username: str, password: str) -> None:
+    page.goto(f"{base_url}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base_url}/")
