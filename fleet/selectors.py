@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -32,6 +33,14 @@ class FleetSnapshot:
     taken_at: float
 
 
+def usable_context(catalogue_context: int, worker_contexts: Iterable[int | None]) -> int:
+    """Tokens one request to a model can use: the largest context per slot among its workers that
+    are not disabled (a long prompt is routed to one that holds it), or the catalogue's figure
+    when none reported one. What /v1/models, Ollama's show and the Connect page report."""
+    known = [context for context in worker_contexts if context]
+    return max(known) if known else catalogue_context
+
+
 @fresh_connection
 def _load_snapshot() -> FleetSnapshot:
     from fleet.models import CatalogModel, Pool, Worker
@@ -50,16 +59,14 @@ def _load_snapshot() -> FleetSnapshot:
         )
         for w in Worker.objects.select_related("pool", "model")
     ]
-    # What one request can really use: the largest context per slot among the model's workers
-    # (a long prompt is routed to a worker that holds it); the catalogue's value if none reported.
-    usable: dict[str, int] = {}
+    contexts: dict[str, list[int]] = {}
     for worker in workers:
-        if worker.context and worker.state != "disabled":
-            usable[worker.model_id] = max(usable.get(worker.model_id, 0), worker.context)
+        if worker.state != "disabled":
+            contexts.setdefault(worker.model_id, []).append(worker.context)
     models = {
         m.public_id: ModelView(
             public_id=m.public_id,
-            context_length=usable.get(m.public_id) or m.context_length,
+            context_length=usable_context(m.context_length, contexts.get(m.public_id, [])),
             max_output_tokens=m.max_output_tokens,
             owned_by=m.owned_by,
             created=int(m.created_at.timestamp()),

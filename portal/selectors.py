@@ -4,11 +4,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.utils import timezone
 
 from accounts.models import ApiKey, Classroom, User
 from fleet.models import CatalogModel, Worker
+from fleet.selectors import usable_context as fleet_usable_context
 from inference.models import DailyUsage, RequestLog
 from ocsweb.lib.school_day import day_bounds
 from portal.connect import ConnectModel
@@ -29,16 +30,16 @@ def keys_of(user: User) -> QuerySet[ApiKey]:
 
 def usable_context(model: CatalogModel) -> int:
     """Tokens one request to `model` may hold (prompt and answer together): what clients should be
-    told. For now the catalogue's context_length; the one place to change when the catalogue
-    records a per-request figure."""
-    return model.context_length
+    told (fleet.selectors.usable_context). `model` comes annotated with `largest_slot`."""
+    return fleet_usable_context(model.context_length, [getattr(model, "largest_slot", None)])
 
 
 def served_models(allowed: frozenset[str] | None = None) -> list[ConnectModel]:
     """Models that at least one worker not disabled serves, by id; `allowed` narrows them
     (a student's allowed_models)."""
-    models = CatalogModel.objects.filter(
-        workers__state__in=[s for s in Worker.State.values if s != Worker.State.DISABLED]).distinct().order_by("public_id")
+    serving = [s for s in Worker.State.values if s != Worker.State.DISABLED]
+    models = CatalogModel.objects.filter(workers__state__in=serving).annotate(
+        largest_slot=Max("workers__context_per_slot", filter=Q(workers__state__in=serving))).order_by("public_id")
     return [
         ConnectModel(id=m.public_id, usable_context=usable_context(m),
                      max_output_tokens=min(m.max_output_tokens, max(1, usable_context(m) // 2)),
