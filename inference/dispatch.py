@@ -328,6 +328,8 @@ async def stream_with_keepalive(
     finally:
         if not opening.done():
             opening.cancel()  # the client left while queued: leave the queue
+            # Let it unwind (out of the queue, its wait counted) before the request ends.
+            await asyncio.wait({opening}, timeout=5)
         elif stream is None and not opening.cancelled() and opening.exception() is None:
             await opening.result().close()
 

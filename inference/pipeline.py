@@ -166,6 +166,7 @@ async def _stream(plan: Plan, record: RequestRecord, protocol: Protocol, model: 
     except BaseException:
         if not opening.done():
             opening.cancel()
+            await asyncio.wait({opening}, timeout=5)  # out of the queue before the request ends
         elif not opening.cancelled() and opening.exception() is None:
             await opening.result().close()
         raise

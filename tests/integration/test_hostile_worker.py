@@ -64,6 +64,14 @@ async def _misbehave(mode: str, stream: bool, writer: asyncio.StreamWriter) -> N
         head()
         writer.write(_chunk("partial ") + b'data: {"error": {"code": 500, "message": "context shift failed", '
                                            b'"type": "server_error"}}\n\n')
+    elif mode == "hold":  # a slow but healthy answer: comments for a while, then the end
+        head()
+        writer.write(_chunk("holding "))
+        for _ in range(int(MAX_STREAM_S / 0.5) - 2):
+            await writer.drain()
+            await asyncio.sleep(0.5)
+            writer.write(b": still thinking\n\n")
+        writer.write(b"data: [DONE]\n\n")
     elif mode == "cut":
         head()
         writer.write(_chunk("half an answer"))  # then the connection closes, no [DONE]
@@ -219,3 +227,28 @@ def test_a_responses_client_gets_response_failed_from_a_worker_cut_short(strict_
         kinds = [json.loads(line[6:])["type"] for line in answer.read().decode().split("\n")
                  if line.startswith("data: {")]
     assert kinds[0] == "response.created" and "error" in kinds and "response.completed" not in kinds
+
+
+def test_leaving_while_queued_during_keepalives_frees_the_queue_and_the_slot(strict_gateway, hostile, student_key) -> None:  # noqa: ANN001
+    from inference.models import RequestLog
+
+    model = _register(hostile, "hold")
+    headers = {"Authorization": f"Bearer {student_key[1]}"}
+    body = {"model": model, "stream": True, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.stream("POST", strict_gateway.url + "/v1/chat/completions", json=body, headers=headers,
+                      timeout=60) as holder:
+        held = holder.iter_raw()  # kept: a dropped iterator closes the connection
+        assert b"data:" in next(held)  # the only slot is held from here on
+        with httpx.stream("POST", strict_gateway.url + "/v1/chat/completions", json=body, headers=headers,
+                          timeout=60) as waiting:
+            assert waiting.status_code == 200  # past the grace period: the stream starts with keep-alives
+            waited = waiting.iter_raw()
+            assert next(waited).startswith(b":")
+        # the waiting student left; the holder leaves too
+    assert wait_for(lambda: _busy(strict_gateway, model) == 0, 10)
+    rows = wait_for(lambda: list(RequestLog.objects.filter(model=model, status=499).order_by("id")) or None, 10)
+    assert rows is not None and len(rows) == 2
+    left_while_queued = [row for row in rows if not row.worker_name]
+    assert len(left_while_queued) == 1 and left_while_queued[0].queue_wait_ms > 0
+    queue = httpx.get(strict_gateway.url + "/metrics", timeout=10).text
+    assert not re.search(rf'ocs_queue_depth{{pool_model="[0-9]+:{model}"}} [1-9]', queue)
