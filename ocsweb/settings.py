@@ -15,6 +15,7 @@ from ocsweb.lib.env import (
     env_float,
     env_int,
     env_list,
+    env_networks,
     env_str,
     parse_database_url,
     parse_redis_url,
@@ -168,8 +169,12 @@ OCS: GatewaySettings = {
     # are served by this model; empty = the first model the key's pool serves.
     "ANTHROPIC_DEFAULT_MODEL": env_str("OCS_ANTHROPIC_DEFAULT_MODEL", "") or "",
     # /metrics: readable from these networks (not through the public proxy) or with this token.
-    "METRICS_NETWORKS": env_list("OCS_METRICS_NETWORKS", list(DEFAULT_PRIVATE_NETWORKS)),
+    "METRICS_NETWORKS": env_networks("OCS_METRICS_NETWORKS", list(DEFAULT_PRIVATE_NETWORKS)),
     "METRICS_TOKEN": env_str("OCS_METRICS_TOKEN", "") or "",
+    # The HTTPS proxies (addresses or networks) whose X-Forwarded-For is believed: the real
+    # client is the rightmost hop that is not one of them (ocsweb/lib/client_address.py).
+    # Empty: no proxy is trusted, every peer is its own client.
+    "TRUSTED_PROXIES": tuple(env_networks("OCS_TRUSTED_PROXIES", [])),
     # A rig whose agent sent no heartbeat for this long has its workers taken out of service.
     "RIG_SILENT_S": env_float("OCS_RIG_SILENT_S", 30.0, minimum=1.0),
     # Worker and pool events older than this are pruned.

@@ -33,6 +33,7 @@ async def metrics(request: HttpRequest) -> HttpResponse:
         authorization=request.headers.get("Authorization", ""),
         token=settings.OCS["METRICS_TOKEN"],
         networks=settings.OCS["METRICS_NETWORKS"],
+        trusted_proxies=settings.OCS["TRUSTED_PROXIES"],
     )
     if not allowed:
         return HttpResponse("metrics are readable from the private network or with the staff token\n",
