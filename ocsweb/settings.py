@@ -232,6 +232,10 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": env_str("OCS_LOG_LEVEL", "INFO") or "INFO"},
     "loggers": {
+        # Django's defaults give "django" a console handler (when OCS_DEBUG is on) and an e-mail
+        # handler of their own, without the key filter: django.request's "Not Found:
+        # /ollama/<key>/…" would print the key. No handlers here: its records go to the root's.
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
         "daphne": {"handlers": ["console"], "level": "WARNING", "propagate": False},
         # One INFO line per upstream request would double the log volume of the hot path.
