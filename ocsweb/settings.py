@@ -112,6 +112,9 @@ _redis_url = env_str("REDIS_URL")
 REDIS_URL = parse_redis_url("REDIS_URL", _redis_url) if _redis_url else None
 # Prefix of every live-state key in Redis; tests use their own so runs never see each other.
 OCS_LIVE_NAMESPACE = env_str("OCS_LIVE_NAMESPACE", "ocs") or "ocs"
+# How many gateway processes this deployment runs; above 1 they must share Redis, and the
+# gateway refuses to start without REDIS_URL (ocsweb/lib/gateway_guard.py).
+OCS_GATEWAY_PROCESSES = env_int("OCS_GATEWAY_PROCESSES", 1, minimum=1)
 
 if REDIS_URL:
     CHANNEL_LAYERS = {
