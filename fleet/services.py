@@ -92,9 +92,16 @@ def worker_set_state(*, worker: Worker, state: str, reason: str) -> bool:
         since = worker.process_started_at or worker.state_changed_at
         cold_start_s = max(0.0, (now - since).total_seconds())
         reason = f"{reason}; cold start {cold_start_s:.1f} s (process start to first healthy probe)"
+    fields = ["state", "state_changed_at"]
+    if state == Worker.State.STARTING and (worker.process_started_at is None
+                                           or worker.process_started_at < worker.state_changed_at):
+        # The recorded start is an older process's (it predates the last transition): the cold
+        # start of the one loading now is counted from here.
+        worker.process_started_at = now
+        fields.append("process_started_at")
     worker.state = state
     worker.state_changed_at = now
-    worker.save(update_fields=["state", "state_changed_at"])
+    worker.save(update_fields=fields)
     WorkerEvent.objects.create(worker=worker, at=now, from_state=previous, to_state=state, reason=reason[:300],
                                cold_start_s=cold_start_s)
     return True
