@@ -47,16 +47,16 @@ def worker_register(
     Pass state=HEALTHY only when the caller has just seen /health answer 200 itself. With the
     default (STARTING), a worker a teacher drained or disabled keeps that state; another state
     given explicitly is applied. With keep_pool, an existing worker stays
-    in the pool a teacher may have moved it to. `process_started_at` (default: now) is when its
-    llama-server process started: the cold start recorded when it turns healthy runs from it."""
+    in the pool a teacher may have moved it to. `process_started_at` is when its llama-server
+    process started, if known: the cold start recorded when it turns healthy runs from it
+    (unknown: from when the worker became `starting`; given HEALTHY, none is recorded)."""
     pool, _ = Pool.objects.get_or_create(name=pool_name)
     model = catalog_model_ensure(public_id=model_id, context_length=context_length)
-    started_at = process_started_at or timezone.now()
     with transaction.atomic():
         worker, created = Worker.objects.select_for_update().get_or_create(
             name=name,
             defaults={"base_url": base_url.rstrip("/"), "pool": pool, "model": model, "slots": slots,
-                      "state": Worker.State.STARTING, "process_started_at": started_at},
+                      "state": Worker.State.STARTING, "process_started_at": process_started_at},
         )
         if created:
             WorkerEvent.objects.create(worker=worker, from_state=Worker.State.STARTING,
@@ -67,19 +67,24 @@ def worker_register(
                 worker.pool = pool
             worker.model = model
             worker.slots = slots
-            worker.process_started_at = started_at
-            worker.save(update_fields=["base_url", "pool", "model", "slots", "process_started_at"])
+            fields = ["base_url", "pool", "model", "slots"]
+            if process_started_at is not None:
+                worker.process_started_at = process_started_at
+                fields.append("process_started_at")
+            worker.save(update_fields=fields)
             if worker.state in RESTARTABLE_STATES or (state != Worker.State.STARTING and worker.state != state):
                 worker_set_state(worker=worker, state=Worker.State.STARTING,
                                  reason="re-registered: starting until a probe says it serves")
         if state != Worker.State.STARTING and worker.state != state:
             # Through `starting`, so that a worker the caller saw healthy gets its cold start.
+            # A server found already running (register_worker) has no known cold start.
             worker_set_state(worker=worker, state=state,
-                             reason="/health: 200" if state == Worker.State.HEALTHY else "registered")
+                             reason="/health: 200" if state == Worker.State.HEALTHY else "registered",
+                             record_cold_start=process_started_at is not None)
     return worker
 
 
-def worker_set_state(*, worker: Worker, state: str, reason: str) -> bool:
+def worker_set_state(*, worker: Worker, state: str, reason: str, record_cold_start: bool = True) -> bool:
     """Move a worker to `state`, recording the transition. Returns False if it was already there.
     starting -> healthy records the cold start: seconds from its process start (or, unknown, from
     when it became `starting`) to this first healthy probe."""
@@ -88,7 +93,7 @@ def worker_set_state(*, worker: Worker, state: str, reason: str) -> bool:
     previous = worker.state
     now = timezone.now()
     cold_start_s = None
-    if previous == Worker.State.STARTING and state == Worker.State.HEALTHY:
+    if record_cold_start and previous == Worker.State.STARTING and state == Worker.State.HEALTHY:
         since = worker.process_started_at or worker.state_changed_at
         cold_start_s = max(0.0, (now - since).total_seconds())
         reason = f"{reason}; cold start {cold_start_s:.1f} s (process start to first healthy probe)"

@@ -56,3 +56,10 @@ def test_a_worker_registered_again_is_starting_whatever_its_last_run_left() -> N
         Worker.objects.filter(id=worker.id).update(state=left)
         again = worker_register(name="w", base_url="http://10.0.0.1:8080", model_id="m", pool_name="production")
         assert again.state == "starting", left
+
+
+def test_a_server_found_already_running_has_no_cold_start_to_record() -> None:
+    worker = worker_register(name="w", base_url="http://10.0.0.1:8080", model_id="m", pool_name="production",
+                             state="healthy")  # register_worker: it answered /health 200 when we looked
+    assert worker.state == "healthy"
+    assert not WorkerEvent.objects.filter(worker=worker, cold_start_s__isnull=False).exists()
