@@ -67,7 +67,8 @@ def local_worker_start(
         process_started_at=started_at,
     )
     if process.pid is not None:
-        Worker.objects.filter(id=worker.id).update(process_pid=process.pid)
+        worker.process_pid = process.pid
+        worker.save(update_fields=["process_pid"])
     return process, worker, seconds
 
 
