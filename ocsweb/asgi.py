@@ -11,6 +11,10 @@ never uses: its few database reads (cache misses) run in pool threads and look a
 connections (ocsweb.lib.db). Full handler: +10 ms; no middleware: +8 ms; no middleware and no
 request signals: +3.3 ms. The API views need neither: they authenticate by key, are
 CSRF-exempt and use no session.
+
+In front of both, the body cap (OCS_MAX_BODY_BYTES, ocsweb/lib/body_limit.py): a declared
+Content-Length over it is answered 413 unread, a chunked body as soon as it passes it, in the
+client's envelope. Django alone would spool a body of any size to disk before anyone looked.
 """
 import asyncio
 import logging

@@ -209,3 +209,13 @@ def test_the_agent_logs_why_the_control_plane_refused_its_report(rig, caplog) ->
     assert any("400" in line and "workers[0].context_per_slot" in line and "greater than or equal to 512" in line
                for line in refusals), refusals
     assert not Worker.objects.exists()
+
+
+def test_a_heartbeat_cannot_touch_another_rigs_workers(rig) -> None:  # noqa: ANN001
+    post("/agent/v1/register", {"agent_version": "v", "workers": WORKERS}, rig[1])
+    Worker.objects.filter(name="rig1-a").update(state="healthy")
+    _other, other_token = rig_create(name="rig2", address="100.64.0.13")
+    body = {"gpu_status": "", "gpus": [], "workers": [{"name": "rig1-a", "process_state": "crashed", "pid": 7}]}
+    assert post("/agent/v1/heartbeat", body, other_token).status_code == 200
+    worker = Worker.objects.get(name="rig1-a")
+    assert (worker.state, worker.process_state, worker.process_pid) == ("healthy", "", None)
