@@ -46,10 +46,10 @@ def worker_register(
     it is `starting` again (whatever the last run left in its row) until a probe says it serves.
     Pass state=HEALTHY only when the caller has just seen /health answer 200 itself. With the
     default (STARTING), a worker a teacher drained or disabled keeps that state; another state
-    given explicitly is applied. With keep_pool, an existing worker stays
-    in the pool a teacher may have moved it to. `process_started_at` is when its llama-server
-    process started, if known: the cold start recorded when it turns healthy runs from it
-    (unknown: from when the worker became `starting`; given HEALTHY, none is recorded)."""
+    given explicitly is applied. With keep_pool, an existing worker stays in the pool a teacher
+    may have moved it to. `process_started_at` is when its llama-server process started, if
+    known: the cold start recorded when it turns healthy runs from it (unknown: from when the
+    worker became `starting`; given HEALTHY, none is recorded)."""
     pool, _ = Pool.objects.get_or_create(name=pool_name)
     model = catalog_model_ensure(public_id=model_id, context_length=context_length)
     with transaction.atomic():

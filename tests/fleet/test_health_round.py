@@ -59,3 +59,14 @@ def test_a_healthy_worker_answering_loading_goes_back_to_starting_and_its_new_co
     event = WorkerEvent.objects.filter(worker=worker, to_state="healthy").first()
     assert event is not None and event.cold_start_s is not None
     assert event.cold_start_s < 3600  # from when it was seen loading, not from the old process's start
+
+
+def test_the_monitor_keeps_probing_while_redis_is_away(monkeypatch) -> None:  # noqa: ANN001
+    import ocsweb.live
+    from fleet.local_worker import free_port
+
+    monkeypatch.setattr(ocsweb.live, "_live_state",
+                        ocsweb.live.RedisLiveState(f"redis://127.0.0.1:{free_port()}/0"))  # nothing listens there
+    worker = worker_register(name="w", base_url="http://10.0.0.1:8080", model_id="m", pool_name="production")
+    one_round(HealthTracker(), 200)
+    assert Worker.objects.get(id=worker.id).state == "healthy"
