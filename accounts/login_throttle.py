@@ -1,7 +1,8 @@
 """Sign-in rate limiting: after LOGIN_MAX_FAILURES failed attempts for one username within
 LOGIN_LOCK_S, that username is refused (even with the right password) until the window has
 passed. An address gets ten times as many tries: a whole class signs in from one school NAT
-address, and one student's typos must not lock out the others. Counters live in the cache
+address, and one student's typos must not lock out the others. The address is the real
+client's, behind the trusted proxies (OCS_TRUSTED_PROXIES), not the proxy's own. Counters live in the cache
 (Redis when REDIS_URL is set, so every gateway process shares them)."""
 from __future__ import annotations
 
@@ -13,14 +14,24 @@ from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
+from ocsweb.lib.client_address import client_address
+
 ADDRESS_FACTOR = 10
+
+
+def request_client_address(request: HttpRequest) -> str | None:
+    """The real client behind the trusted proxies (OCS_TRUSTED_PROXIES); when it cannot be known,
+    the peer's own address, so that unknown clients share one counter rather than none."""
+    remote_addr = request.META.get("REMOTE_ADDR") or ""
+    return client_address(remote_addr=remote_addr, forwarded_for=request.META.get("HTTP_X_FORWARDED_FOR"),
+                          trusted_proxies=settings.OCS["TRUSTED_PROXIES"]) or remote_addr or None
 
 
 def _counters(request: HttpRequest | None, username: str | None) -> list[tuple[str, int]]:
     limit = settings.OCS["LOGIN_MAX_FAILURES"]
     name = hashlib.sha256((username or "").strip().lower().encode()).hexdigest()[:32]
     counters = [(f"login-fail:user:{name}", limit)]
-    address = request.META.get("REMOTE_ADDR") if request is not None else None
+    address = request_client_address(request) if request is not None else None
     if address:
         counters.append((f"login-fail:addr:{address}", limit * ADDRESS_FACTOR))
     return counters

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 
 from accounts.audit import acting_user
@@ -13,7 +13,7 @@ class WorkerEventInline(admin.TabularInline):
     model = WorkerEvent
     extra = 0
     can_delete = False
-    readonly_fields = ("at", "from_state", "to_state", "reason")
+    readonly_fields = ("at", "from_state", "to_state", "reason", "cold_start_s")
     ordering = ("-at",)
 
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
@@ -44,11 +44,24 @@ def _move_to(pool_name: str):  # noqa: ANN202
 
 @admin.register(Worker)
 class WorkerAdmin(admin.ModelAdmin):
-    list_display = ("name", "state", "pool", "model", "slots", "rig", "gpu_indices", "state_changed_at")
+    list_display = ("name", "state", "pool", "model", "slots", "rig", "gpu_indices", "state_changed_at",
+                    "last_cold_start")
     list_filter = ("state", "pool", "model", "rig")
     search_fields = ("name",)
-    readonly_fields = ("state", "state_changed_at", "process_state", "created_at")
+    readonly_fields = ("state", "state_changed_at", "process_state", "process_pid", "process_started_at",
+                       "last_cold_start", "created_at")
     inlines = [WorkerEventInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Worker]:
+        latest = (WorkerEvent.objects.filter(worker=OuterRef("pk"), cold_start_s__isnull=False)
+                  .order_by("-at").values("cold_start_s")[:1])
+        return super().get_queryset(request).annotate(last_cold_start_s=Subquery(latest))
+
+    @admin.display(description="last cold start", ordering="last_cold_start_s")
+    def last_cold_start(self, worker: Worker) -> str:
+        """Process start to first healthy probe, from the worker's latest cold-start event."""
+        seconds = getattr(worker, "last_cold_start_s", None)
+        return "-" if seconds is None else f"{seconds:.1f} s"
 
     def get_actions(self, request: HttpRequest) -> dict:
         actions = super().get_actions(request)
@@ -83,7 +96,7 @@ class RigAdmin(admin.ModelAdmin):
 
 @admin.register(WorkerEvent)
 class WorkerEventAdmin(admin.ModelAdmin):
-    list_display = ("at", "worker", "from_state", "to_state", "reason")
+    list_display = ("at", "worker", "from_state", "to_state", "cold_start_s", "reason")
     list_filter = ("to_state", "worker")
 
 

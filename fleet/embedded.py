@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+from django.utils import timezone
 
 from fleet.local_worker import (
     DEFAULT_MODEL_ID,
@@ -14,7 +15,7 @@ from fleet.local_worker import (
     find_default_model,
 )
 from fleet.models import Worker
-from fleet.services import worker_register, worker_set_state
+from fleet.services import RESTARTABLE_STATES, worker_register, worker_set_state
 
 PER_SLOT_CONTEXT = 4096
 
@@ -42,9 +43,16 @@ def per_slot_context(base_url: str) -> int | None:
 def local_worker_start(
     *, name: str, port: int, pool: str, slots: int, log_dir: Path | None = None, timeout_s: float = 120.0
 ) -> tuple[LlamaServerProcess, Worker, float]:
-    """Start llama-server, wait for /health, register it healthy. Returns (process, worker, seconds to healthy)."""
+    """Start llama-server, wait for /health, register it healthy. Returns (process, worker, seconds to healthy).
+    A row left `healthy` by a run that could not mark it stopped (killed, or its database gone)
+    turns `starting` before the new process launches: the gateway sends it nothing while it loads."""
     spec = local_worker_spec(port=port, slots=slots)
     log_path = (log_dir / f"{name}.log") if log_dir else None
+    stale = Worker.objects.filter(name=name, state__in=RESTARTABLE_STATES).first()
+    if stale is not None:
+        worker_set_state(worker=stale, state=Worker.State.STARTING,
+                         reason="process restarting: starting until a probe says it serves")
+    started_at = timezone.now()
     process = LlamaServerProcess(spec, log_path=log_path).start()
     try:
         seconds = process.wait_healthy(timeout_s)
@@ -59,7 +67,11 @@ def local_worker_start(
         slots=slots,
         context_length=per_slot_context(spec.base_url) or PER_SLOT_CONTEXT,
         state=Worker.State.HEALTHY,
+        process_started_at=started_at,
     )
+    if process.pid is not None:
+        worker.process_pid = process.pid
+        worker.save(update_fields=["process_pid"])
     return process, worker, seconds
 
 

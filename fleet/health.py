@@ -3,6 +3,7 @@ apply state transitions (recorded as WorkerEvents). `fleet_monitor` loops over p
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 
 import httpx
@@ -10,7 +11,9 @@ from asgiref.sync import sync_to_async
 from django.core.cache import cache
 
 from fleet.hysteresis import HealthTracker, Observation
-from ocsweb.live import live_state
+from ocsweb.live import LiveStateUnavailable, live_state
+
+log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 2.0
 PROBE_CACHE_S = 30
@@ -79,7 +82,12 @@ async def probe_round(
     to pass to the next round (a worker newly marked suspect by a real request counts as a failure)."""
     targets = await sync_to_async(_targets, thread_sensitive=False)()
     results = await asyncio.gather(*(probe_worker(client, t) for t in targets))
-    suspects = set(await sync_to_async(live_state().suspects_sync, thread_sensitive=False)())
+    try:
+        suspects = set(await sync_to_async(live_state().suspects_sync, thread_sensitive=False)())
+    except LiveStateUnavailable as exc:
+        # Probing needs no Redis: keep judging workers by their probes while it is away.
+        log.warning("suspect workers unknown this round: %s", exc)
+        suspects = set(previous_suspects)
     report = RoundReport()
     for target, (observation, busy) in zip(targets, results):
         if target.id in suspects - previous_suspects:
@@ -95,9 +103,12 @@ async def probe_round(
             if applied:
                 report.transitions.append((target.name, applied[0], applied[1], observation.detail))
     tracker.forget({t.id for t in targets})
-    await sync_to_async(cache.set_many, thread_sensitive=False)(
-        {f"fleet:probe:{name}": {"ok": o.ok, "detail": o.detail, "busy": report.busy_slots.get(name)}
-         for name, o in report.observations.items()},
-        PROBE_CACHE_S,
-    )
+    try:
+        await sync_to_async(cache.set_many, thread_sensitive=False)(
+            {f"fleet:probe:{name}": {"ok": o.ok, "detail": o.detail, "busy": report.busy_slots.get(name)}
+             for name, o in report.observations.items()},
+            PROBE_CACHE_S,
+        )
+    except Exception as exc:  # the cache (Redis) is down: the probe results are informative only
+        log.warning("probe results not cached: %s: %s", type(exc).__name__, exc)
     return report, suspects

@@ -7,6 +7,7 @@ never changed by observations.
 - healthy --1 failure--> degraded --FAIL_AFTER failures in a row--> down
 - starting/down/degraded --RECOVER_AFTER successes in a row--> healthy (starting needs one)
 - starting stays starting while the worker answers "loading" (503): a big model loads for minutes.
+- healthy/degraded/down --"loading" (503)--> starting: its process restarted and loads its model.
 """
 from __future__ import annotations
 
@@ -52,8 +53,10 @@ class HealthTracker:
             if state != "healthy" and streak.successes >= needed:
                 return "healthy"
             return None
-        if state == "starting" and observation.loading:
-            return None
+        if observation.loading:
+            # llama-server answers 503 only while it loads a model: a worker that was serving has
+            # restarted (outside any agent's view). Not a failure to count: it is starting again.
+            return None if state == "starting" else "starting"
         if streak.failures >= self.fail_after and state != "down":
             return "down"
         if state == "healthy":

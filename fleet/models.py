@@ -120,6 +120,10 @@ class Worker(models.Model):
     gpu_indices = models.JSONField(default=list, blank=True, help_text="CUDA_VISIBLE_DEVICES; [] = CPU.")
     launch = models.JSONField(default=dict, blank=True, help_text="model file, context, split mode, YaRN, draft…")
     process_state = models.CharField(max_length=32, blank=True, help_text="As the agent last saw the process.")
+    process_pid = models.PositiveIntegerField(null=True, blank=True, help_text="llama-server's pid as last reported.")
+    process_started_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the current llama-server process started; its cold start runs from here."
+    )
 
     class Meta:
         ordering = ["name"]
@@ -136,6 +140,9 @@ class WorkerEvent(models.Model):
     from_state = models.CharField(max_length=16, choices=Worker.State.choices)
     to_state = models.CharField(max_length=16, choices=Worker.State.choices)
     reason = models.CharField(max_length=300)
+    cold_start_s = models.FloatField(
+        null=True, blank=True, help_text="On starting -> healthy: seconds from process start to the first healthy probe."
+    )
 
     class Meta:
         ordering = ["-at"]

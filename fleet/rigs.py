@@ -9,9 +9,10 @@ from django.utils import timezone
 
 from accounts.keys import RIG_SCHEME, generate_key, hash_matches, parse_prefix
 from fleet.models import Gpu, Rig, Worker
-from fleet.services import worker_register, worker_set_state
+from fleet.services import worker_process_started, worker_register, worker_set_state
 
 PROCESS_DOWN_STATES = {"backoff", "crashed", "stopped"}
+PROCESS_UP_STATES = {"starting", "running"}
 ROUTABLE_OR_STARTING = {Worker.State.STARTING, Worker.State.HEALTHY, Worker.State.DEGRADED}
 
 
@@ -45,8 +46,11 @@ def rig_register(*, rig: Rig, agent_version: str, workers: list[dict[str, Any]])
     registered = []
     for spec in workers:
         existing = Worker.objects.filter(name=spec["name"]).first()
-        if existing is not None and existing.rig_id not in (None, rig.id):
-            raise PermissionError(f"worker {spec['name']!r} belongs to another rig")
+        if existing is not None and existing.rig_id != rig.id:
+            # A rig manages only the workers it created: not another rig's, and not one a
+            # teacher registered by hand (rig None), which a token could otherwise repoint.
+            owner = f"rig {existing.rig.name}" if existing.rig is not None else "no rig (registered by hand)"
+            raise PermissionError(f"worker {spec['name']!r} belongs to {owner}, not to rig {rig.name}")
         worker = worker_register(
             name=spec["name"],
             base_url=f"http://{rig.address}:{spec['port']}",
@@ -54,7 +58,6 @@ def rig_register(*, rig: Rig, agent_version: str, workers: list[dict[str, Any]])
             pool_name=spec.get("pool") or "production",
             slots=spec["slots"],
             context_length=spec.get("context_per_slot") or None,
-            state=existing.state if existing else Worker.State.STARTING,
             keep_pool=True,
         )
         worker.rig = rig
@@ -87,11 +90,26 @@ def rig_heartbeat(*, rig: Rig, gpu_status: str, gpus: list[dict[str, Any]], work
         if worker.process_state != process_state:
             worker.process_state = process_state
             worker.save(update_fields=["process_state"])
+        pid = report.get("pid")
+        if pid and process_state in PROCESS_UP_STATES:
+            uptime_s = report.get("uptime_s") or 0.0
+            worker_process_started(worker=worker, pid=pid, started_at=now - timedelta(seconds=uptime_s))
         if process_state in PROCESS_DOWN_STATES and worker.state in ROUTABLE_OR_STARTING:
             code = report.get("last_exit_code")
             worker_set_state(worker=worker, state=Worker.State.DOWN,
                              reason=f"rig agent: llama-server {process_state}"
                                     + (f" (exit code {code})" if code is not None else ""))
+
+
+def rig_workers_reset(*, rig: Rig, reason: str) -> list[str]:
+    """Mark on start what the last run could not mark on stop: a rig agent (or the demo) that
+    starts again takes its workers that still look routable out of service until they register
+    and a probe says they serve. Returns the names changed."""
+    changed = []
+    for worker in Worker.objects.filter(rig=rig, state__in=ROUTABLE_OR_STARTING - {Worker.State.STARTING}):
+        if worker_set_state(worker=worker, state=Worker.State.DOWN, reason=reason):
+            changed.append(worker.name)
+    return changed
 
 
 def rigs_sweep_silent(*, silent_after_s: float) -> list[str]:

@@ -1,6 +1,8 @@
 """State changes of the fleet."""
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -24,6 +26,10 @@ def catalog_model_ensure(*, public_id: str, context_length: int | None = None) -
     return model
 
 
+# States a restart resets to `starting`: a teacher's draining/disabled stay as they are.
+RESTARTABLE_STATES = frozenset({Worker.State.HEALTHY, Worker.State.DEGRADED, Worker.State.DOWN})
+
+
 def worker_register(
     *,
     name: str,
@@ -34,42 +40,95 @@ def worker_register(
     context_length: int | None = None,
     state: str = Worker.State.STARTING,
     keep_pool: bool = False,
+    process_started_at: datetime | None = None,
 ) -> Worker:
-    """Create or update a worker by name. Re-registering a worker is how a restarted one returns.
-    With keep_pool, an existing worker stays in the pool a teacher may have moved it to."""
+    """Create or update a worker by name. Re-registering a worker is how a restarted one returns:
+    it is `starting` again (whatever the last run left in its row) until a probe says it serves.
+    Pass state=HEALTHY only when the caller has just seen /health answer 200 itself. With the
+    default (STARTING), a worker a teacher drained or disabled keeps that state; another state
+    given explicitly is applied. With keep_pool, an existing worker stays in the pool a teacher
+    may have moved it to. `process_started_at` is when its llama-server process started, if
+    known: the cold start recorded when it turns healthy runs from it (unknown: from when the
+    worker became `starting`; given HEALTHY, none is recorded)."""
     pool, _ = Pool.objects.get_or_create(name=pool_name)
     model = catalog_model_ensure(public_id=model_id, context_length=context_length)
     with transaction.atomic():
         worker, created = Worker.objects.select_for_update().get_or_create(
             name=name,
-            defaults={"base_url": base_url.rstrip("/"), "pool": pool, "model": model, "slots": slots, "state": state,
+            defaults={"base_url": base_url.rstrip("/"), "pool": pool, "model": model, "slots": slots,
+                      "state": Worker.State.STARTING, "process_started_at": process_started_at,
                       "context_per_slot": context_length},
         )
-        if not created:
+        if created:
+            WorkerEvent.objects.create(worker=worker, from_state=Worker.State.STARTING,
+                                       to_state=Worker.State.STARTING, reason="registered")
+        else:
             worker.base_url = base_url.rstrip("/")
             if not keep_pool:
                 worker.pool = pool
             worker.model = model
             worker.slots = slots
             worker.context_per_slot = context_length or worker.context_per_slot
-            worker.save(update_fields=["base_url", "pool", "model", "slots", "context_per_slot"])
-            if worker.state != state:
-                worker_set_state(worker=worker, state=state, reason="re-registered")
-        else:
-            WorkerEvent.objects.create(worker=worker, from_state=state, to_state=state, reason="registered")
+            fields = ["base_url", "pool", "model", "slots", "context_per_slot"]
+            if process_started_at is not None:
+                worker.process_started_at = process_started_at
+                fields.append("process_started_at")
+            worker.save(update_fields=fields)
+            if worker.state in RESTARTABLE_STATES or (state != Worker.State.STARTING and worker.state != state):
+                worker_set_state(worker=worker, state=Worker.State.STARTING,
+                                 reason="re-registered: starting until a probe says it serves")
+        if state != Worker.State.STARTING and worker.state != state:
+            # Through `starting`, so that a worker the caller saw healthy gets its cold start.
+            # A server found already running (register_worker) has no known cold start.
+            worker_set_state(worker=worker, state=state,
+                             reason="/health: 200" if state == Worker.State.HEALTHY else "registered",
+                             record_cold_start=process_started_at is not None)
     return worker
 
 
-def worker_set_state(*, worker: Worker, state: str, reason: str) -> bool:
-    """Move a worker to `state`, recording the transition. Returns False if it was already there."""
+def worker_set_state(*, worker: Worker, state: str, reason: str, record_cold_start: bool = True) -> bool:
+    """Move a worker to `state`, recording the transition. Returns False if it was already there.
+    starting -> healthy records the cold start: seconds from its process start (or, unknown, from
+    when it became `starting`) to this first healthy probe."""
     if worker.state == state:
         return False
     previous = worker.state
+    now = timezone.now()
+    cold_start_s = None
+    if record_cold_start and previous == Worker.State.STARTING and state == Worker.State.HEALTHY:
+        since = worker.process_started_at or worker.state_changed_at
+        cold_start_s = max(0.0, (now - since).total_seconds())
+        reason = f"{reason}; cold start {cold_start_s:.1f} s (process start to first healthy probe)"
+    fields = ["state", "state_changed_at"]
+    if state == Worker.State.STARTING and (worker.process_started_at is None
+                                           or worker.process_started_at < worker.state_changed_at):
+        # The recorded start is an older process's (it predates the last transition): the cold
+        # start of the one loading now is counted from here.
+        worker.process_started_at = now
+        fields.append("process_started_at")
     worker.state = state
-    worker.state_changed_at = timezone.now()
-    worker.save(update_fields=["state", "state_changed_at"])
-    WorkerEvent.objects.create(worker=worker, from_state=previous, to_state=state, reason=reason[:300])
+    worker.state_changed_at = now
+    worker.save(update_fields=fields)
+    WorkerEvent.objects.create(worker=worker, at=now, from_state=previous, to_state=state, reason=reason[:300],
+                               cold_start_s=cold_start_s)
     return True
+
+
+def worker_process_started(*, worker: Worker, pid: int, started_at: datetime) -> bool:
+    """The agent reports a llama-server process with a new pid: the old one ended and a new
+    one loads its model. A worker that was serving goes back to `starting` (the gateway sends it
+    nothing until a probe says it serves). Returns True if its state changed."""
+    if worker.process_pid == pid:
+        return False
+    # A row with no pid yet (just registered, or older than this field) is not a restart.
+    restarted = worker.process_pid is not None
+    worker.process_pid = pid
+    worker.process_started_at = started_at
+    worker.save(update_fields=["process_pid", "process_started_at"])
+    if restarted and worker.state in RESTARTABLE_STATES:
+        return worker_set_state(worker=worker, state=Worker.State.STARTING,
+                                reason=f"llama-server restarted (pid {pid}): starting until a probe says it serves")
+    return False
 
 
 def worker_move(*, worker: Worker, pool: Pool, actor: User | None = None) -> Worker:

@@ -25,7 +25,7 @@ from inference import errors
 from inference.fair_queue import FairQueue
 from inference.metrics import QUEUE_WAIT
 from ocsweb.lib.db import fresh_connection
-from ocsweb.live import live_state, worker_resource
+from ocsweb.live import LiveStateUnavailable, live_state, worker_resource
 
 log = logging.getLogger("ocs.admission")
 
@@ -53,18 +53,26 @@ class Lease:
         async def renew_forever() -> None:
             while True:
                 await asyncio.sleep(lease_s / 3)
-                await live_state().renew(self.resource, self.lease_id, lease_s)
+                try:
+                    await live_state().renew(self.resource, self.lease_id, lease_s)
+                except LiveStateUnavailable:
+                    pass  # try again next time; the request itself goes on
 
         self._keeper = asyncio.ensure_future(renew_forever())
         return self
 
     async def release(self) -> None:
+        """Stop renewing, then free. If live state cannot be reached, the lease runs out by
+        itself within SLOT_LEASE_S: nothing renews it any more."""
         if self._released:
             return
         self._released = True
         if self._keeper is not None:
             self._keeper.cancel()
-        await live_state().release(self.resource, self.lease_id)
+        try:
+            await live_state().release(self.resource, self.lease_id)
+        except LiveStateUnavailable:
+            log.warning("could not release %s (live state unavailable): it expires by itself", self.resource)
 
 
 @dataclass

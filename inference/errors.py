@@ -72,6 +72,14 @@ def queue_timeout(model: str, waited_s: float, retry_after_s: int) -> ApiError:
     )
 
 
+def live_state_unavailable() -> ApiError:
+    """Redis (slots, limits, key revocations) cannot be reached: try again shortly. Service
+    resumes by itself when it returns; /readyz says why meanwhile."""
+    return ApiError(503, "The gateway cannot reach its live state right now (it is restarting). Try again in a "
+                         "few seconds.", type="server_error", code="service_unavailable",
+                    headers={"retry-after": "5"})
+
+
 def upstream_failed(detail: str) -> ApiError:
     return ApiError(502, f"The worker failed: {detail}", type="server_error", code="upstream_error")
 

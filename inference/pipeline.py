@@ -33,6 +33,7 @@ from inference.quota_gate import admit, charge_refusal, check_access, reservatio
 from inference.request_log import RequestRecord
 from inference.validation import output_cap
 from ocsweb.lib.redact import redact
+from ocsweb.live import LiveStateUnavailable
 
 log = logging.getLogger("ocs.api")
 
@@ -104,6 +105,9 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
         status, error_code = response.status_code, error.code or error.type
         if error.status == 429:
             REFUSALS.labels(error.reason or error.code or "rate_limit").inc()
+    except LiveStateUnavailable:
+        response = error_response(protocol, errors.live_state_unavailable())
+        status, error_code = response.status_code, "live_state_unavailable"
     except RequestDataTooBig:
         response = error_response(protocol, errors.ApiError(413, "The request body is too large.",
                                                             code="request_too_large"))

@@ -12,6 +12,7 @@ cap, and never more than the model's context (prompt + answer must fit in it).
 """
 from __future__ import annotations
 
+import logging
 import math
 import uuid
 from dataclasses import dataclass, field
@@ -23,8 +24,10 @@ from accounts.limits import Caps
 from inference import errors
 from inference.admission import Lease
 from ocsweb.lib.school_day import today
-from ocsweb.live import live_state
+from ocsweb.live import LiveStateUnavailable, live_state
 from ocsweb.quota import QuotaAsk, QuotaScope, QuotaVerdict, concurrency_resource
+
+log = logging.getLogger("ocs.quota")
 
 
 def reservation(*, body_bytes: int, max_tokens: int, context_length: int) -> int:
@@ -100,7 +103,10 @@ class Ticket:
         for lease in self.leases:
             await lease.release()
         if served_tokens is not None and served_tokens != self.reserved:
-            await live_state().settle(self.scopes, self.day, served_tokens - self.reserved)
+            try:
+                await live_state().settle(self.scopes, self.day, served_tokens - self.reserved)
+            except LiveStateUnavailable:
+                log.warning("could not settle a token reservation (live state unavailable): it stands as charged")
 
 
 def check_access(identity: KeyIdentity, model_id: str) -> None:

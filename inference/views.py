@@ -19,6 +19,7 @@ from inference.openapi import openapi_document
 from inference.protocols import anthropic, ollama, openai_chat, openai_completions, responses
 from inference.protocols.base import Protocol
 from inference.request_log import RequestRecord
+from ocsweb.live import LiveStateUnavailable
 
 log = logging.getLogger("ocs.api")
 
@@ -65,6 +66,9 @@ def answering(protocol: Protocol, *methods: str) -> Callable[[View], View]:
             except errors.ApiError as error:
                 response = pipeline.error_response(protocol, error)
                 status, error_code = response.status_code, error.code or error.type
+            except LiveStateUnavailable:
+                response = pipeline.error_response(protocol, errors.live_state_unavailable())
+                status, error_code = response.status_code, "live_state_unavailable"
             except asyncio.CancelledError:
                 status, error_code = pipeline.CLIENT_CLOSED, "client_closed"
                 raise

@@ -5,6 +5,10 @@ arguments. Daphne writes its access log straight to a stream, past Python loggin
 filters, and Copilot's Ollama route carries the key in the URL path (/ollama/<key>/…), so the
 access log entries are redacted here.
 
+It refuses to start (exit 2, the reason on stderr) where it would run beside other gateway
+processes without Redis: OCS_GATEWAY_PROCESSES above 1 without REDIS_URL, or, in production
+without Redis, a second process on the same host (ocsweb/lib/gateway_guard.py).
+
 On SIGTERM or Ctrl-C the server cancels the requests still running, waits until each has
 unwound (closed its upstream stream, settled its token budget, handed its request log row to
 the writer) and stops; the rows still buffered are then written before the process exits.
@@ -13,12 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sys
+from pathlib import Path
+from typing import IO
 
 import daphne.cli
 import daphne.server
 from daphne.access import AccessLogGenerator
 from twisted.internet import defer
 
+from ocsweb.lib.gateway_guard import AnotherGateway, processes_problem, single_gateway_lock
 from ocsweb.lib.redact import redact
 
 log = logging.getLogger(__name__)
@@ -61,7 +70,27 @@ class GatewayCommandLine(daphne.cli.CommandLineInterface):
     server_class = GracefulServer
 
 
+def refuse_unsafe_start() -> IO[str] | None:
+    """Exit with a clear message where this process would run beside others without Redis
+    (ocsweb/lib/gateway_guard.py). Returns the production lock to hold while serving."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ocsweb.settings")
+    from django.conf import settings
+
+    problem = processes_problem(processes=settings.OCS_GATEWAY_PROCESSES, redis_url=settings.REDIS_URL)
+    if problem:
+        sys.stderr.write(f"gateway refuses to start: {problem}\n")
+        raise SystemExit(2)
+    if settings.PRODUCTION and not settings.REDIS_URL:
+        try:
+            return single_gateway_lock(Path(settings.VAR_DIR))
+        except AnotherGateway as exc:
+            sys.stderr.write(f"gateway refuses to start: {exc}\n")
+            raise SystemExit(2) from None
+    return None
+
+
 def main() -> None:
+    lock = refuse_unsafe_start()  # noqa: F841 - held open while the server runs
     daphne.cli.AccessLogGenerator = RedactingAccessLogGenerator  # the CLI builds its logger from this name
     try:
         GatewayCommandLine.entrypoint()

@@ -15,12 +15,16 @@ both backends run atomically).
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
+from urllib.parse import urlsplit
+
+from redis.exceptions import RedisError
 
 from ocsweb.quota import (
     ADMIT_LUA,
@@ -34,6 +38,50 @@ from ocsweb.quota import (
     lua_args,
     verdict_from_lua,
 )
+
+
+class LiveStateUnavailable(RuntimeError):
+    """Redis, which holds the live state every gateway process shares, cannot be reached (down,
+    refusing, timing out). Raised by every RedisLiveState method in place of redis-py's own
+    errors. The API answers it with 503 in the client's envelope; /readyz reports it. Nothing
+    needs resetting: the next call connects again, so service resumes when Redis returns."""
+
+
+# How long one Redis operation may take before the request is told Redis is unavailable (s).
+REDIS_CONNECT_TIMEOUT_S = 2.0
+REDIS_SOCKET_TIMEOUT_S = 5.0
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _describe(url: str, exc: BaseException) -> str:
+    parts = urlsplit(url)
+    where = parts.hostname or parts.path or "?"
+    if parts.port:
+        where += f":{parts.port}"
+    detail = str(exc).replace(url, where)[:200] or type(exc).__name__
+    return f"Redis at {where} is unavailable ({type(exc).__name__}: {detail})"
+
+
+def _guarded_async(method: Callable[_P, Awaitable[_T]]) -> Callable[_P, Coroutine[Any, Any, _T]]:
+    @functools.wraps(method)
+    async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            return await method(*args, **kwargs)
+        except (RedisError, OSError) as exc:
+            raise LiveStateUnavailable(_describe(args[0]._url, exc)) from exc  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _guarded(method: Callable[_P, _T]) -> Callable[_P, _T]:
+    @functools.wraps(method)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            return method(*args, **kwargs)
+        except (RedisError, OSError) as exc:
+            raise LiveStateUnavailable(_describe(args[0]._url, exc)) from exc  # type: ignore[attr-defined]
+    return wrapper
 
 
 def worker_resource(worker_id: int) -> str:
@@ -65,6 +113,7 @@ class LiveState(Protocol):
     async def admit(self, scopes: list[QuotaScope], ask: QuotaAsk) -> QuotaVerdict: ...
     async def settle(self, scopes: list[str], day: str, delta: int) -> None: ...
     def tokens_used_sync(self, scope: str, day: str) -> int: ...
+    async def check(self) -> None: ...
 
 
 class InProcessLiveState:
@@ -172,6 +221,9 @@ class InProcessLiveState:
     def tokens_used_sync(self, scope: str, day: str) -> int:
         return self._tokens.get((scope, day), 0)
 
+    async def check(self) -> None:
+        """In process: always available."""
+
 
 # KEYS[1] = the resource's lease zset; ARGV = capacity, now_ms, expires_ms, lease_id.
 _CLAIM_LUA = """
@@ -203,7 +255,11 @@ class RedisLiveState:
 
         self._url = url
         self._ns = namespace
-        self._sync = redis.Redis.from_url(url)
+        # Timeouts: a Redis that hangs must fail a request within seconds, not hold it (and its
+        # slot) for as long as the kernel keeps a dead connection open.
+        self._timeouts = {"socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S,
+                          "socket_timeout": REDIS_SOCKET_TIMEOUT_S}
+        self._sync = redis.Redis.from_url(url, **self._timeouts)
         self._aioredis = aioredis
         self._clients: dict[int, object] = {}
 
@@ -211,13 +267,19 @@ class RedisLiveState:
         loop_id = id(asyncio.get_running_loop())
         client = self._clients.get(loop_id)
         if client is None:
-            client = self._aioredis.Redis.from_url(self._url)
+            client = self._aioredis.Redis.from_url(self._url, **self._timeouts)
             self._clients[loop_id] = client
         return client
+
+    @_guarded_async
+    async def check(self) -> None:
+        """Raises LiveStateUnavailable unless Redis answers a PING."""
+        await self._client().ping()
 
     def _k(self, *parts: str) -> str:
         return ":".join((self._ns, *parts))
 
+    @_guarded_async
     async def claim(self, resource: str, capacity: int, lease_s: float) -> str | None:
         now_ms = int(time.time() * 1000)
         lease_id = uuid.uuid4().hex
@@ -226,15 +288,18 @@ class RedisLiveState:
         )
         return lease_id if claimed == 1 else None
 
+    @_guarded_async
     async def renew(self, resource: str, lease_id: str, lease_s: float) -> None:
         lease_ms = int(lease_s * 1000)
         await self._client().eval(
             _RENEW_LUA, 1, self._k("lease", resource), int(time.time() * 1000) + lease_ms, lease_id, lease_ms
         )
 
+    @_guarded_async
     async def release(self, resource: str, lease_id: str) -> None:
         await self._client().zrem(self._k("lease", resource), lease_id)
 
+    @_guarded_async
     async def busy(self, resources: list[str]) -> dict[str, int]:
         if not resources:
             return {}
@@ -245,6 +310,7 @@ class RedisLiveState:
         counts = await pipe.execute()
         return dict(zip(resources, (int(c) for c in counts)))
 
+    @_guarded_async
     async def view(self, worker_ids: list[int], conversation: str | None) -> LiveView:
         now_ms = int(time.time() * 1000)
         pipe = self._client().pipeline(transaction=False)
@@ -263,26 +329,32 @@ class RedisLiveState:
             affinity_worker_id=int(affinity_raw) if affinity_raw else None,
         )
 
+    @_guarded_async
     async def mark_suspect(self, worker_id: int, ttl_s: float) -> None:
         until_ms = int((time.time() + ttl_s) * 1000)
         await self._client().zadd(self._k("suspects"), {str(worker_id): until_ms})
 
+    @_guarded
     def suspects_sync(self) -> frozenset[int]:
         now_ms = int(time.time() * 1000)
         self._sync.zremrangebyscore(self._k("suspects"), "-inf", now_ms)
         members: list[bytes] = self._sync.zrangebyscore(self._k("suspects"), now_ms + 1, "+inf")  # type: ignore[assignment]
         return frozenset(int(member) for member in members)
 
+    @_guarded_async
     async def set_affinity(self, conversation: str, worker_id: int, ttl_s: float) -> None:
         await self._client().set(self._k("affinity", conversation), worker_id, px=int(ttl_s * 1000))
 
+    @_guarded_async
     async def generation(self, name: str) -> int:
         value = await self._client().get(self._k("gen", name))
         return int(value or 0)
 
+    @_guarded
     def bump_generation(self, name: str) -> int:
         return int(self._sync.incr(self._k("gen", name)))
 
+    @_guarded_async
     async def publish_queue(self, process: str, depths: dict[str, int], ttl_s: float) -> None:
         key = self._k("queue", process)
         pipe = self._client().pipeline(transaction=True)
@@ -293,6 +365,7 @@ class RedisLiveState:
             pipe.pexpire(key, int(ttl_s * 1000))
         await pipe.execute()
 
+    @_guarded
     def queue_depths_sync(self) -> dict[str, int]:
         total: dict[str, int] = {}
         for key in self._sync.scan_iter(self._k("queue", "*")):
@@ -301,6 +374,7 @@ class RedisLiveState:
                 total[line.decode()] = total.get(line.decode(), 0) + int(depth)
         return total
 
+    @_guarded_async
     async def admit(self, scopes: list[QuotaScope], ask: QuotaAsk) -> QuotaVerdict:
         keys = [
             key
@@ -311,6 +385,7 @@ class RedisLiveState:
         result = await self._client().eval(ADMIT_LUA, len(keys), *keys, *lua_args(scopes, ask, int(time.time() * 1000)))
         return verdict_from_lua(result)
 
+    @_guarded_async
     async def settle(self, scopes: list[str], day: str, delta: int) -> None:
         pipe = self._client().pipeline(transaction=False)
         for scope in scopes:
@@ -318,6 +393,7 @@ class RedisLiveState:
             pipe.pexpire(self._k("tokens", scope, day), TOKEN_COUNTER_TTL_MS)
         await pipe.execute()
 
+    @_guarded
     def tokens_used_sync(self, scope: str, day: str) -> int:
         return int(self._sync.get(self._k("tokens", scope, day)) or 0)
 

@@ -15,6 +15,7 @@ from ocsweb.lib.env import (
     env_float,
     env_int,
     env_list,
+    env_networks,
     env_str,
     parse_database_url,
     parse_redis_url,
@@ -115,6 +116,9 @@ _redis_url = env_str("REDIS_URL")
 REDIS_URL = parse_redis_url("REDIS_URL", _redis_url) if _redis_url else None
 # Prefix of every live-state key in Redis; tests use their own so runs never see each other.
 OCS_LIVE_NAMESPACE = env_str("OCS_LIVE_NAMESPACE", "ocs") or "ocs"
+# How many gateway processes this deployment runs; above 1 they must share Redis, and the
+# gateway refuses to start without REDIS_URL (ocsweb/lib/gateway_guard.py).
+OCS_GATEWAY_PROCESSES = env_int("OCS_GATEWAY_PROCESSES", 1, minimum=1)
 
 if REDIS_URL:
     CHANNEL_LAYERS = {
@@ -174,8 +178,12 @@ OCS: GatewaySettings = {
     # are served by this model; empty = the first model the key's pool serves.
     "ANTHROPIC_DEFAULT_MODEL": env_str("OCS_ANTHROPIC_DEFAULT_MODEL", "") or "",
     # /metrics: readable from these networks (not through the public proxy) or with this token.
-    "METRICS_NETWORKS": env_list("OCS_METRICS_NETWORKS", list(DEFAULT_PRIVATE_NETWORKS)),
+    "METRICS_NETWORKS": env_networks("OCS_METRICS_NETWORKS", list(DEFAULT_PRIVATE_NETWORKS)),
     "METRICS_TOKEN": env_str("OCS_METRICS_TOKEN", "") or "",
+    # The HTTPS proxies (addresses or networks) whose X-Forwarded-For is believed: the real
+    # client is the rightmost hop that is not one of them (ocsweb/lib/client_address.py).
+    # Empty: no proxy is trusted, every peer is its own client.
+    "TRUSTED_PROXIES": tuple(env_networks("OCS_TRUSTED_PROXIES", [])),
     # A rig whose agent sent no heartbeat for this long has its workers taken out of service.
     "RIG_SILENT_S": env_float("OCS_RIG_SILENT_S", 30.0, minimum=1.0),
     # Worker and pool events older than this are pruned.
@@ -246,6 +254,10 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": env_str("OCS_LOG_LEVEL", "INFO") or "INFO"},
     "loggers": {
+        # Django's defaults give "django" a console handler (when OCS_DEBUG is on) and an e-mail
+        # handler of their own, without the key filter: django.request's "Not Found:
+        # /ollama/<key>/…" would print the key. No handlers here: its records go to the root's.
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
         "daphne": {"handlers": ["console"], "level": "WARNING", "propagate": False},
         # One INFO line per upstream request would double the log volume of the hot path.

@@ -10,7 +10,7 @@ from fleet.scheduler import ROUTABLE_STATES
 from fleet.selectors import fleet_snapshot
 from inference.metrics import QUEUE_DEPTH, WORKER_BUSY, WORKER_SLOTS, WORKER_STATE
 from ocsweb.lib.private_access import private_access_allowed
-from ocsweb.live import live_state
+from ocsweb.live import LiveStateUnavailable, live_state
 
 
 async def healthz(request: HttpRequest) -> JsonResponse:
@@ -18,6 +18,12 @@ async def healthz(request: HttpRequest) -> JsonResponse:
 
 
 async def readyz(request: HttpRequest) -> JsonResponse:
+    """200 when this gateway can serve: its live state answers and some worker is routable;
+    503 with the reason otherwise."""
+    try:
+        await live_state().check()
+    except LiveStateUnavailable as exc:
+        return JsonResponse({"status": "live state unavailable", "reason": str(exc)}, status=503)
     snapshot = await fleet_snapshot()
     healthy = [w.name for w in snapshot.workers if w.state in ROUTABLE_STATES]
     status = 200 if healthy else 503
@@ -33,6 +39,7 @@ async def metrics(request: HttpRequest) -> HttpResponse:
         authorization=request.headers.get("Authorization", ""),
         token=settings.OCS["METRICS_TOKEN"],
         networks=settings.OCS["METRICS_NETWORKS"],
+        trusted_proxies=settings.OCS["TRUSTED_PROXIES"],
     )
     if not allowed:
         return HttpResponse("metrics are readable from the private network or with the staff token\n",

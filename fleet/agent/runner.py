@@ -18,6 +18,24 @@ AGENT_VERSION = "ocs-agent/1"
 log = logging.getLogger("ocs.agent")
 
 
+class ReportRefused(httpx.HTTPError):
+    """The control plane refused a register or heartbeat (4xx); `detail` is its reason, e.g.
+    "report refused: workers[0].context_per_slot: Ensure this value is greater than or equal to 512."."""
+
+    def __init__(self, *, path: str, status_code: int, detail: str) -> None:
+        super().__init__(f"{path} refused with {status_code}: {detail}")
+        self.status_code = status_code
+        self.detail = detail
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    return str(detail) if detail else response.text[:500]
+
+
 @dataclass
 class RoundResult:
     registered: bool
@@ -50,6 +68,8 @@ class RigAgentRunner:
             self.config.control_plane_url + path, json=body,
             headers={"Authorization": f"Bearer {self.config.token}"},
         )
+        if response.is_client_error:
+            raise ReportRefused(path=path, status_code=response.status_code, detail=_detail(response))
         response.raise_for_status()
         return response
 
@@ -87,7 +107,8 @@ class RigAgentRunner:
             except httpx.HTTPError as exc:
                 errors.append(f"heartbeat: {exc}")
         for error in errors:
-            log.warning("%s", error)
+            # A refusal will not pass by retrying: the rig's config must change. Say so loudly.
+            log.log(logging.ERROR if " refused with " in error else logging.WARNING, "%s", error)
         return RoundResult(registered=self.registered, gpu_status=gpu_status, gpus=gpus, workers=reports,
                            errors=errors)
 

@@ -54,6 +54,7 @@ class WorkerSupervisor:
         self.last_exit_code: int | None = None
         self.next_start_at = 0.0
         self.running_since: float | None = None
+        self.started_at: float | None = None  # clock() when the current process was launched
 
     def tick(self) -> str:
         now = self.clock()
@@ -76,7 +77,7 @@ class WorkerSupervisor:
                                           gpus=self.worker.gpus).start()
         if self.state in {"backoff", "crashed"}:
             self.restarts += 1
-        self.state, self.running_since = "starting", None
+        self.state, self.running_since, self.started_at = "starting", None, now
 
     def _exited(self, exit_code: int, now: float) -> None:
         self.last_exit_code = exit_code
@@ -105,4 +106,8 @@ class WorkerSupervisor:
             "pid": self.process.pid if self.process else None,
             "restarts": self.restarts,
             "last_exit_code": self.last_exit_code,
+            # Seconds since this process was launched: the control plane dates the cold start
+            # from it without trusting the rig's wall clock.
+            "uptime_s": round(self.clock() - self.started_at, 3)
+            if self.process is not None and self.started_at is not None else None,
         }

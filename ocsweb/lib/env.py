@@ -84,6 +84,19 @@ def env_list(name: str, default: list[str], *, environ: Mapping[str, str] | None
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_networks(name: str, default: list[str], *, environ: Mapping[str, str] | None = None) -> list[str]:
+    """A comma-separated list of IP addresses or networks ("127.0.0.1, 10.0.0.0/8, ::1")."""
+    import ipaddress
+
+    networks = env_list(name, default, environ=environ)
+    for network in networks:
+        try:
+            ipaddress.ip_network(network, strict=False)
+        except ValueError:
+            raise ConfigError(f"{name}: {network!r} is not an IP address or network (e.g. 127.0.0.1, 10.0.0.0/8)") from None
+    return networks
+
+
 @dataclass(frozen=True)
 class DatabaseConfig:
     engine: str

@@ -25,6 +25,7 @@ class GatewaySettings(TypedDict):
     ANTHROPIC_DEFAULT_MODEL: str
     METRICS_NETWORKS: list[str]
     METRICS_TOKEN: str
+    TRUSTED_PROXIES: tuple[str, ...]
     RIG_SILENT_S: float
     EVENT_RETENTION_DAYS: int
     REQUEST_LOG_FLUSH_S: float

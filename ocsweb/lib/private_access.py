@@ -1,27 +1,29 @@
-"""Who may read operational endpoints such as /metrics: the private network, or a staff token.
-Pure: no Django."""
+"""Who may read operational endpoints such as /metrics: a client on the private network, or a
+staff token. Pure: no Django."""
 from __future__ import annotations
 
 import hmac
-import ipaddress
+
+from ocsweb.lib.client_address import address_in, client_address, parse_address, parse_networks
 
 # Loopback and NetBird's CGNAT range (100.64.0.0/10), where the rigs and the monitoring live.
 DEFAULT_PRIVATE_NETWORKS = ("127.0.0.0/8", "::1/128", "100.64.0.0/10")
 
 
 def private_access_allowed(
-    *, remote_addr: str, forwarded_for: str | None, authorization: str, token: str, networks: list[str]
+    *, remote_addr: str, forwarded_for: str | None, authorization: str, token: str, networks: list[str],
+    trusted_proxies: tuple[str, ...] = (),
 ) -> bool:
-    """A request that came through the public HTTPS proxy carries X-Forwarded-For: it is
-    public even though the proxy connects from loopback, so only the token admits it."""
+    """The staff token admits anyone. Otherwise the real client (ocsweb.lib.client_address)
+    must be known and inside `networks`: a request through a trusted proxy is judged by the
+    address the proxy names, never by the proxy's own (loopback) address; one that carries
+    X-Forwarded-For from a sender that is not a trusted proxy, or comes from a trusted proxy that
+    names nobody, has no known client and is refused."""
     if token:
         scheme, _, presented = authorization.partition(" ")
         if scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), token.encode()):
             return True
-    if forwarded_for:
+    client = client_address(remote_addr=remote_addr, forwarded_for=forwarded_for, trusted_proxies=trusted_proxies)
+    if client is None:
         return False
-    try:
-        address = ipaddress.ip_address(remote_addr)
-    except ValueError:
-        return False
-    return any(address in ipaddress.ip_network(network, strict=False) for network in networks)
+    return address_in(parse_address(client), parse_networks(tuple(networks)))

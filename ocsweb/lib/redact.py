@@ -2,7 +2,8 @@
 
 Keys look like ocs-<prefix>-<secret>. The filter replaces the secret part wherever it appears
 (bearer headers, x-api-key values, /ollama/<key>/ paths, exception text), keeping the prefix so
-an operator can still tell which key was involved.
+an operator can still tell which key was involved; any other /ollama/<segment> (a mistyped key)
+is replaced whole. settings.LOGGING puts the filter on every handler, Django's loggers included.
 """
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import logging
 import re
 
 KEY_PATTERN = re.compile(r"\b(ocs(?:rig)?-[a-z0-9]{10})-[A-Za-z0-9]{20,}")
+# Whatever else sits where Copilot puts the key (a key with a typo is still nearly a secret).
+OLLAMA_PATH_PATTERN = re.compile(r"(/ollama/)(?!ocs-[a-z0-9]{10}-\[redacted\](?:[/\s\"']|$))[^/\s\"'?]+")
 
 
 def redact(text: str) -> str:
-    return KEY_PATTERN.sub(r"\1-[redacted]", text)
+    return OLLAMA_PATH_PATTERN.sub(r"\1[redacted]", KEY_PATTERN.sub(r"\1-[redacted]", text))
 
 
 class RedactKeysFilter(logging.Filter):

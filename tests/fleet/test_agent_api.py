@@ -94,3 +94,128 @@ def test_workers_of_a_silent_rig_are_taken_out_of_service(rig) -> None:  # noqa:
     Rig.objects.filter(id=rig[0].id).update(last_heartbeat_at=timezone.now() - timedelta(seconds=31))
     assert sorted(rigs_sweep_silent(silent_after_s=30)) == ["rig1-a", "rig1-b"]
     assert set(Worker.objects.values_list("state", flat=True)) == {"down"}
+
+
+def test_a_rig_token_cannot_claim_a_worker_registered_by_hand(rig) -> None:  # noqa: ANN001
+    from fleet.services import worker_register
+
+    worker_register(name="rig1-a", base_url="http://10.0.0.5:8080", model_id="qwen-7b", pool_name="production",
+                    state="healthy")
+    response = post("/agent/v1/register", {"agent_version": "v", "workers": WORKERS[:1]}, rig[1])
+    assert response.status_code == 409 and "registered by hand" in response.json()["detail"]
+    worker = Worker.objects.get(name="rig1-a")
+    assert (worker.rig_id, worker.base_url, worker.state) == (None, "http://10.0.0.5:8080", "healthy")
+
+
+@pytest.mark.parametrize("field, value", [
+    ("context_per_slot", 1), ("context_per_slot", 511), ("context_per_slot", 10**9), ("slots", 0),
+    ("slots", 100_000), ("gpus", [0, 0]), ("gpus", [64]), ("gpus", list(range(65))), ("name", "../etc"),
+    ("port", 70_000), ("launch", {"x": "y" * 5000}),
+])
+def test_out_of_bounds_worker_declarations_are_refused_with_the_reason(rig, field, value) -> None:  # noqa: ANN001
+    declaration = {**WORKERS[0], field: value}
+    response = post("/agent/v1/register", {"agent_version": "v", "workers": [declaration]}, rig[1])
+    assert response.status_code == 400, response.content
+    assert response.json()["detail"].startswith("report refused: workers[0].") and field in response.json()["detail"]
+    assert not Worker.objects.exists()
+
+
+def test_two_declarations_of_one_worker_are_refused(rig) -> None:  # noqa: ANN001
+    response = post("/agent/v1/register", {"agent_version": "v", "workers": [WORKERS[0], WORKERS[0]]}, rig[1])
+    assert response.status_code == 400 and "only once" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("field, value", [
+    ("temperature_c", 40_000), ("temperature_c", 151), ("utilization_pct", 101), ("memory_total_mib", 2**40),
+    ("memory_used_mib", 9000), ("power_w", 1e9), ("index", 64), ("pcie_gen", 1000),
+])
+def test_out_of_bounds_gpu_telemetry_is_refused_and_nothing_is_stored(rig, field, value) -> None:  # noqa: ANN001
+    post("/agent/v1/register", {"agent_version": "v", "workers": WORKERS}, rig[1])
+    body = {"gpu_status": "1 GPU(s)", "gpus": [{**GPU, field: value}], "workers": []}
+    response = post("/agent/v1/heartbeat", body, rig[1])
+    assert response.status_code == 400, response.content
+    assert "report refused: gpus[0]" in response.json()["detail"]
+    assert not Gpu.objects.exists()
+
+
+def test_a_heartbeat_naming_one_gpu_twice_is_refused(rig) -> None:  # noqa: ANN001
+    body = {"gpu_status": "2 GPU(s)", "gpus": [GPU, GPU], "workers": []}
+    response = post("/agent/v1/heartbeat", body, rig[1])
+    assert response.status_code == 400 and "only once" in response.json()["detail"]
+
+
+def test_reregistering_makes_a_worker_left_healthy_starting_again(rig) -> None:  # noqa: ANN001
+    post("/agent/v1/register", {"agent_version": "v", "workers": WORKERS}, rig[1])
+    Worker.objects.filter(name="rig1-a").update(state="healthy")
+    Worker.objects.filter(name="rig1-b").update(state="disabled")  # a teacher's choice survives
+    assert post("/agent/v1/register", {"agent_version": "v", "workers": WORKERS}, rig[1]).status_code == 200
+    assert Worker.objects.get(name="rig1-a").state == "starting"
+    assert Worker.objects.get(name="rig1-b").state == "disabled"
+
+
+def test_a_new_llama_server_process_makes_its_serving_worker_starting(rig) -> None:  # noqa: ANN001
+    post("/agent/v1/register", {"agent_version": "v", "workers": WORKERS}, rig[1])
+    first = {"gpu_status": "", "gpus": [], "workers": [{"name": "rig1-a", "process_state": "running", "pid": 100,
+                                                        "uptime_s": 5.0}]}
+    assert post("/agent/v1/heartbeat", first, rig[1]).status_code == 200
+    Worker.objects.filter(name="rig1-a").update(state="healthy")
+    assert post("/agent/v1/heartbeat", first, rig[1]).status_code == 200
+    assert Worker.objects.get(name="rig1-a").state == "healthy"  # same process: nothing changes
+    restarted = {"gpu_status": "", "gpus": [], "workers": [{"name": "rig1-a", "process_state": "starting",
+                                                            "pid": 200, "uptime_s": 0.5}]}
+    assert post("/agent/v1/heartbeat", restarted, rig[1]).status_code == 200
+    worker = Worker.objects.get(name="rig1-a")
+    assert (worker.state, worker.process_pid) == ("starting", 200)
+    assert "restarted (pid 200)" in WorkerEvent.objects.filter(worker=worker).first().reason
+    assert 0 <= (timezone.now() - worker.process_started_at).total_seconds() < 60
+
+
+def test_a_restarted_rig_takes_its_stale_healthy_workers_out_of_service(rig) -> None:  # noqa: ANN001
+    from fleet.rigs import rig_workers_reset
+
+    post("/agent/v1/register", {"agent_version": "v", "workers": WORKERS}, rig[1])
+    Worker.objects.filter(name="rig1-a").update(state="healthy")
+    Worker.objects.filter(name="rig1-b").update(state="draining")
+    assert rig_workers_reset(rig=rig[0], reason="the last run did not stop cleanly") == ["rig1-a"]
+    assert Worker.objects.get(name="rig1-a").state == "down"
+    assert Worker.objects.get(name="rig1-b").state == "draining"
+
+
+def test_the_agent_logs_why_the_control_plane_refused_its_report(rig, caplog) -> None:  # noqa: ANN001
+    import logging
+
+    import httpx
+
+    from fleet.agent.config import AgentConfig, WorkerConfig
+    from fleet.agent.runner import RigAgentRunner
+
+    def through_django(request: httpx.Request) -> httpx.Response:  # the real views, in process
+        answer = Client().post(request.url.path, request.content, content_type="application/json",
+                               HTTP_AUTHORIZATION=request.headers["authorization"])
+        return httpx.Response(answer.status_code, content=answer.content,
+                              headers={"content-type": answer["Content-Type"]})
+
+    config = AgentConfig(control_plane_url="http://control-plane", token=rig[1], rig_name="rig1",
+                         address="100.64.0.12",
+                         workers=(WorkerConfig(name="rig1-a", model_id="qwen-7b", port=8080, context=256, slots=1,
+                                               model_path="/nonexistent.gguf"),))
+    runner = RigAgentRunner(config, http=httpx.Client(transport=httpx.MockTransport(through_django)),
+                            telemetry=lambda: ("no GPUs", []))
+    runner.supervisors[0].tick = lambda: "stopped"  # type: ignore[method-assign]  # launch nothing
+    with caplog.at_level(logging.ERROR, logger="ocs.agent"):
+        result = runner.run_round()
+    assert not result.registered
+    refusals = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR and r.name == "ocs.agent"]
+    assert any("400" in line and "workers[0].context_per_slot" in line and "greater than or equal to 512" in line
+               for line in refusals), refusals
+    assert not Worker.objects.exists()
+
+
+def test_a_heartbeat_cannot_touch_another_rigs_workers(rig) -> None:  # noqa: ANN001
+    post("/agent/v1/register", {"agent_version": "v", "workers": WORKERS}, rig[1])
+    Worker.objects.filter(name="rig1-a").update(state="healthy")
+    _other, other_token = rig_create(name="rig2", address="100.64.0.13")
+    body = {"gpu_status": "", "gpus": [], "workers": [{"name": "rig1-a", "process_state": "crashed", "pid": 7}]}
+    assert post("/agent/v1/heartbeat", body, other_token).status_code == 200
+    worker = Worker.objects.get(name="rig1-a")
+    assert (worker.state, worker.process_state, worker.process_pid) == ("healthy", "", None)

@@ -43,3 +43,8 @@ def test_streaks_are_per_worker() -> None:
     tracker.observe(1, "healthy", FAIL)
     assert tracker.observe(2, "healthy", FAIL) == "degraded"  # worker 2's first failure, not 1's second
     assert tracker.observe(1, "degraded", FAIL) == "down"
+
+
+def test_a_serving_worker_that_answers_loading_has_restarted_and_is_starting_again() -> None:
+    for state in ["healthy", "degraded", "down"]:
+        assert run(HealthTracker(), state, [LOADING, LOADING, OK]) == ["starting", "starting", "healthy"], state

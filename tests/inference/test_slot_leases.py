@@ -16,7 +16,7 @@ from inference.admission import Lease, Slot, Want
 from inference.protocols import openai_chat
 from inference.request_log import RequestRecord
 from ocsweb import live
-from ocsweb.live import InProcessLiveState, worker_resource
+from ocsweb.live import InProcessLiveState, LiveStateUnavailable, worker_resource
 
 
 class Clock:
@@ -31,7 +31,7 @@ class FailingRelease(InProcessLiveState):
     """Live state whose release fails, as Redis does while it restarts."""
 
     async def release(self, resource: str, lease_id: str) -> None:
-        raise ConnectionError("redis is restarting")
+        raise LiveStateUnavailable("redis is restarting")
 
 
 def test_a_lease_whose_release_fails_stops_renewing_and_expires(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,8 +45,7 @@ def test_a_lease_whose_release_fails_stops_renewing_and_expires(monkeypatch: pyt
             lease_id = await state.claim("w:1", 1, 0.03)
             assert lease_id is not None
             lease = Lease("w:1", lease_id).keep()
-            with pytest.raises(ConnectionError):
-                await lease.release()
+            await lease.release()  # logged, not raised: the request still ends cleanly
             await asyncio.sleep(0.05)  # a keeper still running would renew in this time
             assert lease._keeper is not None and lease._keeper.done()
             clock.now += 1.0  # past the lease

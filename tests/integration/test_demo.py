@@ -159,3 +159,78 @@ def test_demo_again_reuses_the_database_and_issues_a_new_key(tmp_path: Path) -> 
         cwd=ROOT, env=env, capture_output=True, text=True, check=True,
     ).stdout.split()
     assert count == ["2", "2"]  # the same two demo users, one key per run
+
+
+def _first_request_after_start(env: dict[str, str], port: int) -> None:
+    """Start the demo, send one request the moment it prints its key (as a student who was
+    waiting for it would), expect 200, and stop it with Ctrl-C."""
+    demo = _start_demo_in_its_own_group(env, port)
+    try:
+        raw_key = _read_until(demo, "OCS_API_KEY=", timeout_s=120)[-1].removeprefix("OCS_API_KEY=")
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=raw_key, max_retries=0, timeout=120)
+        reply = client.chat.completions.with_raw_response.create(
+            model=MODEL_ID, max_tokens=8, messages=[{"role": "user", "content": "Hello!"}])
+        assert reply.status_code == 200
+        assert reply.parse().choices[0].message.content
+    finally:
+        _ctrl_c(demo)
+    assert demo.returncode == 0
+
+
+def _start_demo_in_its_own_group(env: dict[str, str], port: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "demo", "--port", str(port), "--workers", "1", "--slots", "2"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+
+
+def _ctrl_c(demo: subprocess.Popen[str]) -> None:
+    """A terminal's Ctrl-C signals the whole foreground process group, children included."""
+    os.killpg(demo.pid, signal.SIGINT)
+    demo.wait(timeout=60)
+
+
+def _cold_starts(env: dict[str, str]) -> int:
+    return int(subprocess.run(
+        [sys.executable, "manage.py", "shell", "--no-imports", "-c",
+         "from fleet.models import WorkerEvent; "
+         "print(WorkerEvent.objects.filter(worker__name='demo-worker-1', cold_start_s__isnull=False).count())"],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=True,
+    ).stdout.strip())
+
+
+def test_demo_stopped_with_ctrl_c_and_started_again_serves_its_first_request(tmp_path: Path) -> None:
+    """Issue 9: the second run printed `healthy in 0.1 s` from the row the first run left behind
+    and answered its first requests with 502 while llama-server was still loading."""
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(OCS_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
+    port = free_port()
+    demo = _start_demo_in_its_own_group(env, port)
+    try:
+        _read_until(demo, "OCS_API_KEY=", timeout_s=120)
+    finally:
+        _ctrl_c(demo)
+    assert demo.returncode == 0
+    _first_request_after_start(env, port)
+    assert _cold_starts(env) == 2  # one per run, recorded as the worker's event
+
+
+def test_demo_killed_outright_and_started_again_serves_its_first_request(tmp_path: Path) -> None:
+    """Killed, the demo can report nothing stopped: its worker row stays `healthy`, and the
+    next run must not trust it."""
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(OCS_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
+    demo = _start_demo_in_its_own_group(env, free_port())
+    try:
+        _read_until(demo, "OCS_API_KEY=", timeout_s=120)
+    finally:
+        demo.kill()
+        demo.wait(timeout=30)
+    left = subprocess.run(
+        [sys.executable, "manage.py", "shell", "--no-imports", "-c",
+         "from fleet.models import Worker; print(Worker.objects.get(name='demo-worker-1').state)"],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    assert left == "healthy"  # what the killed run left behind
+    # A new port: the killed run's gateway is still shutting down on the old one.
+    _first_request_after_start(env, free_port())

@@ -90,3 +90,41 @@ def test_rig_agent_command_runs_a_round_and_stops_its_workers(gateway, transacti
     refused = subprocess.run([sys.executable, "manage.py", "rig_agent", "--config", str(bad)],
                              cwd=ROOT, env=gateway_env(), capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0 and "control_plane" in refused.stderr
+
+
+def test_an_agent_started_again_after_dying_serves_nothing_until_its_new_worker_is_healthy(
+    gateway, monitor, student_key, transactional_db  # noqa: ANN001
+) -> None:
+    from fleet.agent.config import parse_agent_config
+    from fleet.agent.runner import RigAgentRunner
+    from fleet.models import Worker, WorkerEvent
+    from fleet.rigs import rig_create
+
+    _rig, token = rig_create(name="test-rig", address="127.0.0.1")
+    config = parse_agent_config(agent_toml(gateway.url, token, free_port(), name="cpu-again"))
+
+    def state() -> str:
+        return Worker.objects.get(name="cpu-again").state
+
+    first = RigAgentRunner(config)
+    try:
+        assert wait_for(lambda: first.run_round().workers[0]["process_state"] == "running", timeout_s=30)
+        assert wait_for(lambda: state() == "healthy", timeout_s=10)
+    finally:
+        for supervisor in first.supervisors:  # the agent dies: its workers die with it, unreported
+            supervisor.stop()
+    assert state() == "healthy"  # the stale row the next run must not trust
+
+    second = RigAgentRunner(config)
+    try:
+        assert second.run_round().registered
+        assert state() == "starting"  # at once, before its llama-server has loaded
+        assert wait_for(lambda: second.run_round().workers[0]["process_state"] == "running", timeout_s=30)
+        assert wait_for(lambda: state() == "healthy", timeout_s=10)
+        client = openai.OpenAI(base_url=gateway.url + "/v1", api_key=student_key[1], max_retries=0)
+        assert client.chat.completions.create(model="smollm2-135m-instruct", max_tokens=4,
+                                              messages=[{"role": "user", "content": "Hi"}]).choices
+        cold_starts = WorkerEvent.objects.filter(worker__name="cpu-again", cold_start_s__isnull=False)
+        assert cold_starts.count() == 2 and all(event.cold_start_s < 120 for event in cold_starts)
+    finally:
+        second.stop()

@@ -31,7 +31,7 @@ from fleet.embedded import PER_SLOT_CONTEXT
 from fleet.local_worker import DEFAULT_MODEL_ID, NATIVE_CONTEXT, LaunchOptions, _die_with_parent, context_options, \
     find_default_model, find_llama_server, free_port
 from fleet.models import Worker
-from fleet.rigs import rig_create
+from fleet.rigs import rig_create, rig_workers_reset
 
 DEMO_RIG = "demo-rig"
 DEMO_WORKER_PREFIX = "demo-worker-"
@@ -97,7 +97,7 @@ class Command(BaseCommand):
             children.append(("monitor", self._spawn(["manage.py", "fleet_monitor"], log_dir / "monitor.log")))
             # django-q2 forks its own workers, which do not inherit the die-with-parent signal:
             # it gets a process group of its own, stopped as a whole.
-            children.append(("tasks", self._spawn(["manage.py", "qcluster"], log_dir / "qcluster.log", group=True)))
+            children.append(("tasks", self._spawn(["manage.py", "qcluster"], log_dir / "qcluster.log")))
 
             agent = self._agent(control_plane=f"http://{local}:{port}", count=worker_count, slots=slots,
                                 context=context, launch=launch, log_dir=log_dir)
@@ -128,10 +128,13 @@ class Command(BaseCommand):
                     process.wait()
             self._say("stopped")
 
-    def _spawn(self, args: list[str], log_path: Path, *, group: bool = False) -> subprocess.Popen[bytes]:
+    def _spawn(self, args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+        # Each child gets a session of its own, away from the terminal's Ctrl-C: this command
+        # stops them in order, the gateway last, so the agent can still report its workers
+        # stopped. If this command dies outright, the die-with-parent signal stops them.
         return subprocess.Popen([sys.executable, *args], stdout=open(log_path, "ab"), stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent,
-                                start_new_session=group)
+                                start_new_session=True)
 
     @staticmethod
     def _signal(name: str, process: subprocess.Popen[bytes], signum: int) -> None:
@@ -157,7 +160,11 @@ class Command(BaseCommand):
 
     def _agent(self, *, control_plane: str, count: int, slots: int, context: int, launch: LaunchOptions,
                log_dir: Path) -> RigAgentRunner:
-        _rig, token = rig_create(name=DEMO_RIG, address="127.0.0.1")
+        rig, token = rig_create(name=DEMO_RIG, address="127.0.0.1")
+        # Mark on start what the last run could not mark on stop (killed, or its gateway gone
+        # before the agent reported the workers stopped): no stale `healthy` row may announce
+        # readiness or draw requests while the new llama-servers load.
+        rig_workers_reset(rig=rig, reason="demo started: the last run did not report this worker stopped")
         workers = tuple(
             WorkerConfig(name=f"{DEMO_WORKER_PREFIX}{i}", model_id=DEFAULT_MODEL_ID, port=free_port(),
                          context=context * slots, slots=slots, options=launch)

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('fleet', '0004_model_capabilities'),
+        ('fleet', '0005_worker_process_and_cold_start'),
     ]
 
     operations = [
