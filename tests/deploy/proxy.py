@@ -18,10 +18,10 @@ HOST = "ai.school.example"
 
 
 def make_certificate(directory: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for the site's host name and 127.0.0.1 (valid 2 days)."""
+    """A self-signed certificate for the site's host name and 127.0.0.1 (valid 90 days)."""
     cert, key = directory / "fullchain.pem", directory / "privkey.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={HOST}",
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "90", "-subj", f"/CN={HOST}",
          "-addext", f"subjectAltName=DNS:{HOST},DNS:localhost,IP:127.0.0.1",
          "-keyout", str(key), "-out", str(cert)],
         check=True, capture_output=True, timeout=60,
