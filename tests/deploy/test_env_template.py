@@ -77,3 +77,27 @@ def test_the_template_is_a_production_configuration_django_accepts(tmp_path: Pat
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_ocs_manage_runs_commands_with_the_installed_environment_file(tmp_path: Path) -> None:
+    """deploy/ocs-manage sources the env file as the units read it (the template with its secret
+    files filled in) and runs manage.py; what it runs sees the production settings."""
+    secret_file = tmp_path / "secret_key"
+    secret_file.write_text(secrets.token_urlsafe(50))
+    database_file = tmp_path / "database_url"
+    database_file.write_text(f"sqlite:///{tmp_path / 'ocs.sqlite3'}\n")
+    text = ENV_TEMPLATE.read_text()
+    for old, new in (("/etc/ocs/secret_key", str(secret_file)), ("/etc/ocs/database_url", str(database_file)),
+                     ("OCS_VAR_DIR=/var/lib/ocs", f"OCS_VAR_DIR={tmp_path / 'var'}")):
+        assert old in text
+        text = text.replace(old, new)
+    env_file = tmp_path / "ocs.env"
+    env_file.write_text(text)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OCS_") and k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(OCS_ENV_FILE=str(env_file), OCS_HOME=str(ROOT), OCS_PYTHON=sys.executable, OCS_MANAGE_AS_ME="1")
+    result = subprocess.run(["bash", str(ROOT / "deploy" / "ocs-manage"), "diffsettings", "--all"],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "SESSION_COOKIE_SECURE = True" in result.stdout  # OCS_ENV=production took effect
+    assert "ALLOWED_HOSTS = ['ai.school.example']" in result.stdout
+    assert str(tmp_path / "ocs.sqlite3") in result.stdout  # DATABASE_URL_FILE was read
