@@ -357,6 +357,14 @@ def lending_pool_ids() -> set[int]:
     return set(Pool.objects.filter(may_lend=True).values_list("id", flat=True))
 
 
+def pools_for(owner: KeyOwner, model_id: str, workers: list[WorkerRow], lending: set[int]) -> set[int]:
+    """Pools whose workers the key's requests for `model_id` can reach now: its own pool, or the
+    lending pools when its own has no routable worker for the model (fleet/scheduler.py rule 1)."""
+    own = any(w.pool_id == owner.pool_id and w.model_id == model_id and w.state in {"healthy", "degraded"}
+              for w in workers)
+    return {owner.pool_id} if own else {owner.pool_id} | lending
+
+
 def verify(*, base_url: str, api_key: str, ca_file: str | None = None, timeout_s: float = 60.0
            ) -> tuple[list[CheckResult], list[WorkerTiming]]:
     """Every check, in path order. Never raises for a broken hop: it becomes a FAIL result."""
@@ -367,16 +375,17 @@ def verify(*, base_url: str, api_key: str, ca_file: str | None = None, timeout_s
         verifier.check_probe("/readyz")
         verifier.check_key()
         owner = key_owner(api_key)
-        usable_pools = None if owner is None else {owner.pool_id} | lending_pool_ids()
         workers = registered_workers()
         if not workers:
             verifier.add("workers", "fleet database", FAIL, detail="no worker is registered")
+        lending = lending_pool_ids()
         for worker in workers:
             if worker.state == "disabled":
                 verifier.add("worker /health (private)", worker.name, SKIP, detail="disabled by a teacher or its agent")
                 continue
             healthy, health_ms = verifier.check_worker_health(worker)
             direct = verifier.check_worker_direct(worker) if healthy else None
+            usable_pools = None if owner is None else pools_for(owner, worker.model_id, workers, lending)
             e2e, gateway_ttft, served_by, outcome = verifier.check_gateway_to_worker(worker, owner, usable_pools)
             if not healthy:
                 outcome = FAIL

@@ -87,3 +87,17 @@ def test_tables_line_up_and_show_missing_latencies_as_dashes() -> None:
     assert "gateway->worker TTFT ms" in timings and "end-to-end TTFT ms" in timings
     assert timings.splitlines()[2].split() == ["rig1-a", "healthy", "production", "3", "120", "131", "150",
                                                "rig1-a", "PASS"]
+
+
+def test_lending_pools_count_only_when_the_keys_pool_has_no_routable_worker() -> None:
+    from ocsweb.path_verify import KeyOwner, WorkerRow, pools_for
+
+    production, dev = 1, 2
+    owner = KeyOwner(user_id=7, pool_id=production, pool="production")
+    rig1_a = WorkerRow(id=1, name="rig1-a", base_url="http://a", state="healthy", pool_id=production, pool="production",
+                       model_id="m")
+    rig1_b = WorkerRow(id=2, name="rig1-b", base_url="http://b", state="healthy", pool_id=dev, pool="dev", model_id="m")
+    assert pools_for(owner, "m", [rig1_a, rig1_b], {dev}) == {production}  # rig1-b unreachable with this key
+    down = WorkerRow(**{**rig1_a.__dict__, "state": "down"})
+    assert pools_for(owner, "m", [down, rig1_b], {dev}) == {production, dev}  # production borrows dev
+    assert pools_for(owner, "m", [down, rig1_b], set()) == {production}
