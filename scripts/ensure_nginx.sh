@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes sure nginx and openssl are installed (Debian/Ubuntu packages), for the reverse-proxy
+# Makes sure nginx, openssl and ss (iproute2) are installed (Debian/Ubuntu packages), for the reverse-proxy
 # tests in tests/deploy/. Installs them with apt-get when missing (as root, or through sudo).
 # Never starts the system nginx service: the tests run their own nginx on a temporary prefix.
 set -euo pipefail
@@ -9,6 +9,7 @@ have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
 missing=()
 have nginx || missing+=(nginx)
 have openssl || missing+=(openssl)
+have ss || missing+=(iproute2)  # ss: the drain check in docs/deployment.md and its test
 if [ ${#missing[@]} -eq 0 ]; then
     echo "ensure_nginx: nginx and openssl are installed"
     exit 0

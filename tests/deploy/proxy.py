@@ -48,11 +48,21 @@ class PreparedNginx:
         return [self.nginx, "-t", "-p", str(self.prefix), "-c", str(self.main_conf)]
 
     @property
+    def site(self) -> Path:
+        return self.prefix / "ocs.conf"
+
+    def reload(self) -> None:
+        """`nginx -s reload`: new workers take the edited site; old ones finish their requests."""
+        subprocess.run([self.nginx, "-p", str(self.prefix), "-c", str(self.main_conf), "-s", "reload"],
+                       check=True, capture_output=True, timeout=30)
+
+    @property
     def https_url(self) -> str:
         return f"https://127.0.0.1:{self.https_port}"
 
 
-def prepare_nginx(tmp_path: Path, *, gateway_port: int, edit: Callable[[str], str] | None = None) -> PreparedNginx:
+def prepare_nginx(tmp_path: Path, *, gateway_port: int, second_gateway_port: int | None = None,
+                  edit: Callable[[str], str] | None = None) -> PreparedNginx:
     prefix = tmp_path / "nginx"
     for sub in ("logs", "temp", "tls"):
         (prefix / sub).mkdir(parents=True, exist_ok=True)
@@ -68,7 +78,7 @@ def prepare_nginx(tmp_path: Path, *, gateway_port: int, edit: Callable[[str], st
     site = _swap(site, "listen 443 ssl", f"listen 127.0.0.1:{https_port} ssl")
     site = _swap(site, "listen 80;", f"listen 127.0.0.1:{http_port};")
     site = _swap(site, "server 127.0.0.1:8001;", f"server 127.0.0.1:{gateway_port};")
-    site = _swap(site, "server 127.0.0.1:8002;", f"server 127.0.0.1:{gateway_port};")
+    site = _swap(site, "server 127.0.0.1:8002;", f"server 127.0.0.1:{second_gateway_port or gateway_port};")
     if edit is not None:
         site = edit(site)
     (prefix / "ocs.conf").write_text(site)
