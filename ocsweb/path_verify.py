@@ -27,6 +27,8 @@ from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
+from django.db import DatabaseError
+from redis.exceptions import RedisError
 
 from ocsweb.lib.path_check import (
     FAIL,
@@ -94,8 +96,9 @@ class PathVerifier:
         self.private.close()
 
     def add(self, hop: str, target: str, outcome: str, latency_ms: float | None = None, detail: str = "") -> str:
+        one_line = " ".join(detail.split())  # one row per hop, whatever the error text looks like
         self.results.append(CheckResult(hop=hop, target=redact(target), outcome=outcome, latency_ms=latency_ms,
-                                        detail=redact(detail)))
+                                        detail=redact(one_line)))
         return outcome
 
     # --- the public URL ------------------------------------------------------------------------
@@ -268,7 +271,11 @@ class PathVerifier:
         from ocsweb.live import live_state
 
         conversation = conversation_key(user_id=owner.user_id, model_id=worker.model_id, messages=messages)
-        asyncio.run(live_state().set_affinity(conversation, worker.id, 120.0))
+        try:
+            asyncio.run(live_state().set_affinity(conversation, worker.id, 120.0))
+        except (OSError, RedisError) as exc:
+            self.add("live state", "REDIS_URL", WARN, detail=f"cannot steer requests onto workers: {_why(exc)}")
+            return False
         return True
 
     def log_row(self, user_agent: str) -> dict[str, Any] | None:
@@ -374,11 +381,17 @@ def verify(*, base_url: str, api_key: str, ca_file: str | None = None, timeout_s
         verifier.check_probe("/healthz")
         verifier.check_probe("/readyz")
         verifier.check_key()
-        owner = key_owner(api_key)
-        workers = registered_workers()
-        if not workers:
+        try:
+            owner = key_owner(api_key)
+            workers = registered_workers()
+            lending = lending_pool_ids()
+        except DatabaseError as exc:
+            verifier.add("fleet database", "DATABASE_URL", FAIL,
+                         detail=f"cannot read the registered workers: {_why(exc)} (run verify_path on the control "
+                                "plane, with its environment: ocs-manage verify_path …)")
+            owner, workers, lending = None, [], set()
+        if not workers and not verifier.results[-1].hop == "fleet database":
             verifier.add("workers", "fleet database", FAIL, detail="no worker is registered")
-        lending = lending_pool_ids()
         for worker in workers:
             if worker.state == "disabled":
                 verifier.add("worker /health (private)", worker.name, SKIP, detail="disabled by a teacher or its agent")

@@ -115,3 +115,21 @@ def test_each_worker_is_reached_through_the_gateway(proxy, worker, student_key, 
     else:
         assert "WARN" in second_hop and "cannot steer" in second_hop
         assert "1 warning" in output.strip().splitlines()[-1]
+
+
+def test_an_unreachable_fleet_database_is_a_named_failure_not_a_traceback(gateway) -> None:  # noqa: ANN001
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(DATABASE_URL=f"postgres://nobody@127.0.0.1:{free_port()}/ocs", OCS_ENV="test")
+    result = subprocess.run([sys.executable, "manage.py", "verify_path", "--base-url", gateway.url,
+                             "--api-key", "ocs-aaaaaaaaaa-" + "b" * 40, "--timeout", "10"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr + result.stdout
+    assert "fleet database" in result.stdout.strip().splitlines()[-1]
+    assert "PASS" in line_of(result.stdout, "public", "/healthz")
