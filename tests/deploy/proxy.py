@@ -3,6 +3,7 @@ the site file with its production paths and ports swapped for temporary ones, an
 main config standing in for Debian's /etc/nginx/nginx.conf (which includes sites inside http)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -48,6 +49,10 @@ class PreparedNginx:
         return [self.nginx, "-t", "-p", str(self.prefix), "-c", str(self.main_conf)]
 
     @property
+    def static_root(self) -> Path:
+        return self.prefix / "static"
+
+    @property
     def site(self) -> Path:
         return self.prefix / "ocs.conf"
 
@@ -75,6 +80,9 @@ def prepare_nginx(tmp_path: Path, *, gateway_port: int, second_gateway_port: int
     site = _swap(site, f"/etc/letsencrypt/live/{HOST}/privkey.pem", str(key))
     site = _swap(site, "/var/log/nginx/ocs-access.log", str(access_log))
     site = _swap(site, "/var/log/nginx/ocs-error.log", str(prefix / "logs" / "ocs-error.log"))
+    static_root = prefix / "static"
+    static_root.mkdir(exist_ok=True)
+    site = _swap(site, "alias /var/lib/ocs/static/;", f"alias {static_root}/;")
     site = _swap(site, "listen 443 ssl", f"listen 127.0.0.1:{https_port} ssl")
     site = _swap(site, "listen 80;", f"listen 127.0.0.1:{http_port};")
     site = _swap(site, "server 127.0.0.1:8001;", f"server 127.0.0.1:{gateway_port};")
@@ -84,7 +92,10 @@ def prepare_nginx(tmp_path: Path, *, gateway_port: int, second_gateway_port: int
     (prefix / "ocs.conf").write_text(site)
     temp = prefix / "temp"
     main_conf = prefix / "nginx.conf"
+    # As root, nginx's workers would run as nobody, who cannot enter pytest's 0700 directories.
+    user = "user root;" if os.geteuid() == 0 else ""
     main_conf.write_text(f"""
+{user}
 daemon off;
 worker_processes 1;
 pid {prefix / 'nginx.pid'};

@@ -58,3 +58,16 @@ def test_cloudflare_tunnel_config_points_at_the_proxy_for_the_same_host() -> Non
         assert rule["hostname"] in server_names
         assert rule["service"] == "https://127.0.0.1:443"
         assert rule["originRequest"]["originServerName"] == rule["hostname"]
+
+
+def test_static_files_come_from_where_collectstatic_puts_them_with_the_template() -> None:
+    """STATIC_ROOT is OCS_VAR_DIR/static (ocsweb/settings.py); the template sets OCS_VAR_DIR."""
+    from django.conf import settings
+
+    from tests.deploy.deploy_files import ENV_TEMPLATE, template_entries
+
+    var_dir = next(value for name, value, active, _ in template_entries(ENV_TEMPLATE.read_text())
+                   if name == "OCS_VAR_DIR" and active)
+    alias = re.search(r"location /static/ \{\s*alias (\S+);", NGINX_SITE.read_text()).group(1)  # type: ignore[union-attr]
+    assert alias == f"{var_dir}/static/"
+    assert settings.STATIC_URL.strip("/") == "static" and settings.STATIC_ROOT == settings.VAR_DIR / "static"
