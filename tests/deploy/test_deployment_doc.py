@@ -17,7 +17,7 @@ INVOCATION = re.compile(r"(?:ocs-manage|manage\.py) (\w.*)")
 def invocations() -> list[list[str]]:
     """Each command line of the page, split as the shell would (up to a pipe or redirection)."""
     found = []
-    for line in DOC.read_text().splitlines():
+    for line in re.sub(r"\\\n\s*", " ", DOC.read_text()).splitlines():  # join continued lines
         for match in INVOCATION.finditer(line):
             text = re.split(r"\s(?:\||>|&&|#)\s|`", match.group(1))[0]
             text = re.sub(r'"\$\([^)]*\)"', "VALUE", text)  # "$(sudo cat …)" is one argument
