@@ -41,6 +41,7 @@ class KeyIdentity:
     revoked: bool
     user_active: bool
     policy: Policy
+    is_staff: bool = False  # a teacher or operator: may pin a request to a worker (X-OCS-Worker)
 
     def usable(self, now: datetime) -> bool:
         if self.revoked or not self.user_active:
@@ -79,6 +80,7 @@ def _load(prefix: str) -> KeyIdentity | None:
         expires_at=key.expires_at,
         revoked=key.revoked_at is not None,
         user_active=key.user.is_active,
+        is_staff=key.user.is_staff,
         policy=resolve(defaults=site_defaults(), classroom=key.user.classroom, student=key.user, key=key,
                        access_expires_at=key.user.access_expires_at),
     )

@@ -97,6 +97,7 @@ class Want:
     failed: dict[int, str] = field(default_factory=dict)
     prompt_bytes: int = 0  # the request body's size: a rough upper bound of the prompt's tokens
     min_context: int = 0  # learnt from a worker that could not hold the prompt
+    pinned_worker: str = ""  # staff only (X-OCS-Worker): this worker or none, no failover
     arrived: float = field(default_factory=time.monotonic)
     queued_s: float = 0.0  # time spent waiting for slots, over every try
 
@@ -157,10 +158,13 @@ async def _publish_queue_depths() -> None:
 async def rank(want: Want) -> Decision:
     """The scheduler's ranking for `want`, over the fleet snapshot and the live load."""
     snapshot = await fleet_snapshot()
-    ids = [w.id for w in snapshot.workers if w.model_id == want.model_id]
+    workers = snapshot.workers
+    if want.pinned_worker:
+        workers = [w for w in workers if w.name == want.pinned_worker]
+    ids = [w.id for w in workers if w.model_id == want.model_id]
     view = await live_state().view(ids, want.conversation)
     return rank_workers(
-        workers=snapshot.workers,
+        workers=workers,
         busy=view.busy,
         model_id=want.model_id,
         pool_id=want.pool_id,

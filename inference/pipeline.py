@@ -37,6 +37,7 @@ from ocsweb.live import LiveStateUnavailable
 
 log = logging.getLogger("ocs.api")
 
+PIN_HEADER = "X-OCS-Worker"  # staff keys: serve on this worker only (verify_path checks each worker)
 CLIENT_CLOSED = 499  # nginx's code for "the client closed the connection": logged, never sent
 
 
@@ -86,7 +87,8 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
         record.want = Want(user_id=identity.user_id, pool_id=identity.pool_id, model_id=model.public_id,
                            conversation=conversation_key(user_id=identity.user_id, model_id=model.public_id,
                                                          messages=list(call.opening)) if call.opening else None,
-                           prompt_bytes=call.size)
+                           prompt_bytes=call.size,
+                           pinned_worker=request.headers.get(PIN_HEADER, "")[:100] if identity.is_staff else "")
         # choose and claim a worker, relay
         if not generates:
             status, content = await dispatch.forward_light(path=plan.path, body=plan.body, record=record)
@@ -136,6 +138,8 @@ def _with_model(call: Call, model_id: str) -> Call:
 def _headers(response: HttpResponseBase, record: RequestRecord) -> None:
     # The hot paths skip SecurityMiddleware (ocsweb/asgi.py); HSTS comes from the HTTPS proxy.
     response["X-Content-Type-Options"] = "nosniff"
+    if record.staff and record.worker_name:
+        response[PIN_HEADER] = record.worker_name  # which worker served it: for teachers only
     if record.ticket is not None:
         for name, value in record.ticket.headers.items():
             response.setdefault(name, value)

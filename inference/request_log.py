@@ -43,6 +43,7 @@ class RequestRecord:
     path: str
     user_agent: str = ""
     tool: str = ""  # inference/client_tools.py
+    staff: bool = False  # the key belongs to a teacher or operator
     at: datetime = field(default_factory=timezone.now)
     started: float = field(default_factory=time.monotonic)
     user_id: int | None = None
@@ -63,6 +64,7 @@ class RequestRecord:
 
     def identify(self, identity: KeyIdentity) -> None:
         self.user_id, self.key_id, self.pool = identity.user_id, identity.key_id, identity.pool_name
+        self.staff = identity.is_staff
 
     def served_by(self, worker_id: int, worker_name: str, first_byte_s: float) -> None:
         self.served = True
