@@ -145,17 +145,18 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestRecord
             await _worker_failed(want, slot, "answered something that is not a JSON object")
             continue
         await _remember_worker(want, slot.worker)
-        _first_byte(want, record, slot.worker)
+        _first_byte(want, record, slot)
         record.usage.absorb(answer)
         count_tokens(want.model_id, record.usage)
         return response.status_code, content
     raise errors.upstream_failed("; ".join(want.failed.values()) or "no worker answered")
 
 
-def _first_byte(want: Want, record: RequestRecord, worker: WorkerView) -> None:
+def _first_byte(want: Want, record: RequestRecord, slot: Slot) -> None:
     elapsed = time.monotonic() - want.arrived
     FIRST_BYTE.labels(want.model_id).observe(elapsed)
-    record.served_by(worker.id, worker.name, elapsed)
+    record.served_by(slot.worker.id, slot.worker.name, elapsed)
+    record.route_reason = slot.reason
 
 
 class StreamTooLong(Exception):
@@ -266,7 +267,7 @@ async def open_stream(*, path: str, body: dict[str, Any], record: RequestRecord,
                 await _worker_failed(want, slot, "closed the stream before the first chunk")
                 continue
             await _remember_worker(want, slot.worker)
-            _first_byte(want, record, slot.worker)
+            _first_byte(want, record, slot)
             stream = OpenStream(slot=slot, response=response, first_chunk=first, chunks=chunks,
                                 model_id=want.model_id, record=record, protocol=protocol, end_marker=end_marker)
             handed_over = True

@@ -21,6 +21,8 @@ class RequestLog(models.Model):
     worker_name = models.CharField(max_length=100, blank=True)
     client = models.CharField(max_length=20, help_text="openai, responses, anthropic or ollama (the route's dialect).")
     user_agent = models.CharField(max_length=200, blank=True)
+    route_reason = models.CharField(max_length=200, blank=True,
+                                    help_text="Why the scheduler chose the worker (fleet/scheduler.py), e.g. '1/4 slots busy'.")
     tool = models.CharField(max_length=20, blank=True, db_index=True,
                             help_text="claude-code, copilot or codex, from the headers (inference/client_tools.py).")
     path = models.CharField(max_length=100)

@@ -53,6 +53,7 @@ class RequestRecord:
     stream: bool = False
     worker_id: int | None = None
     worker_name: str = ""
+    route_reason: str = ""  # the scheduler's reason for the worker that served it
     first_byte_s: float | None = None
     usage: Usage = field(default_factory=Usage)
     served: bool = False  # a worker answered (tokens may have been generated)
@@ -91,6 +92,7 @@ class RequestRecord:
             "model": self.model[:100],
             "worker_id": self.worker_id,
             "worker_name": self.worker_name[:100],
+            "route_reason": self.route_reason[:200],
             "client": self.client,
             "user_agent": self.user_agent[:200],
             "tool": self.tool,

@@ -176,7 +176,8 @@ def describe_request(row: RequestLog) -> dict[str, Any]:
         "prompt_tokens_per_s": row.prompt_tokens_per_s, "prompt_tokens": row.prompt_tokens,
         "completion_tokens": row.completion_tokens, "cached_tokens": row.cached_tokens, "retries": row.retries,
         "why": why_chosen(retries=row.retries, request_pool=row.pool, worker_pool=worker_pool,
-                          queue_wait_ms=row.queue_wait_ms, cached_tokens=row.cached_tokens)
+                          queue_wait_ms=row.queue_wait_ms, cached_tokens=row.cached_tokens,
+                          scheduler_reason=row.route_reason)
         if row.worker_name else [],
     }
 

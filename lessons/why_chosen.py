@@ -1,7 +1,8 @@
 """Why the scheduler put a logged request on its worker, in words. Pure: no Django.
 
-The request log does not store the scheduler's ranking (fleet/scheduler.py computes a reason
-per candidate, then forgets it). What the row does hold tells most of the story: failover
+The request log keeps the scheduler's note for the chosen worker (RequestLog.route_reason, e.g.
+"1/4 slots busy" or "served this conversation before"), not its whole ranking. What the row
+holds besides tells the rest of the story: failover
 (`retries`), lending between pools, time in the queue, prompt-cache hits. The last line
 always says which rule applied when nothing special happened.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 
 def why_chosen(*, retries: int, request_pool: str, worker_pool: str | None, queue_wait_ms: int,
-               cached_tokens: int) -> list[str]:
+               cached_tokens: int, scheduler_reason: str = "") -> list[str]:
     reasons = []
     if worker_pool and request_pool and worker_pool != request_pool:
         reasons.append(f"Your pool `{request_pool}` had no routable worker for this model, so pool "
@@ -23,6 +24,10 @@ def why_chosen(*, retries: int, request_pool: str, worker_pool: str | None, queu
     if cached_tokens:
         reasons.append(f"{cached_tokens} prompt tokens were already in this worker's cache: the scheduler "
                        "prefers the worker that served your conversation before.")
-    reasons.append("Among the healthy workers of your pool serving this model, it was the least busy relative "
-                   "to its slots (the scheduler's rule; the log does not keep the full ranking).")
+    if scheduler_reason:
+        reasons.append(f"The scheduler's own note when it chose this worker: {scheduler_reason} (it ranks the "
+                       "healthy workers of your pool serving this model, least busy relative to its slots first).")
+    else:
+        reasons.append("Among the healthy workers of your pool serving this model, it was the least busy relative "
+                       "to its slots (the scheduler's rule; this request's row kept no note of its own).")
     return reasons

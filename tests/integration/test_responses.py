@@ -31,6 +31,7 @@ def test_create_answers_with_text_and_usage_and_is_logged(gateway, worker, stude
     row = wait_for(lambda: RequestLog.objects.filter(client="responses", status=200).first(), 10)
     assert row is not None and row.completion_tokens == response.usage.output_tokens
     assert row.path == "/v1/responses"
+    assert "slots busy" in row.route_reason  # the scheduler's note for the worker it chose
 
 
 def test_stream_yields_the_event_sequence_and_a_final_response(gateway, worker, student_key) -> None:  # noqa: ANN001
