@@ -21,7 +21,6 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 
 from fleet.scheduler import conversation_key
-from fleet.selectors import ModelView
 from inference import dispatch, errors
 from inference.admission import Want
 from inference.auth import authenticate
@@ -49,6 +48,23 @@ def error_response(protocol: Protocol, error: errors.ApiError) -> HttpResponse:
     return response
 
 
+def failure_response(protocol: Protocol, exc: Exception, *, path: str) -> tuple[HttpResponse, str]:
+    """The answer, in the client's envelope, to a request that ended with `exc`, and the error
+    code its log row gets. Our own bugs are logged with their traceback and never sent."""
+    if isinstance(exc, errors.ApiError):
+        if exc.status == 429:
+            REFUSALS.labels(exc.reason or exc.code or "rate_limit").inc()
+        return error_response(protocol, exc), exc.code or exc.type
+    if isinstance(exc, LiveStateUnavailable):
+        return error_response(protocol, errors.live_state_unavailable()), "live_state_unavailable"
+    if isinstance(exc, RequestDataTooBig):
+        return error_response(protocol, errors.ApiError(413, "The request body is too large.",
+                                                        code="request_too_large")), "request_too_large"
+    log.exception("unhandled error on %s", path)
+    return error_response(protocol, errors.ApiError(500, "The gateway hit an internal error; it has been logged.",
+                                                    type="server_error")), "internal_error"
+
+
 def new_record(request: HttpRequest, protocol: Protocol) -> RequestRecord:
     return RequestRecord(client=protocol.client, path=redact(request.path)[:100],  # /ollama/<key>/…
                          user_agent=request.headers.get("User-Agent", ""),
@@ -62,7 +78,7 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
     best-ranked worker answers them without claiming a slot."""
     record = new_record(request, protocol)
     streaming = False
-    status, error_code = 500, "internal_error"
+    status, error_code = 500, "internal_error"  # until the request ends otherwise
     response: HttpResponseBase
     try:
         # authenticate
@@ -94,7 +110,7 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
             status, content = await dispatch.forward_light(path=plan.path, body=plan.body, record=record)
             response = HttpResponse(content, status=status, content_type="application/json")
         elif call.stream:
-            response = await _stream(plan, record, protocol, model)
+            response = await _stream(plan, record, protocol)
             streaming = True
         else:
             status, content = await dispatch.forward_json(path=plan.path, body=plan.body, record=record)
@@ -102,25 +118,12 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
                 content = json.dumps(plan.convert(json.loads(content))).encode()
             response = HttpResponse(content, status=status, content_type="application/json")
         status, error_code = response.status_code, ""
-    except errors.ApiError as error:
-        response = error_response(protocol, error)
-        status, error_code = response.status_code, error.code or error.type
-        if error.status == 429:
-            REFUSALS.labels(error.reason or error.code or "rate_limit").inc()
-    except LiveStateUnavailable:
-        response = error_response(protocol, errors.live_state_unavailable())
-        status, error_code = response.status_code, "live_state_unavailable"
-    except RequestDataTooBig:
-        response = error_response(protocol, errors.ApiError(413, "The request body is too large.",
-                                                            code="request_too_large"))
-        status, error_code = 413, "request_too_large"
     except asyncio.CancelledError:  # the client left, or the gateway is stopping
         status, error_code = CLIENT_CLOSED, "client_closed"
         raise
-    except Exception:
-        log.exception("unhandled error on %s", record.path)
-        response = error_response(protocol, errors.ApiError(
-            500, "The gateway hit an internal error; it has been logged.", type="server_error"))
+    except Exception as exc:
+        response, error_code = failure_response(protocol, exc, path=record.path)
+        status = response.status_code
     finally:
         if not streaming:
             await end(record, status=status, error_code=error_code)
@@ -160,7 +163,7 @@ async def end(record: RequestRecord, *, status: int, error_code: str = "") -> No
         record.submit(status=status, error_code=error_code)
 
 
-async def _stream(plan: Plan, record: RequestRecord, protocol: Protocol, model: ModelView) -> HttpResponseBase:
+async def _stream(plan: Plan, record: RequestRecord, protocol: Protocol) -> HttpResponseBase:
     """Wait briefly for the first chunk so that refusals keep their HTTP status; past the grace
     period, start the event stream and keep the client informed while the request queues."""
     transform = plan.stream_transform() if plan.stream_transform is not None else None

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -19,9 +18,6 @@ from inference.openapi import openapi_document
 from inference.protocols import anthropic, ollama, openai_chat, openai_completions, responses
 from inference.protocols.base import Protocol
 from inference.request_log import RequestRecord
-from ocsweb.live import LiveStateUnavailable
-
-log = logging.getLogger("ocs.api")
 
 View = Callable[..., Coroutine[Any, Any, HttpResponseBase]]
 
@@ -63,19 +59,12 @@ def answering(protocol: Protocol, *methods: str) -> Callable[[View], View]:
             try:
                 response = await handler(request, record, *args, **kwargs)
                 status, error_code = response.status_code, ""
-            except errors.ApiError as error:
-                response = pipeline.error_response(protocol, error)
-                status, error_code = response.status_code, error.code or error.type
-            except LiveStateUnavailable:
-                response = pipeline.error_response(protocol, errors.live_state_unavailable())
-                status, error_code = response.status_code, "live_state_unavailable"
             except asyncio.CancelledError:
                 status, error_code = pipeline.CLIENT_CLOSED, "client_closed"
                 raise
-            except Exception:
-                log.exception("unhandled error on %s", record.path)
-                response = pipeline.error_response(protocol, errors.ApiError(
-                    500, "The gateway hit an internal error; it has been logged.", type="server_error"))
+            except Exception as exc:
+                response, error_code = pipeline.failure_response(protocol, exc, path=record.path)
+                status = response.status_code
             finally:
                 await pipeline.end(record, status=status, error_code=error_code)
             response["X-Content-Type-Options"] = "nosniff"
