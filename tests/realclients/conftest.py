@@ -18,6 +18,7 @@ from tests.realclients.clients import ROOT
 AGENT_MODEL = "smollm2-135m-agents"
 AGENT_CONTEXT = 32768  # tokens in the one slot: YaRN scale 4 over SmolLM2's 8,192
 OUTPUT_CAP = 128  # tokens; the catalogue's per-model max_output_tokens for this worker
+WORKER_OUTPUT_CEILING = 512  # tokens; llama-server clamps any request's max_tokens to this
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +35,9 @@ def agent_llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
     """One real llama-server with a 32k-token slot (YaRN). Yields its base URL."""
     spec = LlamaServerSpec(
         model_path=find_default_model(), model_id=AGENT_MODEL, port=free_port(), context=AGENT_CONTEXT, slots=1,
-        options=LaunchOptions(rope_scaling="yarn", rope_scale=4, yarn_orig_ctx=8192),
+        # --n-predict: the worker's own ceiling on output, a safety net under the catalogue's cap.
+        options=LaunchOptions(rope_scaling="yarn", rope_scale=4, yarn_orig_ctx=8192,
+                              extra_args=("--n-predict", str(WORKER_OUTPUT_CEILING))),
     )
     log_path = tmp_path_factory.mktemp("agent-llama") / "llama-server.log"
     process = LlamaServerProcess(spec, log_path=log_path).start()

@@ -78,6 +78,9 @@ def test_real_client_completes_a_turn_through_the_gateway(run: Run, real_clients
         assert row.client in CLIENT_KIND[run.wire], (row.path, row.client)
         assert row.user_agent.startswith(USER_AGENT[run.name]), row.user_agent
     assert sorted(row.path for row in rows) == sorted(e.path for e in api)
+    for row in rows:
+        print(f"  {row.path} {row.status}: {row.prompt_tokens} prompt tokens ({row.cached_tokens} cached), "
+              f"{row.completion_tokens} completion tokens, {row.total_ms / 1000:.0f} s")
 
 
 def request_shape(record: dict) -> list[tuple]:
