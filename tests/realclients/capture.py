@@ -196,6 +196,17 @@ def canned_answer(method: str, path: str, body: Any) -> tuple[int, str, Iterator
 # --- the server ----------------------------------------------------------------------------------
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up on a kept-alive connection is normal, not an error to print."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)
+
+
 class CaptureServer:
     """Records every request; answers canned replies, or forwards to ``upstream`` when given.
 
@@ -221,8 +232,7 @@ class CaptureServer:
 
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _handle
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -241,7 +251,7 @@ class CaptureServer:
 
     def _read_body(self, handler: BaseHTTPRequestHandler) -> bytes:
         if handler.headers.get("transfer-encoding", "").lower() == "chunked":
-            chunks = []
+            chunks: list[bytes] = []
             while True:
                 size = int(handler.rfile.readline().split(b";")[0].strip() or b"0", 16)
                 if size == 0:

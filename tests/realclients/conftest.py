@@ -3,7 +3,8 @@ coding agent's prompt (5k-20k tokens), registered for one test at a time.
 
 The worker is SmolLM2 with YaRN: 8,192 native context stretched to 32,768, in one slot, so one
 agent request fits. Its catalogue entry gets a small output cap, so a 135M model that rambles
-stops soon and a CPU run stays short.
+stops soon and a CPU run stays short (the gateway applies it; llama-server's own --n-predict is
+only a default that a request's max_tokens overrides).
 """
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from tests.realclients.clients import ROOT
 AGENT_MODEL = "smollm2-135m-agents"
 AGENT_CONTEXT = 32768  # tokens in the one slot: YaRN scale 4 over SmolLM2's 8,192
 OUTPUT_CAP = 128  # tokens; the catalogue's per-model max_output_tokens for this worker
-WORKER_OUTPUT_CEILING = 512  # tokens; llama-server clamps any request's max_tokens to this
 
 
 @pytest.fixture(scope="session")
@@ -35,9 +35,9 @@ def agent_llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
     """One real llama-server with a 32k-token slot (YaRN). Yields its base URL."""
     spec = LlamaServerSpec(
         model_path=find_default_model(), model_id=AGENT_MODEL, port=free_port(), context=AGENT_CONTEXT, slots=1,
-        # --n-predict: the worker's own ceiling on output, a safety net under the catalogue's cap.
-        options=LaunchOptions(rope_scaling="yarn", rope_scale=4, yarn_orig_ctx=8192,
-                              extra_args=("--n-predict", str(WORKER_OUTPUT_CEILING))),
+        # Greedy decoding by default (Claude Code and Codex send no temperature): the same answer
+        # every run, so a run that passes keeps passing.
+        options=LaunchOptions(rope_scaling="yarn", rope_scale=4, yarn_orig_ctx=8192, extra_args=("--temp", "0")),
     )
     log_path = tmp_path_factory.mktemp("agent-llama") / "llama-server.log"
     process = LlamaServerProcess(spec, log_path=log_path).start()

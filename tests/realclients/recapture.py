@@ -49,7 +49,7 @@ def capture(run: Run, timeout_s: float = 180) -> dict[str, Any]:
                         (server.url.removeprefix("http://"), "127.0.0.1:PORT"), (socket.gethostname(), "HOSTNAME")]
         replacements += [(old.replace("/", "\\/"), new) for old, new in replacements[:3]]
         package = PACKAGES[run.client]
-        return scrub({
+        record: dict[str, Any] = scrub({
             "run": run.name,
             "client": package,
             "client_version": installed_version(package),
@@ -62,6 +62,7 @@ def capture(run: Run, timeout_s: float = 180) -> dict[str, Any]:
             "stderr": result.stderr[-2000:],
             "requests": [exchange.as_fixture() for exchange in server.exchanges],
         }, replacements)
+        return record
 
 
 def main(names: list[str]) -> int:
