@@ -18,9 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 CLIENTS_DIR = ROOT / "tests" / "clients"
 BIN_DIR = CLIENTS_DIR / "node_modules" / ".bin"
 KEY_ENV = "OCS_API_KEY"  # the variable Codex reads the key from (its provider's env_key)
-# SmolLM2, greedy, under Claude Code's system prompt: "Say hello in one short sentence." loops to
-# the output cap (Claude Code then exits 1); this one ends in about 40 tokens.
-PROMPT = "Reply with the single word: hello"
+# Prompts SmolLM2 (greedy) answers in a few dozen tokens under each client's system prompt. The
+# model's answer depends on the client's prompt around it: under Claude Code's, "Say hello in one
+# short sentence." loops to the output cap (Claude Code then exits 1); under Copilot's, the
+# single-word prompt runs to the cap and Copilot asks twice more to continue.
+SHORT_SENTENCE = "Say hello in one short sentence."
+SINGLE_WORD = "Reply with the single word: hello"
 
 
 @dataclass(frozen=True)
@@ -31,14 +34,15 @@ class Run:
     client: str  # claude | copilot | codex
     wire: str  # anthropic | completions | responses
     binary: str
+    prompt: str
 
 
 RUNS: tuple[Run, ...] = (
-    Run("claude-code-anthropic", "claude", "anthropic", "claude"),
-    Run("copilot-completions", "copilot", "completions", "copilot"),
-    Run("copilot-responses", "copilot", "responses", "copilot"),
-    Run("copilot-anthropic", "copilot", "anthropic", "copilot"),
-    Run("codex-responses", "codex", "responses", "codex"),
+    Run("claude-code-anthropic", "claude", "anthropic", "claude", SINGLE_WORD),
+    Run("copilot-completions", "copilot", "completions", "copilot", SHORT_SENTENCE),
+    Run("copilot-responses", "copilot", "responses", "copilot", SHORT_SENTENCE),
+    Run("copilot-anthropic", "copilot", "anthropic", "copilot", SHORT_SENTENCE),
+    Run("codex-responses", "codex", "responses", "codex", SHORT_SENTENCE),
 )
 
 
@@ -107,7 +111,7 @@ def prepare(run: Run, *, base_url: str, key: str, model: str, workdir: Path) -> 
             DISABLE_BUG_COMMAND="1",
             CLAUDE_CODE_DISABLE_TERMINAL_TITLE="1",
         )
-        return Prepared([binary, "-p", PROMPT], env, project, home)
+        return Prepared([binary, "-p", run.prompt], env, project, home)
     if run.client == "copilot":
         env.update(
             COPILOT_HOME=str(home / ".copilot"),
@@ -120,7 +124,7 @@ def prepare(run: Run, *, base_url: str, key: str, model: str, workdir: Path) -> 
         )
         if run.wire != "anthropic":
             env["COPILOT_PROVIDER_WIRE_API"] = run.wire
-        argv = [binary, "-p", PROMPT, "--allow-all-tools", "--disable-client-telemetry", "--no-auto-update",
+        argv = [binary, "-p", run.prompt, "--allow-all-tools", "--disable-client-telemetry", "--no-auto-update",
                 "--log-dir", str(home / "copilot-logs")]
         return Prepared(argv, env, project, home)
     if run.client == "codex":
@@ -128,7 +132,7 @@ def prepare(run: Run, *, base_url: str, key: str, model: str, workdir: Path) -> 
         codex_home.mkdir(parents=True, exist_ok=True)
         (codex_home / "config.toml").write_text(codex_config(base_url=base_url, model=model))
         env.update(CODEX_HOME=str(codex_home), **{KEY_ENV: key})
-        argv = [binary, "exec", "--skip-git-repo-check", "--sandbox", "read-only", PROMPT]
+        argv = [binary, "exec", "--skip-git-repo-check", "--sandbox", "read-only", run.prompt]
         return Prepared(argv, env, project, home)
     raise ValueError(f"unknown client {run.client!r}")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.realclients.capture import CaptureServer
-from tests.realclients.clients import PROMPT, ROOT, RUNS, Run, execute, installed_version, prepare
+from tests.realclients.clients import ROOT, RUNS, Run, execute, installed_version, prepare
 
 FIXTURES = ROOT / "tests" / "fixtures" / "clients"
 PACKAGES = {"claude": "@anthropic-ai/claude-code", "copilot": "@github/copilot", "codex": "@openai/codex"}
@@ -54,7 +54,7 @@ def capture(run: Run, timeout_s: float = 180) -> dict[str, Any]:
             "client": package,
             "client_version": installed_version(package),
             "wire": run.wire,
-            "prompt": PROMPT,
+            "prompt": run.prompt,
             "argv": [Path(prepared.argv[0]).name, *prepared.argv[1:]],
             "env": {k: v for k, v in prepared.env.items() if k not in {"PATH"}},
             "exit_code": result.returncode,
