@@ -34,3 +34,8 @@ test-services: setup
 
 clean:
 	rm -rf $(VENV) var/test-*
+
+# The students' real tools (Claude Code, Copilot CLI, Codex) through the gateway; part of `make test`.
+.PHONY: test-realclients
+test-realclients: setup
+	bash scripts/run_tests.sh $(PY) realclients
