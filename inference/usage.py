@@ -3,8 +3,9 @@
 - OpenAI JSON or stream chunk: `usage` {prompt_tokens, completion_tokens}; llama-server also puts
   `timings` {prompt_n, cache_n, predicted_n} in every answer's final chunk, even when the client
   did not ask for usage;
-- Anthropic: `usage` {input_tokens, output_tokens} in the message (or in message_start /
-  message_delta events).
+- Anthropic: `usage` {input_tokens, output_tokens, cache_read_input_tokens,
+  cache_creation_input_tokens} in the message (or in message_start / message_delta events); the
+  prompt is all three input counts, since input_tokens leaves out what came from the cache.
 Streams are only looked at when a chunk mentions usage or timings: the other chunks pass by
 with one substring test.
 """
@@ -35,6 +36,11 @@ class Usage:
         usage = data.get("usage") or (data.get("message") or {}).get("usage") or {}
         timings = data.get("timings") or {}
         prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
+        anthropic_cached = usage.get("cache_read_input_tokens")
+        if "input_tokens" in usage and "prompt_tokens" not in usage and isinstance(prompt, int):
+            # Anthropic counts prompt tokens read from the cache apart from input_tokens.
+            extra = [usage.get("cache_read_input_tokens"), usage.get("cache_creation_input_tokens")]
+            prompt += sum(n for n in extra if isinstance(n, int) and n > 0)
         if prompt is None and timings:
             prompt = timings.get("prompt_n", 0) + timings.get("cache_n", 0)
         completion = usage.get("completion_tokens", usage.get("output_tokens"))
@@ -44,7 +50,8 @@ class Usage:
             self.prompt_tokens = prompt
         if isinstance(completion, int) and completion > 0:
             self.completion_tokens = completion
-        cached = timings.get("cache_n", (usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
+        cached = timings.get("cache_n", (usage.get("prompt_tokens_details") or {}).get("cached_tokens",
+                                                                                   anthropic_cached))
         if isinstance(cached, int) and cached >= 0:
             self.cached_tokens = cached
         for name, rate in (("prompt_per_second", timings.get("prompt_per_second")),

@@ -56,3 +56,14 @@ def test_the_tool_is_known_from_the_headers_each_client_really_sends() -> None:
     assert client_tool({"User-Agent": "GitHubCopilotChat/0.30.0"}) == "copilot"
     assert client_tool({"User-Agent": "OpenAI/JS 5.20.1"}) == ""
     assert client_tool({"User-Agent": "curl/8.0"}, path="/ollama/xyz/v1/chat/completions") == "copilot"
+
+
+def test_anthropic_prompt_tokens_include_those_read_from_the_cache() -> None:
+    """A follow-up request whose prompt mostly came from the worker's cache: Anthropic reports
+    the cached part apart from input_tokens; the request log counts the whole prompt."""
+    from inference.usage import Usage
+
+    usage = Usage()
+    usage.absorb({"type": "message_start", "message": {"usage": {
+        "input_tokens": 20, "cache_read_input_tokens": 4380, "output_tokens": 0}}})
+    assert (usage.prompt_tokens, usage.cached_tokens) == (4400, 4380)
