@@ -28,7 +28,9 @@ pytestmark = [pytest.mark.realclients, pytest.mark.integration, pytest.mark.time
 
 RUN_TIMEOUT_S = 1200  # one client run on 2 shared CPU cores: prompt processing dominates
 # RequestLog.client per wire; the Responses route's kind is the protocol layer's to name.
-CLIENT_KIND = {"anthropic": {"anthropic"}, "completions": {"openai"}, "responses": {"openai", "responses"}}
+CLIENT_KIND = {"anthropic": {"anthropic"}, "completions": {"openai"}, "responses": {"responses"}}
+# Which tool the request log says sent it (inference/client_tools.py, from all the headers).
+TOOL = {"claude": "claude-code", "copilot": "copilot", "codex": "codex"}
 # What each client says it is (User-Agent, as captured), which the request log must keep.
 USER_AGENT = {"claude-code-anthropic": "claude-cli/", "copilot-completions": "OpenAI/JS",
               "copilot-responses": "OpenAI/JS", "copilot-anthropic": "Anthropic/JS", "codex-responses": "codex_exec/"}
@@ -76,6 +78,7 @@ def test_real_client_completes_a_turn_through_the_gateway(run: Run, real_clients
         assert 200 <= row.status < 300 and row.model == AGENT_MODEL, (row.path, row.status, row.error_code)
         assert row.prompt_tokens > 0 and row.completion_tokens > 0, (row.path, row.prompt_tokens, row.completion_tokens)
         assert row.client in CLIENT_KIND[run.wire], (row.path, row.client)
+        assert row.tool == TOOL[run.client], (row.path, row.tool)
         assert row.user_agent.startswith(USER_AGENT[run.name]), row.user_agent
     assert sorted(row.path for row in rows) == sorted(e.path for e in api)
     for row in rows:
