@@ -11,10 +11,13 @@ import httpx
 from django.db import close_old_connections
 from django.utils import timezone
 
-from fleet.models import Gpu, Worker
+from accounts.models import User
+from fleet.models import Gpu, Pool, Worker
+from fleet.services import worker_move
+from research.gate import gate_decide
 from research.loadgen import LevelResult, ProgressFn, Sample, Target, prompt_text, run_level, shared_prefix_prompt
 from research.metrics import Slo, mean_or_none, summarize
-from research.models import BenchmarkRun, Experiment, GpuSample, RequestSample
+from research.models import BenchmarkRun, Experiment, GpuSample, PoolSlo, PromotionCheck, RequestSample
 
 Messages = list[dict[str, str]]
 
@@ -242,3 +245,43 @@ def benchmark_run(
     run.ended_at = timezone.now()
     run.save(update_fields=["summary", "status", "error", "ended_at"])
     return run
+
+
+# --- the promotion gate and the nightly baseline ------------------------------------------------
+
+BASELINE = Workload(prompt_tokens=256, output_tokens=64, requests=8, warmup=1, concurrency=1)
+
+
+def latest_run(*, worker: Worker) -> BenchmarkRun | None:
+    return BenchmarkRun.objects.filter(worker_id=worker.id).exclude(status=BenchmarkRun.Status.RUNNING).first()
+
+
+def promotion_check(*, worker: Worker, pool: Pool, actor: User | None = None) -> PromotionCheck:
+    """The gate: moves `worker` into `pool` only if its latest finished run meets the pool's SLOs.
+    Every check is recorded with its numbers and reasons, passed or not."""
+    slo = PoolSlo.objects.filter(pool_id=pool.id).first()
+    run = latest_run(worker=worker)
+    ttft = run.metric("ttft_ms", "p90") if run else None
+    tpot = run.metric("tpot_ms", "p90") if run else None
+    decision = gate_decide(
+        slo_ttft_p90_ms=slo.ttft_p90_ms if slo else None, slo_tpot_p90_ms=slo.tpot_p90_ms if slo else None,
+        has_run=run is not None, run_ok=run is not None and run.status == BenchmarkRun.Status.DONE,
+        ttft_p90_ms=ttft, tpot_p90_ms=tpot,
+    )
+    check = PromotionCheck.objects.create(
+        worker=worker, pool=pool, run=run, passed=decision.passed, ttft_p90_ms=ttft, tpot_p90_ms=tpot,
+        slo_ttft_p90_ms=slo.ttft_p90_ms if slo else None, slo_tpot_p90_ms=slo.tpot_p90_ms if slo else None,
+        reasons=list(decision.reasons),
+    )
+    if decision.passed and worker.pool_id != pool.id:
+        worker_move(worker=worker, pool=pool, actor=actor)
+        check.moved = True
+        check.save(update_fields=["moved"])
+    return check
+
+
+def baseline_run(*, worker: Worker, scenario: str = "nightly-baseline", workload: Workload = BASELINE) -> BenchmarkRun:
+    """The fixed baseline workload against one worker directly (256 in / 64 out, one stream)."""
+    target = Target(base_url=worker.base_url, model=worker.model.public_id)
+    return benchmark_run(target=target, workload=workload, group=new_group(), label=f"baseline {worker.name}",
+                         scenario=scenario, worker=worker)

@@ -108,3 +108,14 @@ def test_through_the_gateway_with_a_key(transactional_db, gateway, worker, stude
 def test_bad_flags_are_clear_errors(db, args: list[str], message: str) -> None:  # noqa: ANN001
     with pytest.raises(CommandError, match=message):
         bench(*args)
+
+
+def test_nightly_baseline_runs_each_healthy_production_worker(transactional_db, worker) -> None:  # noqa: ANN001
+    from fleet.services import worker_register
+    from research.tasks import nightly_baselines
+
+    worker_register(name="dev-x", base_url="http://127.0.0.1:9", model_id=MODEL, pool_name="dev", state="healthy")
+    run_ids = nightly_baselines()
+    run = BenchmarkRun.objects.get()
+    assert run_ids == [run.pk] and run.worker_id == worker.id and run.scenario == "nightly-baseline"
+    assert run.status == BenchmarkRun.Status.DONE and run.summary["completed"] == 8
