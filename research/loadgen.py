@@ -100,7 +100,21 @@ async def stream_one(
     client: httpx.AsyncClient, target: Target, *, messages: list[dict[str, str]], output_tokens: int,
     index: int, warmup: bool,
 ) -> Sample:
-    """Sends one streaming request and times it; errors are recorded, never raised."""
+    """Sends one streaming request and times it; errors are recorded, never raised. A pooled
+    keep-alive connection that the server already closed (llama-server drops idle ones) fails
+    before any response; that attempt is retried once on a fresh connection, timed from the retry."""
+    sample = await _stream_once(client, target, messages=messages, output_tokens=output_tokens, index=index,
+                                warmup=warmup)
+    if sample.error.startswith("RemoteProtocolError") and not sample.timing.chunk_times_s:
+        sample = await _stream_once(client, target, messages=messages, output_tokens=output_tokens, index=index,
+                                    warmup=warmup)
+    return sample
+
+
+async def _stream_once(
+    client: httpx.AsyncClient, target: Target, *, messages: list[dict[str, str]], output_tokens: int,
+    index: int, warmup: bool,
+) -> Sample:
     chunks: list[float] = []
     parts: list[str] = []
     usage: dict[str, Any] = {}

@@ -127,7 +127,7 @@ def context_sweep(options: BenchOptions, out: Out) -> Report:
     return _merge(reports, "context-sweep", [])
 
 
-SPECULATIVE_ON = ("--spec-type", "ngram-simple", "--draft-max", "16", "--draft-min", "2")
+SPECULATIVE_ON = ("--spec-type", "ngram-simple")  # the pinned build's --help: draft-free n-gram lookup
 
 
 def speculative(options: BenchOptions, out: Out) -> Report:
