@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 
 from accounts import me_api
 from fleet import agent_api
@@ -33,4 +33,5 @@ urlpatterns = [
     path("api/me/usage", me_api.UsageView.as_view()),
     path("api/usage/<str:username>", me_api.UsageView.as_view()),
     path("admin/", admin.site.urls),
+    path("research/", include("research.urls")),
 ]
