@@ -231,7 +231,8 @@ async def run_level(
     total = len(prompts)
     done = 0
     samples: list[Sample] = []
-    limits = httpx.Limits(max_connections=max(concurrency or 0, 64), max_keepalive_connections=64)
+    # llama-server drops idle keep-alive connections after 5 s; expire ours first (docs/performance.md).
+    limits = httpx.Limits(max_connections=max(concurrency or 0, 64), max_keepalive_connections=64, keepalive_expiry=2.0)
 
     def finished(sample: Sample) -> None:
         nonlocal done

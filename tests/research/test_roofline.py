@@ -58,3 +58,14 @@ def test_reads_the_smollm2_gguf() -> None:
     assert 130e6 < facts.parameters < 140e6
     line = roofline_for_gguf(facts, bandwidth_gbs=256)
     assert line.ceiling_tok_s == pytest.approx(256 * GB / facts.tensor_bytes)
+
+
+def test_roofline_command_prints_the_27b_example() -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("roofline", "--weights-gb", "16.2", "--gpu", "GTX 1070", "--gpus", "7", "--measured", "12.5",
+                 stdout=out)
+    assert "ceiling: 15.8 tokens/s" in out.getvalue() and "= 79% of the ceiling" in out.getvalue()
