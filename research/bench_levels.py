@@ -93,12 +93,15 @@ def bench_levels(options: BenchOptions, *, out: Out, scenario: str = "", group: 
         [(c, None) for c in options.concurrency] if options.concurrency else [(None, r) for r in options.rates or []]
     )
     report_levels = []
-    for concurrency, rate in levels:
+    # Every level gets prompts of its own (seeded from the group id and the level), so a level
+    # never finds an earlier level's prompts in the server's prompt cache.
+    seed_base = int(group, 16) % 1_000_000 if all(c in "0123456789abcdef" for c in group) else len(group)
+    for level_number, (concurrency, rate) in enumerate(levels):
         load = f"concurrency {concurrency}" if concurrency is not None else f"rate {rate:g}/s"
         label = " ".join(part for part in (label_prefix, options.label, load) if part)
         workload = Workload(prompt_tokens=options.prompt_tokens, output_tokens=options.output_tokens,
                             requests=options.requests, warmup=options.warmup, concurrency=concurrency, rate=rate,
-                            words=words)
+                            words=words, seed=seed_base * 100 + level_number + 1)
         run = benchmark_run(target=target, workload=workload, group=group, label=label, scenario=scenario,
                             slo=options.slo, launch=launch, experiment=experiment, progress=ProgressBar(label))
         attach_roofline(run, bandwidth_gbs=options.bandwidth_gbs)

@@ -41,7 +41,7 @@ class Workload:
         words = self.words if self.words is not None else max(self.prompt_tokens - 20, 1)
         built: list[Messages] = []
         for index in range(self.warmup + self.requests):
-            seed = self.seed * 100_000 + 1000 + index
+            seed = self.seed * 100_000 + 1000 + index  # distinct per request and per level
             if self.prefix_words:
                 text = shared_prefix_prompt(prefix_words=self.prefix_words, suffix_words=max(words - self.prefix_words, 1),
                                             seed=seed)

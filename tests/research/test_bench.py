@@ -42,6 +42,8 @@ def test_sweep_against_a_worker_stores_runs_samples_and_fills_the_json(
         # Generous SLOs: every request is good.
         assert level["good_requests"] == 3
         assert level["output_tokens_mean"] == 8  # ignore_eos: exactly the tokens asked for
+        # Each level sends prompts of its own: the server's prompt cache holds at most the template.
+        assert level["cached_tokens_mean"] < level["prompt_tokens_mean"] / 2
     runs = BenchmarkRun.objects.order_by("concurrency")
     assert [run.concurrency for run in runs] == [1, 2]
     assert len({run.group for run in runs}) == 1
