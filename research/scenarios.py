@@ -111,14 +111,14 @@ def context_sweep(options: BenchOptions, out: Out) -> Report:
     reports = []
     plain = LaunchOptions(threads=_threads(options))
     with local_server(slots=1, context=NATIVE_CONTEXT, options=plain) as (process, _):
-        for prompt_tokens in (256, 1024, 4096, 7000):
+        for prompt_tokens in (256, 2048, 7000):
             reports.append(bench_levels(_on(options, process).with_changes(prompt_tokens=prompt_tokens,
                                                                          concurrency=[1], rates=None),
                                         out=out, scenario="context-sweep", group=group,
                                         launch=launch_config(process.spec), label_prefix=f"ctx {prompt_tokens}"))
     yarn = LaunchOptions(threads=_threads(options), rope_scaling="yarn", rope_scale=2.0, yarn_orig_ctx=NATIVE_CONTEXT)
     with local_server(slots=1, context=2 * NATIVE_CONTEXT, options=yarn) as (process, _):
-        for prompt_tokens in (1024, 12000):
+        for prompt_tokens in (2048, 12000):
             reports.append(bench_levels(_on(options, process).with_changes(prompt_tokens=prompt_tokens,
                                                                          concurrency=[1], rates=None),
                                         out=out, scenario="context-sweep", group=group,
