@@ -32,11 +32,14 @@ def levels_table(levels: Sequence[Level]) -> str:
     return "\n".join(rows)
 
 
-def results_table(rows: Sequence[dict[str, Any]]) -> str:
+ENGINE_COLUMNS_LEFT_OUT = ("command", "pp_tok_s", "tg_tok_s", "wall_s", "tool", "build")
+
+
+def results_table(rows: Sequence[dict[str, Any]], *, leave_out: Sequence[str] = ()) -> str:
     """A scenario's own rows (cold starts, prefix reuse) as a Markdown table, keys as columns."""
     if not rows:
         return ""
-    keys = [k for k in rows[0] if not isinstance(rows[0][k], (dict, list))]
+    keys = [k for k in rows[0] if not isinstance(rows[0][k], (dict, list)) and k not in leave_out]
     lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     for row in rows:
         cells = [(_num(row.get(k), 1) if isinstance(row.get(k), float) else str(row.get(k, ""))) for k in keys]

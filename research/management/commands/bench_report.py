@@ -35,10 +35,12 @@ class Command(BaseCommand):
                 rows = extra.get("engine_only") if isinstance(extra, dict) and "engine_only" in extra else None
                 rows = rows if isinstance(rows, list) else [rows] if rows else None
                 if rows:
-                    self.stdout.write("\nEngine only (llama-bench):\n\n" + report.results_table(rows) + "\n")
+                    table = report.results_table(rows, leave_out=report.ENGINE_COLUMNS_LEFT_OUT)
+                    self.stdout.write("\nEngine only (llama-bench):\n\n" + table + "\n")
             plain = [r for r in data.get("scenario_results", []) if "engine_only" not in r]
             if plain:
-                self.stdout.write("\n" + report.results_table(plain) + "\n")
+                leave_out = report.ENGINE_COLUMNS_LEFT_OUT if name == "engine-only" else ()
+                self.stdout.write("\n" + report.results_table(plain, leave_out=leave_out) + "\n")
             self._plots(name, levels, out)
 
     def _plots(self, name: str, levels: list[dict[str, Any]], out: Path) -> None:
