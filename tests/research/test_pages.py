@@ -120,3 +120,9 @@ def test_charts_escape_text_and_say_when_empty() -> None:
     chart = line_chart([Series("<b>", [(1, 2.0), (2, 3.0)])], title="a & b", x_label="x", y_label="y")
     assert "&lt;b&gt;" in chart and "a &amp; b" in chart and "<b>" not in chart
     assert "no data" in histogram([], title="TTFT", x_label="ms")
+
+
+def test_the_first_research_questions_are_listed(client: Client, teacher) -> None:  # noqa: ANN001
+    client.force_login(teacher)
+    page = client.get("/research/").content.decode()
+    assert "Q1 Prompt-eval anomaly" in page and "Q5 Prefix reuse" in page
