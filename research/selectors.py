@@ -140,7 +140,9 @@ class ComparedRow:
     @property
     def verdict(self) -> str:
         ratio = self.ratio
-        if ratio is None or abs(ratio - 1) < 0.05:
+        if ratio is None:
+            return "not measured in both"
+        if abs(ratio - 1) < 0.05:
             return "about the same"
         better = ratio > 1 if self.higher_is_better else ratio < 1
         return "B better" if better else "A better"

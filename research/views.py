@@ -51,7 +51,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     return render(request, "research/run_detail.html", {
         "run": run, "group": group, "latency_charts": _charts(selectors.latency_charts(run)),
         "throughput_chart": mark_safe(selectors.throughput_chart(group)) if len(group) > 1 else None,
-        "gpu_charts": _charts(selectors.gpu_charts(run)), "rows": selectors.compare_runs(run, run),
+        "gpu_charts": _charts(selectors.gpu_charts(run)),
         "launch_json": json.dumps(run.launch, indent=2, default=str),
     })
 
