@@ -123,3 +123,11 @@ def test_nightly_baseline_runs_each_healthy_production_worker(transactional_db, 
     run = BenchmarkRun.objects.get()
     assert run_ids == [run.pk] and run.worker_id == worker.id and run.scenario == "nightly-baseline"
     assert run.status == BenchmarkRun.Status.DONE and run.summary["completed"] == 3
+
+
+def test_poisson_rate_mode_stores_a_run_per_rate(transactional_db, llama_server: str) -> None:  # noqa: ANN001
+    bench("--base-url", llama_server, "--model", MODEL, "--requests", "3", "--rate", "4,8", "--prompt-tokens", "32",
+          "--output-tokens", "4", "--warmup", "0")
+    runs = list(BenchmarkRun.objects.order_by("request_rate"))
+    assert [(run.request_rate, run.concurrency) for run in runs] == [(4.0, None), (8.0, None)]
+    assert all(run.summary["completed"] == 3 and run.summary["label"].startswith("rate ") for run in runs)
