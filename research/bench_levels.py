@@ -2,6 +2,7 @@
 stored run, put the roofline beside the measured generation rate, and build the JSON report."""
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -77,6 +78,13 @@ def attach_roofline(run: BenchmarkRun, *, bandwidth_gbs: float | None) -> None:
     run.save(update_fields=["summary"])
 
 
+def level_seed(group: str, label: str) -> int:
+    """Prompts of their own for every level (deterministic from the group id and the level's
+    label), so no level finds another level's prompts, or a prefix of them, in the server's
+    prompt cache; shorter and longer prompts from one seed would share their first words."""
+    return zlib.crc32(f"{group}/{label}".encode())
+
+
 def bench_levels(options: BenchOptions, *, out: Out, scenario: str = "", group: str | None = None,
                  launch: dict[str, Any] | None = None, label_prefix: str = "") -> dict[str, Any]:
     """Runs every level of `options` (each concurrency, or each rate) as one stored run of one
@@ -93,15 +101,12 @@ def bench_levels(options: BenchOptions, *, out: Out, scenario: str = "", group: 
         [(c, None) for c in options.concurrency] if options.concurrency else [(None, r) for r in options.rates or []]
     )
     report_levels = []
-    # Every level gets prompts of its own (seeded from the group id and the level), so a level
-    # never finds an earlier level's prompts in the server's prompt cache.
-    seed_base = int(group, 16) % 1_000_000 if all(c in "0123456789abcdef" for c in group) else len(group)
     for level_number, (concurrency, rate) in enumerate(levels):
         load = f"concurrency {concurrency}" if concurrency is not None else f"rate {rate:g}/s"
         label = " ".join(part for part in (label_prefix, options.label, load) if part)
         workload = Workload(prompt_tokens=options.prompt_tokens, output_tokens=options.output_tokens,
                             requests=options.requests, warmup=options.warmup, concurrency=concurrency, rate=rate,
-                            words=words, seed=seed_base * 100 + level_number + 1)
+                            words=words, seed=level_seed(group, label))
         run = benchmark_run(target=target, workload=workload, group=group, label=label, scenario=scenario,
                             slo=options.slo, launch=launch, experiment=experiment, progress=ProgressBar(label))
         attach_roofline(run, bandwidth_gbs=options.bandwidth_gbs)

@@ -131,3 +131,15 @@ def test_poisson_rate_mode_stores_a_run_per_rate(transactional_db, llama_server:
     runs = list(BenchmarkRun.objects.order_by("request_rate"))
     assert [(run.request_rate, run.concurrency) for run in runs] == [(4.0, None), (8.0, None)]
     assert all(run.summary["completed"] == 3 and run.summary["label"].startswith("rate ") for run in runs)
+
+
+def test_levels_of_one_group_get_prompts_of_their_own() -> None:
+    from research.bench_levels import level_seed
+    from research.services import Workload
+
+    seeds = {level_seed("g1", label) for label in ("ctx 256 concurrency 1", "ctx 2048 concurrency 1",
+                                                   "yarn x2 ctx 2048 concurrency 1")}
+    assert len(seeds) == 3 and level_seed("g1", "a") == level_seed("g1", "a")
+    short, long = (Workload(prompt_tokens=n, output_tokens=1, requests=1, words=n, seed=seed).prompts()[0][0]["content"]
+                   for n, seed in ((50, level_seed("g", "ctx 50")), (500, level_seed("g", "ctx 500"))))
+    assert not long.startswith(short[:60])  # not even the first words shared
