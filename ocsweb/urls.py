@@ -32,6 +32,7 @@ urlpatterns = [
     path("api/me/usage", me_api.UsageView.as_view()),
     path("api/usage/<str:username>", me_api.UsageView.as_view()),
     path("admin/", admin.site.urls),
+    path("research/", include("research.urls")),
     path("", include("lessons.urls")),  # lessons and /ground0/
     path("", include("portal.urls")),
 ]

@@ -1,1 +1,167 @@
-"""Benchmark runs and experiments live here (the research-instrument issue)."""
+"""Experiments, benchmark runs and what they measured; the pools' SLOs and promotion checks."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from fleet.models import Pool, Worker
+
+
+class Experiment(models.Model):
+    """A research question with the runs that answer it and the decision taken."""
+
+    title = models.CharField(max_length=200)
+    question = models.TextField(help_text="The research question, e.g. 'Do 4 slots double capacity?'")
+    hypothesis = models.TextField(blank=True)
+    why_it_matters = models.TextField(blank=True, help_text="Why it matters to students, in plain words.")
+    decision = models.TextField(blank=True, help_text="What was decided from the runs, and why.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class BenchmarkRun(models.Model):
+    """One load level against one target. A sweep is several runs sharing `group`.
+
+    `summary` holds the level's JSON as `bench --json` writes it (milliseconds, tokens/s);
+    `launch` the worker's full launch configuration (GPUs, split mode, slots, context, YaRN,
+    speculative options) as known when the run started.
+    """
+
+    class Target(models.TextChoices):
+        WORKER = "worker", "Worker (llama-server directly)"
+        GATEWAY = "gateway", "Gateway (with a key)"
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
+    group = models.CharField(max_length=64, db_index=True, help_text="Runs of one sweep share it.")
+    scenario = models.CharField(max_length=64, blank=True)
+    label = models.CharField(max_length=200, blank=True, help_text="What varies in this run, e.g. 'np=4'.")
+    target = models.CharField(max_length=16, choices=Target.choices)
+    base_url = models.CharField(max_length=255)
+    worker = models.ForeignKey(Worker, on_delete=models.SET_NULL, null=True, blank=True, related_name="benchmark_runs")
+    model = models.CharField(max_length=200)
+    launch = models.JSONField(default=dict, blank=True)
+    llama_build = models.CharField(max_length=200, blank=True)
+    prompt_tokens = models.PositiveIntegerField()
+    output_tokens = models.PositiveIntegerField()
+    concurrency = models.PositiveIntegerField(null=True, blank=True, help_text="Closed loop: requests in flight.")
+    request_rate = models.FloatField(null=True, blank=True, help_text="Open loop: Poisson arrivals per second.")
+    requests = models.PositiveIntegerField()
+    warmup = models.PositiveIntegerField(default=0, help_text="Requests sent first and left out of the numbers.")
+    slo_ttft_ms = models.FloatField(null=True, blank=True)
+    slo_tpot_ms = models.FloatField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(default=timezone.now, db_index=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    summary = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} {self.model} {self.load_label}"
+
+    @property
+    def load_label(self) -> str:
+        if self.request_rate is not None:
+            return f"rate {self.request_rate:g}/s"
+        return f"concurrency {self.concurrency}"
+
+    def metric(self, name: str, stat: str = "p90") -> float | None:
+        """A number from the summary: metric('ttft_ms', 'p90'), metric('output_throughput', '')."""
+        value: Any = self.summary.get(name)
+        if isinstance(value, dict):
+            value = value.get(stat)
+        return float(value) if isinstance(value, (int, float)) else None
+
+
+class RequestSample(models.Model):
+    """One request of a run as the client measured it, with llama-server's own timings.
+    Times in milliseconds; `sent_ms` from the run's first request."""
+
+    run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="samples")
+    index = models.PositiveIntegerField()
+    warmup = models.BooleanField(default=False)
+    ok = models.BooleanField(default=True)
+    error = models.CharField(max_length=300, blank=True)
+    sent_ms = models.FloatField()
+    ttft_ms = models.FloatField(null=True, blank=True)
+    e2e_ms = models.FloatField()
+    tpot_ms = models.FloatField(null=True, blank=True)
+    itls_ms = models.JSONField(default=list, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    prompt_per_second = models.FloatField(null=True, blank=True)
+    predicted_per_second = models.FloatField(null=True, blank=True)
+    draft_n = models.PositiveIntegerField(null=True, blank=True)
+    draft_n_accepted = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="unique_sample_index_per_run")]
+
+
+class GpuSample(models.Model):
+    """A GPU's telemetry during a run, copied from the rig agent's latest report (fleet.Gpu)."""
+
+    run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="gpu_samples")
+    at = models.DateTimeField(db_index=True)
+    rig = models.CharField(max_length=100)
+    gpu_index = models.PositiveSmallIntegerField()
+    name = models.CharField(max_length=100, blank=True)
+    utilization_pct = models.PositiveSmallIntegerField(null=True, blank=True)
+    memory_used_mib = models.PositiveIntegerField(default=0)
+    memory_total_mib = models.PositiveIntegerField(default=0)
+    power_w = models.FloatField(null=True, blank=True)
+    temperature_c = models.PositiveSmallIntegerField(null=True, blank=True)
+    sm_clock_mhz = models.PositiveIntegerField(null=True, blank=True)
+    pcie_gen = models.PositiveSmallIntegerField(null=True, blank=True)
+    pcie_width = models.PositiveSmallIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "rig", "gpu_index", "at"]
+
+
+class PoolSlo(models.Model):
+    """A pool's service-level objectives: a worker joins it only if its latest run meets them."""
+
+    pool = models.OneToOneField(Pool, on_delete=models.CASCADE, related_name="research_slo")
+    ttft_p90_ms = models.FloatField(help_text="Time to first token, 90th percentile, milliseconds.")
+    tpot_p90_ms = models.FloatField(help_text="Time per output token, 90th percentile, milliseconds.")
+
+    def __str__(self) -> str:
+        return f"{self.pool.name}: TTFT p90 <= {self.ttft_p90_ms:g} ms, TPOT p90 <= {self.tpot_p90_ms:g} ms"
+
+
+class PromotionCheck(models.Model):
+    """One promotion-gate decision: the run it judged, the SLOs, the numbers and why."""
+
+    worker = models.ForeignKey(Worker, on_delete=models.CASCADE, related_name="promotion_checks")
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(BenchmarkRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    passed = models.BooleanField()
+    moved = models.BooleanField(default=False)
+    ttft_p90_ms = models.FloatField(null=True, blank=True)
+    tpot_p90_ms = models.FloatField(null=True, blank=True)
+    slo_ttft_p90_ms = models.FloatField(null=True, blank=True)
+    slo_tpot_p90_ms = models.FloatField(null=True, blank=True)
+    reasons = models.JSONField(default=list, blank=True, help_text="Why it was refused; [] when it passed.")
+
+    class Meta:
+        ordering = ["-at"]

@@ -15,6 +15,7 @@ def test_migrations_create_every_periodic_job_with_a_real_function() -> None:
         "fleet.tasks.prune_events": "D",
         "inference.tasks.rollup_usage": "I",
         "inference.tasks.prune_request_log": "D",
+        "research.tasks.nightly_baselines": "D",
     }
     for func in jobs:
         assert callable(import_string(func))

@@ -1,0 +1,101 @@
+"""`manage.py bench`: measure a worker or the gateway under a load, store the runs, write JSON.
+
+    manage.py bench --base-url http://127.0.0.1:8081 --model smollm2-135m-instruct \
+        --requests 20 --concurrency 1,2,4,8 --prompt-tokens 256 --output-tokens 64 \
+        --warmup 2 --goodput ttft:2000,tpot:100 --json out.json
+    manage.py bench --scenario slots-sweep --json slots.json   # launches local llama-servers
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from research import scenarios
+from research.bench_levels import BenchOptions, bench_levels, format_level_line
+from research.metrics import parse_slo
+
+
+def _positive_ints(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CommandError(f"--concurrency {text!r}: expected numbers like 1,2,4,8") from None
+    if not values or any(v < 1 for v in values):
+        raise CommandError(f"--concurrency {text!r}: each level must be at least 1")
+    return values
+
+
+def _positive_floats(text: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CommandError(f"--rate {text!r}: expected requests per second, e.g. 2 or 0.5,1,2") from None
+    if not values or any(not v > 0 for v in values):
+        raise CommandError(f"--rate {text!r}: rates must be positive")
+    return values
+
+
+class Command(BaseCommand):
+    help = ("Run a workload against a llama-server worker or the gateway (OpenAI chat, streaming), store "
+            "one run per load level and print TTFT, TPOT, ITL, E2E percentiles and throughputs.")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--base-url", default="http://127.0.0.1:8081",
+                            help="llama-server root or the gateway's root (then give --api-key).")
+        parser.add_argument("--api-key", default=None, help="A gateway key (sk-…); not needed for a worker.")
+        parser.add_argument("--model", default="smollm2-135m-instruct")
+        parser.add_argument("--requests", type=int, default=20, help="Measured requests per level.")
+        parser.add_argument("--concurrency", default=None, help="Requests in flight; a list sweeps: 1,2,4,8.")
+        parser.add_argument("--rate", default=None, help="Poisson arrivals per second instead (a list sweeps).")
+        parser.add_argument("--prompt-tokens", type=int, default=256)
+        parser.add_argument("--output-tokens", type=int, default=64)
+        parser.add_argument("--warmup", type=int, default=1, help="Requests sent first and left out.")
+        parser.add_argument("--goodput", default=None, help="SLOs for goodput, e.g. ttft:2000,tpot:100 (ms).")
+        parser.add_argument("--json", default=None, help="Write every level's numbers to this file.")
+        parser.add_argument("--scenario", default=None, choices=sorted(scenarios.SCENARIOS),
+                            help="A named preset; most launch their own local llama-servers.")
+        parser.add_argument("--label", default="", help="What this run varies, shown in the lists.")
+        parser.add_argument("--experiment", type=int, default=None, help="Attach the runs to this experiment id.")
+        parser.add_argument("--bandwidth-gbs", type=float, default=None,
+                            help="Memory bandwidth for the roofline (default: from the worker's GPUs).")
+        parser.add_argument("--threads", type=int, default=None, help="Scenarios: llama-server --threads.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["requests"] < 1:
+            raise CommandError("--requests must be at least 1")
+        if options["prompt_tokens"] < 1 or options["output_tokens"] < 1:
+            raise CommandError("--prompt-tokens and --output-tokens must be at least 1")
+        if options["warmup"] < 0:
+            raise CommandError("--warmup cannot be negative")
+        if options["concurrency"] and options["rate"]:
+            raise CommandError("give --concurrency or --rate, not both")
+        try:
+            slo = parse_slo(options["goodput"]) if options["goodput"] else None
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        bench = BenchOptions(
+            base_url=options["base_url"], api_key=options["api_key"], model=options["model"],
+            requests=options["requests"],
+            concurrency=_positive_ints(options["concurrency"]) if options["concurrency"] else None,
+            rates=_positive_floats(options["rate"]) if options["rate"] else None,
+            prompt_tokens=options["prompt_tokens"], output_tokens=options["output_tokens"],
+            warmup=options["warmup"], slo=slo, label=options["label"], experiment_id=options["experiment"],
+            bandwidth_gbs=options["bandwidth_gbs"], threads=options["threads"],
+        )
+        try:
+            if options["scenario"]:
+                report = scenarios.run_scenario(options["scenario"], bench, out=self.stdout.write)
+            else:
+                if not bench.concurrency and not bench.rates:
+                    bench = bench.with_changes(concurrency=[1])
+                report = bench_levels(bench, out=self.stdout.write)
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise CommandError(str(exc)) from None
+        if options["json"]:
+            Path(options["json"]).write_text(json.dumps(report, indent=2, default=str) + "\n")
+            self.stdout.write(f"wrote {options['json']}")
+        for level in report.get("levels", []):
+            self.stdout.write(format_level_line(level))

@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from research import views
+
+app_name = "research"
+urlpatterns = [
+    path("", views.index, name="index"),
+    path("runs/<int:run_id>/", views.run_detail, name="run"),
+    path("runs/<int:run_id>/export.<str:fmt>", views.run_export, name="run_export"),
+    path("groups/<slug:group>/", views.group_detail, name="group"),
+    path("groups/<slug:group>/export.<str:fmt>", views.group_export, name="group_export"),
+    path("compare/", views.compare, name="compare"),
+    path("experiments/<int:experiment_id>/", views.experiment_detail, name="experiment"),
+]

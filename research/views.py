@@ -1,0 +1,136 @@
+"""The research pages (/research/): staff only. Anonymous visitors go to the sign-in page;
+signed-in students get 403. Views parse, call a selector and render."""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils.safestring import mark_safe
+
+from research import selectors
+from research.models import BenchmarkRun, Experiment
+
+LOGIN_URL = "/accounts/login/"
+View = Callable[..., HttpResponse]
+
+
+def staff_required(view: View) -> View:
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path(), LOGIN_URL)
+        if not request.user.is_staff:
+            raise PermissionDenied("The research pages are for teachers.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def _charts(markup: list[str]) -> list[str]:
+    return [mark_safe(chart) for chart in markup]  # built by research.svg, every text escaped
+
+
+@staff_required
+def index(request: HttpRequest) -> HttpResponse:
+    slos, checks = selectors.gate_overview()
+    return render(request, "research/index.html", {
+        "runs": selectors.runs_recent(), "experiments": selectors.experiments_all(), "slos": slos, "checks": checks,
+    })
+
+
+@staff_required
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(BenchmarkRun.objects.select_related("worker", "experiment"), pk=run_id)
+    group = selectors.group_runs(run.group)
+    return render(request, "research/run_detail.html", {
+        "run": run, "group": group, "latency_charts": _charts(selectors.latency_charts(run)),
+        "throughput_chart": mark_safe(selectors.throughput_chart(group)) if len(group) > 1 else None,
+        "gpu_charts": _charts(selectors.gpu_charts(run)),
+        "launch_json": json.dumps(run.launch, indent=2, default=str),
+    })
+
+
+@staff_required
+def group_detail(request: HttpRequest, group: str) -> HttpResponse:
+    runs = selectors.group_runs(group)
+    if not runs:
+        raise Http404("no such group")
+    return render(request, "research/group_detail.html", {
+        "group": group, "runs": runs, "throughput_chart": mark_safe(selectors.throughput_chart(runs)),
+    })
+
+
+def _side(value: str) -> tuple[str, list[BenchmarkRun]]:
+    """'12' or 'run:12' is a run, 'group:abc' a group; anything else is 404."""
+    value = value.strip()
+    if value.startswith("group:"):
+        runs = selectors.group_runs(value[6:])
+        if runs:
+            return "group", runs
+    else:
+        number = value[4:] if value.startswith("run:") else value
+        if number.isdigit():
+            run = BenchmarkRun.objects.filter(pk=int(number)).first()
+            if run is not None:
+                return "run", [run]
+    raise Http404(f"nothing to compare called {value[:40]!r}")
+
+
+@staff_required
+def compare(request: HttpRequest) -> HttpResponse:
+    a_text, b_text = request.GET.get("a", ""), request.GET.get("b", "")
+    context: dict[str, Any] = {"a_text": a_text, "b_text": b_text}
+    if a_text and b_text:
+        a_kind, a_runs = _side(a_text)
+        b_kind, b_runs = _side(b_text)
+        if a_kind == "run" and b_kind == "run":
+            context["sections"] = [("", selectors.compare_runs(a_runs[0], b_runs[0]))]
+        else:
+            context["sections"] = selectors.compare_groups(a_runs, b_runs)
+        context.update(a_runs=a_runs, b_runs=b_runs,
+                       throughput_chart=mark_safe(selectors.throughput_chart(a_runs + b_runs)))
+    return render(request, "research/compare.html", context)
+
+
+@staff_required
+def run_export(request: HttpRequest, run_id: int, fmt: str) -> HttpResponse:
+    run = get_object_or_404(BenchmarkRun, pk=run_id)
+    if fmt not in ("csv", "json"):
+        raise Http404("export as .csv or .json")
+    if fmt == "csv":
+        response = HttpResponse(selectors.samples_csv(run), content_type="text/csv")
+    else:
+        response = HttpResponse(json.dumps(selectors.run_json(run), indent=2, default=str),
+                                content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.{fmt}"'
+    return response
+
+
+@staff_required
+def group_export(request: HttpRequest, group: str, fmt: str) -> HttpResponse:
+    runs = selectors.group_runs(group)
+    if not runs or fmt not in ("csv", "json"):
+        raise Http404("no such group, or not .csv or .json")
+    if fmt == "csv":
+        response = HttpResponse(selectors.runs_csv(runs), content_type="text/csv")
+    else:
+        body = {"group": group, "runs": [selectors.run_json(run, with_samples=False) for run in runs]}
+        response = HttpResponse(json.dumps(body, indent=2, default=str), content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="group-{group}.{fmt}"'
+    return response
+
+
+@staff_required
+def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = get_object_or_404(Experiment, pk=experiment_id)
+    runs = list(experiment.runs.select_related("worker"))
+    return render(request, "research/experiment_detail.html", {
+        "experiment": experiment, "runs": runs,
+        "throughput_chart": mark_safe(selectors.throughput_chart(runs)) if runs else None,
+    })
