@@ -10,9 +10,11 @@ from django.utils import timezone
 from fleet.local_worker import (
     DEFAULT_MODEL_ID,
     LlamaServerProcess,
+    LaunchOptions,
     LlamaServerSpec,
     context_options,
     find_default_model,
+    local_threads,
 )
 from fleet.models import Worker
 from fleet.services import RESTARTABLE_STATES, worker_register, worker_set_state
@@ -28,7 +30,7 @@ def local_worker_spec(*, port: int, slots: int, model_id: str = DEFAULT_MODEL_ID
         port=port,
         slots=slots,
         context=context_per_slot * slots,
-        options=context_options(context_per_slot),
+        options=context_options(context_per_slot, base=LaunchOptions(threads=local_threads())),
     )
 
 

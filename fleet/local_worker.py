@@ -25,6 +25,14 @@ NATIVE_CONTEXT = 8192  # SmolLM2's trained context; YaRN stretches it
 MAX_YARN_SCALE = 4
 
 
+def local_threads() -> int:
+    """CPU threads for a llama-server on this machine, beside the gateway and its helpers: all
+    cores but one. llama.cpp's threads spin while they wait, so a worker given every core of a
+    machine that also runs the gateway slows down many times over (measured: 25 -> 1.4 tok/s on
+    2 busy cores, docs/research/results-cpu-smollm2.md)."""
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
 def context_options(context_per_slot: int, *, native: int = NATIVE_CONTEXT,
                     base: "LaunchOptions | None" = None) -> "LaunchOptions":
     """Launch options for a slot of `context_per_slot` tokens: YaRN (`--rope-scaling yarn

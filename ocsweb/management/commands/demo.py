@@ -29,7 +29,7 @@ from fleet.agent.config import AgentConfig, WorkerConfig
 from fleet.agent.runner import RigAgentRunner
 from fleet.embedded import PER_SLOT_CONTEXT
 from fleet.local_worker import DEFAULT_MODEL_ID, NATIVE_CONTEXT, LaunchOptions, _die_with_parent, context_options, \
-    find_default_model, find_llama_server, free_port
+    find_default_model, find_llama_server, free_port, local_threads
 from fleet.models import Worker
 from fleet.rigs import rig_create, rig_workers_reset
 
@@ -64,7 +64,7 @@ class Command(BaseCommand):
         if worker_count < 0 or slots < 1 or context < 512:
             raise CommandError("--workers must be 0 or more, --slots 1 or more and --context 512 or more")
         try:
-            launch = context_options(context)
+            launch = context_options(context, base=LaunchOptions(threads=local_threads()))
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         if worker_count:
