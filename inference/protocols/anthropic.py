@@ -4,8 +4,8 @@ anthropic SDK and Copilot's `anthropic` wire. Pure: no Django.
 Accept what Anthropic's API accepts. The gateway checks what it must (model, max_tokens, the
 shape of messages and blocks, tools) and maps the rest:
 - `system`-role messages inside `messages` (Claude Code's beta mid-conversation-system) are
-  folded, in order, into the top-level `system`: the worker's chat template expects one system
-  prompt at the start;
+  accepted and stay where they are: llama-server's native route takes them (tested with the
+  pinned build);
 - `thinking`, `context_management`, `output_config`, `metadata`, `service_tier`, `container`,
   `mcp_servers`, `cache_control` on blocks and tools, and unknown fields and betas are accepted
   and not forwarded: the school's models do not think aloud, and prompt caching is the
@@ -118,19 +118,20 @@ def _check_system(system: Any) -> None:
 
 
 def worker_messages(body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-    """(system prompt, messages) for the worker: system-role messages folded into the system
-    prompt in order, blocks cleaned, messages left empty by dropped blocks removed."""
-    system_parts = [_text_of(body.get("system"))] if body.get("system") else []
+    """(system prompt, messages) for the worker: blocks cleaned, messages left empty by dropped
+    blocks removed. `system`-role messages stay where the client put them: the worker's native
+    route takes them there (tested with the pinned build), and moving them would change the
+    prompt the model reads."""
+    system = _text_of(body.get("system")) if body.get("system") else ""
     messages: list[dict[str, Any]] = []
     for index, message in enumerate(body["messages"]):
         content = _clean_blocks(message.get("content"), f"messages.{index}")
-        if message["role"] == "system":
-            system_parts.append(_text_of(content))
-            continue
         if isinstance(content, list) and not content:
             continue
+        if message["role"] == "system":
+            content = _text_of(content)
         messages.append({"role": message["role"], "content": content})
-    return "\n\n".join(part for part in system_parts if part), messages
+    return system, messages
 
 
 def _check_messages(messages: Any) -> None:

@@ -45,9 +45,11 @@ CLAUDE_CODE_LIKE = {
 def test_claude_codes_request_is_accepted_and_cleaned_for_the_worker() -> None:
     call = anthropic.parse(raw(CLAUDE_CODE_LIKE))
     body = anthropic.plan(call, Target(max_tokens=512)).body
-    assert body["system"] == "You are Claude Code.\n\nAvailable agents: general-purpose"
-    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
-    assert body["messages"][1]["content"] == [{"type": "text", "text": "Hi"}]  # thinking dropped
+    assert body["system"] == "You are Claude Code."
+    # the system message stays where Claude Code put it: the worker's native route takes it there
+    assert [m["role"] for m in body["messages"]] == ["user", "system", "assistant", "user"]
+    assert body["messages"][1]["content"] == "Available agents: general-purpose"
+    assert body["messages"][2]["content"] == [{"type": "text", "text": "Hi"}]  # thinking dropped
     assert body["max_tokens"] == 512
     assert [t["name"] for t in body["tools"]] == ["Bash"]  # the server tool is left out
     assert "cache_control" not in json.dumps(body)

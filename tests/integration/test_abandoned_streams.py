@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 
 import httpx
 import pytest
@@ -43,13 +44,14 @@ def test_leaving_at_the_first_byte_frees_the_slot_and_logs_499(gateway, worker, 
     from inference.models import RequestLog
 
     one_slot(worker)
-    headers = {"Authorization": f"Bearer {student_key[1]}"}
+    agent = f"abandon-test-{uuid.uuid4().hex}"  # this test's rows only (other tests' rows may land late)
+    headers = {"Authorization": f"Bearer {student_key[1]}", "User-Agent": agent}
     for _ in range(3):
         with httpx.stream("POST", gateway.url + "/v1/chat/completions", json=LONG, headers=headers, timeout=60) as r:
             assert r.status_code == 200
             first_data(r)  # the worker's first chunk: then the tab closes
     assert wait_for(lambda: busy(gateway) == 0, 10)
-    rows = wait_for(lambda: list(RequestLog.objects.filter(status=499)) or None, 10)
+    rows = wait_for(lambda: list(RequestLog.objects.filter(status=499, user_agent=agent)) or None, 10)
     assert rows and len(rows) == 3
     assert [(row.error_code, row.worker_name, row.ttft_ms is not None) for row in rows] == [
         ("client_closed", "it-worker", True)] * 3
