@@ -65,22 +65,28 @@ def _check_messages(messages: Any) -> None:
                                   param=f"{where}.tool_calls")
 
 
-def _check_options(body: dict[str, Any]) -> None:
+def check_shared_options(body: dict[str, Any]) -> None:
+    """The options chat and completions share: sampling, n, seed, penalties, stop, stream_options."""
     check_sampling(body)
-    check_optional_int(body, "max_completion_tokens", minimum=1, maximum=MAX_TOKENS_LIMIT)
     check_optional_int(body, "n", minimum=1, maximum=1)
     check_optional_int(body, "seed", minimum=-(2**63), maximum=2**64 - 1)
-    check_optional_int(body, "top_logprobs", minimum=0, maximum=20)
     check_optional_number(body, "presence_penalty", minimum=-2, maximum=2)
     check_optional_number(body, "frequency_penalty", minimum=-2, maximum=2)
-    for name, kind in (("stream_options", dict), ("response_format", dict), ("logprobs", bool),
-                       ("parallel_tool_calls", bool)):
-        if body.get(name) is not None and not isinstance(body[name], kind):
-            raise invalid_request(f"`{name}` must be {'an object' if kind is dict else 'true or false'}.", param=name)
+    if body.get("stream_options") is not None and not isinstance(body["stream_options"], dict):
+        raise invalid_request("`stream_options` must be an object.", param="stream_options")
     stop = body.get("stop")
     if stop is not None and not isinstance(stop, str) and not (
             isinstance(stop, list) and len(stop) <= 4 and all(isinstance(s, str) for s in stop)):
         raise invalid_request("`stop` must be a string or an array of up to 4 strings.", param="stop")
+
+
+def _check_options(body: dict[str, Any]) -> None:
+    check_shared_options(body)
+    check_optional_int(body, "max_completion_tokens", minimum=1, maximum=MAX_TOKENS_LIMIT)
+    check_optional_int(body, "top_logprobs", minimum=0, maximum=20)
+    for name, kind in (("response_format", dict), ("logprobs", bool), ("parallel_tool_calls", bool)):
+        if body.get(name) is not None and not isinstance(body[name], kind):
+            raise invalid_request(f"`{name}` must be {'an object' if kind is dict else 'true or false'}.", param=name)
 
 
 def parse(raw: bytes) -> Call:

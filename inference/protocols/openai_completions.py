@@ -11,8 +11,7 @@ from typing import Any
 from inference.errors import invalid_request
 from inference.protocols import openai_chat
 from inference.protocols.base import Call, Plan, Protocol, Target
-from inference.validation import check_optional_int, check_optional_number, check_sampling, check_stream, \
-    parse_json_object, require_model
+from inference.validation import check_optional_int, check_stream, parse_json_object, require_model
 
 WORKER_PATH = "/v1/completions"
 FORWARDED = ("model", "prompt", "stream", "stream_options", "temperature", "top_p", "stop", "presence_penalty",
@@ -40,19 +39,9 @@ def parse(raw: bytes) -> Call:
     model = require_model(body)
     _check_prompt(body.get("prompt"))
     stream = check_stream(body)
-    check_sampling(body)
-    check_optional_int(body, "n", minimum=1, maximum=1)
+    openai_chat.check_shared_options(body)
     check_optional_int(body, "best_of", minimum=1, maximum=1)
     check_optional_int(body, "logprobs", minimum=0, maximum=5)
-    check_optional_int(body, "seed", minimum=-(2**63), maximum=2**64 - 1)
-    check_optional_number(body, "presence_penalty", minimum=-2, maximum=2)
-    check_optional_number(body, "frequency_penalty", minimum=-2, maximum=2)
-    if body.get("stream_options") is not None and not isinstance(body["stream_options"], dict):
-        raise invalid_request("`stream_options` must be an object.", param="stream_options")
-    stop = body.get("stop")
-    if stop is not None and not isinstance(stop, str) and not (
-            isinstance(stop, list) and len(stop) <= 4 and all(isinstance(s, str) for s in stop)):
-        raise invalid_request("`stop` must be a string or an array of up to 4 strings.", param="stop")
     return Call(model=model, stream=stream, body=body, size=len(raw), max_tokens=body.get("max_tokens"))
 
 
