@@ -18,12 +18,15 @@ LAPTOP = {"width": 1366, "height": 860}
 PHONE = {"width": 390, "height": 844}
 
 
-@pytest.fixture(autouse=True)
-def _sync_orm_beside_playwright(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(scope="module", autouse=True)
+def _sync_orm_beside_playwright() -> Iterator[None]:
     """Playwright's sync API keeps an event loop running in this thread, so Django takes the
-    tests' own ORM calls (plain synchronous reads and writes between browser steps) for calls
-    from async code. Allowed for these tests only; the browser closes with its module."""
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    tests' own ORM calls (plain synchronous reads and writes between browser steps, and the
+    database flush after each test) for calls from async code. Allowed for the browser modules
+    only, from before their browser starts until after it closes."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,7 @@ request goes through the session's daphne gateway, which writes to the same test
 """
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -25,33 +22,15 @@ from lessons.catalogue import load_catalogue
 from tests.conftest import MODEL_ID, wait_for
 
 pytestmark = pytest.mark.integration
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # ORM reads between Playwright's sync calls
-os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
 
 
-@pytest.fixture
-def lesson_browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail("/usr/bin/chromium is missing: run scripts/ensure_browser.sh (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                             args=["--no-sandbox", "--disable-dev-shm-usage"])
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
 def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
-    lesson_browser, live_server, gateway, worker, student, student_key,  # noqa: ANN001
+    browser, live_server, gateway, worker, student, student_key,  # noqa: ANN001
 ) -> None:
     test_client = Client()
     test_client.force_login(student)
-    context = lesson_browser.new_context(viewport={"width": 1366, "height": 900})
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
     context.set_default_timeout(30_000)
     context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": live_server.url,
                           "value": test_client.cookies[settings.SESSION_COOKIE_NAME].value}])
@@ -123,11 +102,11 @@ def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
 
 
 def test_a_teacher_ticks_the_manual_check_and_sees_the_class_table(  # noqa: ANN001
-    lesson_browser, live_server, teacher, student, transactional_db,
+    browser, live_server, teacher, student, transactional_db,
 ) -> None:
     test_client = Client()
     test_client.force_login(teacher)
-    context = lesson_browser.new_context(viewport={"width": 1366, "height": 900})
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
     context.set_default_timeout(30_000)
     context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": live_server.url,
                           "value": test_client.cookies[settings.SESSION_COOKIE_NAME].value}])
