@@ -22,16 +22,14 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment else None
 
 
-def cold_starts_s(events: list[tuple[int, datetime, str, str]]) -> dict[int, float]:
-    """Per worker, seconds from its latest entry into `starting` to the `healthy` that followed.
-    `events` are (worker id, at, from_state, to_state), any order. Pure."""
+def cold_starts_s(events: list[tuple[int, float | None]]) -> dict[int, float]:
+    """Per worker, its latest cold start as fleet.services.worker_set_state recorded it
+    (WorkerEvent.cold_start_s: process start to first healthy probe). `events` are (worker id,
+    cold_start_s), newest first. Pure."""
     result: dict[int, float] = {}
-    started: dict[int, datetime] = {}
-    for worker_id, at, from_state, to_state in sorted(events, key=lambda e: e[1]):
-        if to_state == "starting":
-            started[worker_id] = at
-        elif to_state == "healthy" and from_state == "starting" and worker_id in started:
-            result[worker_id] = round((at - started.pop(worker_id)).total_seconds(), 1)
+    for worker_id, seconds in events:
+        if seconds is not None and worker_id not in result:
+            result[worker_id] = round(seconds, 1)
     return result
 
 
@@ -50,7 +48,7 @@ def _read_database() -> dict[str, Any]:
             "worker_id", "tokens_per_s")[:5000]:
         if tokens_per_s is not None:
             rates.setdefault(worker_id, []).append(tokens_per_s)
-    cold = cold_starts_s([(e.worker_id, e.at, e.from_state, e.to_state) for e in events])
+    cold = cold_starts_s([(e.worker_id, e.cold_start_s) for e in events])
     return {
         "rigs": [{
             "name": rig.name,

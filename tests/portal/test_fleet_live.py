@@ -96,7 +96,7 @@ def test_view_shows_rigs_gpus_rates_and_cold_starts(teacher: User) -> None:
 
     from django.utils import timezone
 
-    from fleet.models import Gpu, Rig, WorkerEvent
+    from fleet.models import Gpu, Rig
     from portal.fleet_status import fleet_status
     from tests.portal.test_pages import log_request
 
@@ -109,7 +109,8 @@ def test_view_shows_rigs_gpus_rates_and_cold_starts(teacher: User) -> None:
     worker.rig = rig
     worker.gpu_indices = [0]
     worker.save(update_fields=["rig", "gpu_indices"])
-    WorkerEvent.objects.filter(worker=worker).update(at=timezone.now() - timedelta(seconds=42))
+    worker.process_started_at = timezone.now() - timedelta(seconds=42)  # its process started 42 s ago
+    worker.save(update_fields=["process_started_at"])
     worker_set_state(worker=worker, state=Worker.State.HEALTHY, reason="probe ok")
     for rate in (40.0, 50.0, 90.0):
         log_request(teacher, worker_id=worker.id, tokens_per_s=rate)

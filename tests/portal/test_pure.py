@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timedelta, timezone
+from datetime import date
 
 import pytest
 
@@ -78,8 +78,6 @@ def test_snippets_use_the_placeholder_without_a_key_and_a_fallback_model() -> No
     assert KEY_PLACEHOLDER in snippets["curl"] and "MODEL-ID" in snippets["curl"]
 
 
-def test_cold_start_is_starting_to_healthy() -> None:
-    t0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
-    events = [(1, t0, "starting", "starting"), (1, t0 + timedelta(seconds=12), "starting", "healthy"),
-              (1, t0 + timedelta(seconds=60), "healthy", "down"), (2, t0, "down", "starting")]
+def test_cold_start_is_each_workers_latest_recorded_one() -> None:
+    events = [(1, None), (1, 12.04), (1, 30.0), (2, None)]  # newest first
     assert cold_starts_s(events) == {1: 12.0}
