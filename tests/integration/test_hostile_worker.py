@@ -233,7 +233,7 @@ def test_leaving_while_queued_during_keepalives_frees_the_queue_and_the_slot(str
     from inference.models import RequestLog
 
     model = _register(hostile, "hold")
-    headers = {"Authorization": f"Bearer {student_key[1]}"}
+    headers = {"Authorization": f"Bearer {student_key[1]}", "User-Agent": f"queued-{time.monotonic_ns()}"}
     body = {"model": model, "stream": True, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
     with httpx.stream("POST", strict_gateway.url + "/v1/chat/completions", json=body, headers=headers,
                       timeout=60) as holder:
@@ -246,9 +246,31 @@ def test_leaving_while_queued_during_keepalives_frees_the_queue_and_the_slot(str
             assert next(waited).startswith(b":")
         # the waiting student left; the holder leaves too
     assert wait_for(lambda: _busy(strict_gateway, model) == 0, 10)
-    rows = wait_for(lambda: list(RequestLog.objects.filter(model=model, status=499).order_by("id")) or None, 10)
-    assert rows is not None and len(rows) == 2
+    mine = RequestLog.objects.filter(user_agent=headers["User-Agent"])
+    assert wait_for(lambda: mine.count() >= 2, 10)
+    rows = list(mine)
+    assert len(rows) == 2 and all(row.status == 499 for row in rows)
     left_while_queued = [row for row in rows if not row.worker_name]
     assert len(left_while_queued) == 1 and left_while_queued[0].queue_wait_ms > 0
     queue = httpx.get(strict_gateway.url + "/metrics", timeout=10).text
     assert not re.search(rf'ocs_queue_depth{{pool_model="[0-9]+:{model}"}} [1-9]', queue)
+
+
+def test_leaving_at_the_first_byte_frees_the_slot_and_logs_499(strict_gateway, hostile, student_key) -> None:  # noqa: ANN001
+    """A student who closes the tab as the answer starts: the slot comes back at once, and the
+    request log says 499 with what was delivered (its worker and TTFT), not 200."""
+    from inference.models import RequestLog
+
+    model = _register(hostile, "hold")
+    headers = {"Authorization": f"Bearer {student_key[1]}", "User-Agent": f"first-byte-{time.monotonic_ns()}"}
+    body = {"model": model, "stream": True, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+    for _ in range(3):  # one slot: a leaked one would leave the next request queued for good
+        with httpx.stream("POST", strict_gateway.url + "/v1/chat/completions", json=body, headers=headers,
+                          timeout=60) as answer:
+            assert b"data:" in next(answer.iter_raw())
+    assert wait_for(lambda: _busy(strict_gateway, model) == 0, 10)
+    mine = RequestLog.objects.filter(user_agent=headers["User-Agent"])
+    assert wait_for(lambda: mine.count() >= 3, 10)
+    rows = list(mine)
+    assert [(r.status, r.error_code, r.worker_name, r.ttft_ms is not None) for r in rows] == [
+        (499, "client_closed", model, True)] * 3
