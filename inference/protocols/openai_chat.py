@@ -22,9 +22,11 @@ WORKER_PATH = "/v1/chat/completions"
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 # Forwarded as the client sent them (after the checks below); max_tokens is set by the gateway.
+# One llama-server knob is kept: ignore_eos (generate exactly max_tokens, for benchmarks), which
+# stays within the gateway's output cap and the request's token reservation.
 FORWARDED = ("model", "messages", "stream", "stream_options", "temperature", "top_p", "stop", "presence_penalty",
              "frequency_penalty", "seed", "tools", "tool_choice", "parallel_tool_calls", "response_format",
-             "logprobs", "top_logprobs")
+             "logprobs", "top_logprobs", "ignore_eos")
 
 
 def _check_messages(messages: Any) -> None:
@@ -78,6 +80,8 @@ def check_shared_options(body: dict[str, Any]) -> None:
     if stop is not None and not isinstance(stop, str) and not (
             isinstance(stop, list) and len(stop) <= 4 and all(isinstance(s, str) for s in stop)):
         raise invalid_request("`stop` must be a string or an array of up to 4 strings.", param="stop")
+    if body.get("ignore_eos") is not None and not isinstance(body["ignore_eos"], bool):
+        raise invalid_request("`ignore_eos` must be true or false.", param="ignore_eos")
 
 
 def _check_options(body: dict[str, Any]) -> None:

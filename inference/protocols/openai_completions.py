@@ -15,7 +15,7 @@ from inference.validation import check_optional_int, check_stream, parse_json_ob
 
 WORKER_PATH = "/v1/completions"
 FORWARDED = ("model", "prompt", "stream", "stream_options", "temperature", "top_p", "stop", "presence_penalty",
-             "frequency_penalty", "seed", "logprobs")
+             "frequency_penalty", "seed", "logprobs", "ignore_eos")
 
 
 def _check_prompt(prompt: Any) -> None:

@@ -78,9 +78,10 @@ def test_only_allow_listed_fields_reach_the_worker() -> None:
     another student's cached prompt: none of them is forwarded."""
     knobs = {"n_predict": -1, "id_slot": 0, "cache_prompt": True, "samplers": ["top_k"], "lora": [{"id": 0}],
              "grammar": "root ::= \"x\"", "n_probs": 10, "chat_template_kwargs": {}, "max_tokens": 40,
-             "temperature": 0.5, "stop": ["\n"], "user": "x"}
+             "temperature": 0.5, "stop": ["\n"], "user": "x", "ignore_eos": True}
     body = openai_chat.plan(validate_chat(raw({**GOOD, **knobs})), Target(max_tokens=40)).body
-    assert set(body) == {"model", "messages", "max_tokens", "temperature", "stop"}
+    # ignore_eos stays: it makes the worker generate max_tokens, which the cap and the reservation bound
+    assert set(body) == {"model", "messages", "max_tokens", "temperature", "stop", "ignore_eos"}
     completion = openai_completions.parse(raw({"model": "m", "prompt": "x", "n_predict": -1, "id_slot": 1}))
     assert set(openai_completions.plan(completion, Target(max_tokens=8)).body) == {"model", "prompt", "max_tokens"}
 

@@ -30,7 +30,11 @@ def _chunk(text: str) -> bytes:
     return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}).encode() + b"\n\n"
 
 
-async def _misbehave(mode: str, stream: bool, writer: asyncio.StreamWriter) -> None:
+def _anthropic(name: str, data: dict) -> bytes:
+    return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+
+
+async def _misbehave(mode: str, stream: bool, writer: asyncio.StreamWriter, path: str = "") -> None:
     def head(status: int = 200, kind: str = "text/event-stream") -> None:
         writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: {kind}\r\nConnection: close\r\n\r\n".encode())
 
@@ -64,6 +68,16 @@ async def _misbehave(mode: str, stream: bool, writer: asyncio.StreamWriter) -> N
         head()
         writer.write(_chunk("partial ") + b'data: {"error": {"code": 500, "message": "context shift failed", '
                                            b'"type": "server_error"}}\n\n')
+    elif mode == "hold" and path.endswith("/v1/messages"):  # the same, in Anthropic's events
+        head()
+        writer.write(_anthropic("message_start", {"message": {"id": "msg_1", "role": "assistant", "content": []}})
+                     + _anthropic("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+                     + _anthropic("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "held"}}))
+        await writer.drain()
+        await asyncio.sleep(0.5)
+        writer.write(_anthropic("content_block_stop", {"index": 0})
+                     + _anthropic("message_delta", {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}})
+                     + _anthropic("message_stop", {}))
     elif mode == "hold":  # a slow but healthy answer: comments for a while, then the end
         head()
         writer.write(_chunk("holding "))
@@ -96,8 +110,8 @@ class HostileWorker:
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":")[1])
                 body = json.loads(await reader.readexactly(length)) if length else {}
-                mode = request_line.split()[1].split("/")[1]
-                await _misbehave(mode, bool(body.get("stream")), writer)
+                path = request_line.split()[1]
+                await _misbehave(path.split("/")[1], bool(body.get("stream")), writer, path)
             except (ConnectionError, asyncio.CancelledError):
                 pass
             finally:
@@ -274,3 +288,28 @@ def test_leaving_at_the_first_byte_frees_the_slot_and_logs_499(strict_gateway, h
     rows = list(mine)
     assert [(r.status, r.error_code, r.worker_name, r.ttft_ms is not None) for r in rows] == [
         (499, "client_closed", model, True)] * 3
+
+
+def test_a_queued_anthropic_stream_gets_ping_events_then_its_answer(strict_gateway, hostile, student_key) -> None:  # noqa: ANN001
+    """Claude Code gives up after 300 s of silence: while its request waits for a slot, the
+    stream carries Anthropic `ping` events, then the whole answer."""
+    model = _register(hostile, "hold")
+    chat = {"model": model, "stream": True, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.stream("POST", strict_gateway.url + "/v1/chat/completions", json=chat, timeout=60,
+                      headers={"Authorization": f"Bearer {student_key[1]}"}) as holder:
+        held = holder.iter_raw()  # kept: a dropped iterator closes the connection
+        assert b"data:" in next(held)  # the only slot is taken
+        events: list[str] = []
+        body = {"model": model, "max_tokens": 8, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        with httpx.stream("POST", strict_gateway.url + "/v1/messages", json=body, timeout=60,
+                          headers={"x-api-key": student_key[1]}) as answer:
+            assert answer.status_code == 200
+            for line in answer.iter_lines():
+                if line.startswith("event: "):
+                    events.append(line[7:])
+                    if events.count("ping") == 2:
+                        holder.close()  # the slot comes free: the queued request is served
+    assert events[:2] == ["ping", "ping"]
+    assert events[events.index("message_start"):] == [
+        "message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta",
+        "message_stop"]
