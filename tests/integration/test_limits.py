@@ -137,3 +137,20 @@ def test_every_request_is_logged_with_its_outcome_tokens_and_timings(gateway, wo
     assert stream.stream and not plain.stream
     assert (limited.status, limited.error_code, limited.worker_id) == (429, "rate_limit_exceeded", None)
     assert (anonymous.status, anonymous.error_code, anonymous.user_id) == (401, "invalid_api_key", None)
+
+
+def test_refused_requests_count_toward_requests_per_minute_and_unknown_names_are_never_recorded(gateway, worker) -> None:  # noqa: ANN001
+    """A loop of random model names or broken bodies is limited like any other traffic, and the
+    names it invents appear in no log row and no metric."""
+    key = limited_key("fuzzy-student", requests_per_minute=3)
+    headers = {"Authorization": f"Bearer {key}", "User-Agent": "limits-test-refusals"}
+    unknown = [httpx.post(gateway.url + "/v1/chat/completions", headers=headers, timeout=60,
+                          json={"model": f"made-up-{i}-" + "x" * 150, "messages": HELLO}) for i in range(2)]
+    broken = httpx.post(gateway.url + "/v1/chat/completions", headers=headers, timeout=60, content=b"{nope")
+    assert [r.status_code for r in unknown] == [404, 404] and broken.status_code == 400
+    limited = chat(gateway.url, key, user_agent="limits-test-refusals")
+    assert limited.status_code == 429 and limited.json()["error"]["code"] == "rate_limit_exceeded"
+    rows = wait_for(lambda: logged_rows(user_agent="limits-test-refusals") if len(
+        logged_rows(user_agent="limits-test-refusals")) == 4 else None, 10)
+    assert rows is not None and [row.model for row in rows] == ["", "", "", MODEL_ID]  # the 429 asked for a real one
+    assert "made-up" not in httpx.get(gateway.url + "/metrics").text
