@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import wait_for
 from tests.realclients.capture import CaptureServer, Exchange
 from tests.realclients.clients import RUNS, Run, execute, prepare
-from tests.realclients.conftest import AGENT_MODEL
+from tests.realclients.conftest import AGENT_MODEL, OUTPUT_CAP
 from tests.realclients.recapture import FIXTURES, capture
 
 pytestmark = [pytest.mark.realclients, pytest.mark.integration, pytest.mark.timeout(1500)]
@@ -31,6 +31,8 @@ RUN_TIMEOUT_S = 1200  # one client run on 2 shared CPU cores: prompt processing 
 CLIENT_KIND = {"anthropic": {"anthropic"}, "completions": {"openai"}, "responses": {"responses"}}
 # Which tool the request log says sent it (inference/client_tools.py, from all the headers).
 TOOL = {"claude": "claude-code", "copilot": "copilot", "codex": "codex"}
+# What Claude Code prints when the model's answers keep stopping at the output cap.
+MODEL_RAN_TO_ITS_CAP = "output token maximum"
 # What each client says it is (User-Agent, as captured), which the request log must keep.
 USER_AGENT = {"claude-code-anthropic": "claude-cli/", "copilot-completions": "OpenAI/JS",
               "copilot-responses": "OpenAI/JS", "copilot-anthropic": "Anthropic/JS", "codex-responses": "codex_exec/"}
@@ -67,7 +69,9 @@ def test_real_client_completes_a_turn_through_the_gateway(run: Run, real_clients
     assert api, "the client sent no API request\n" + report
     refused = [e for e in exchanges if not 200 <= e.status < 300 and (e.path.startswith("/v1/") or e.status >= 500)]
     assert not refused, "the gateway refused requests\n" + report
-    assert result.returncode == 0, report
+    model_ran_to_its_cap = run.client == "claude" and MODEL_RAN_TO_ITS_CAP in result.stdout
+    if not model_ran_to_its_cap:
+        assert result.returncode == 0, report
     assert result.stdout.strip(), "the client printed no answer\n" + report
 
     rows = wait_for(lambda: (list(RequestLog.objects.filter(key=key_row).order_by("at"))
@@ -81,6 +85,13 @@ def test_real_client_completes_a_turn_through_the_gateway(run: Run, real_clients
         assert row.tool == TOOL[run.client], (row.path, row.tool)
         assert row.user_agent.startswith(USER_AGENT[run.name]), row.user_agent
     assert sorted(row.path for row in rows) == sorted(e.path for e in api)
+    if model_ran_to_its_cap:
+        # SmolLM2 sometimes loops under Claude Code's ~3k-token system prompt (which holds the
+        # date and the working directory, so it changes between runs) until the model's output
+        # cap; Claude Code then reports the output maximum and exits 1. That is the model, not
+        # the connection (issue 8 says so): every request above was served and logged, and the
+        # answers that ended the turn really did run to the cap.
+        assert rows[-1].completion_tokens == OUTPUT_CAP, report
     for row in rows:
         print(f"  {row.path} {row.status}: {row.prompt_tokens} prompt tokens ({row.cached_tokens} cached), "
               f"{row.completion_tokens} completion tokens, {row.total_ms / 1000:.0f} s")
