@@ -125,7 +125,6 @@ def _apply_limits(request: HttpRequest, target: Classroom | User) -> bool:
             f"{form.fields[name].label}: {' '.join(str(e) for e in errors)}" for name, errors in form.errors.items()))
         return False
     changes = {name: form.cleaned_data[name] for name in form.fields}
-    changes = {name: (value if value is not None else None) for name, value in changes.items()}
     changed = limits_set(target=target, actor=acting_user(request), **changes)
     messages.success(request, f"Saved ({', '.join(changed)})." if changed else "Nothing changed.")
     return True
