@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from dataclasses import replace
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 
@@ -132,10 +133,7 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
 
 
 def _with_model(call: Call, model_id: str) -> Call:
-    if call.model == model_id:
-        return call
-    return Call(model=model_id, stream=call.stream, body=call.body, size=call.size, max_tokens=call.max_tokens,
-                opening=call.opening)
+    return call if call.model == model_id else replace(call, model=model_id)
 
 
 def _headers(response: HttpResponseBase, record: RequestRecord) -> None:

@@ -54,6 +54,7 @@ class Call:
     size: int  # bytes of the raw body: bounds the prompt's tokens (quota reservation, routing)
     max_tokens: int | None = None  # the output cap the client asked for; None: it set none
     opening: tuple[Any, ...] = ()  # what identifies the conversation across turns (affinity)
+    parsed: Any = None  # what the dialect's parse worked out and its plan reuses (dialect-private)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import json
 import secrets
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from inference.errors import ApiError, invalid_request
@@ -66,11 +67,22 @@ def parse(raw: bytes) -> Call:
         raise invalid_request("`instructions` must be a string.", param="instructions")
     messages = to_chat_messages(body.get("input"), instructions)
     tools, custom = _tools(body.get("tools"))
-    _tool_choice(body.get("tool_choice"), tools)
-    _text_format(body.get("text"))
+    choice = _tool_choice(body.get("tool_choice"), tools)
+    response_format = _text_format(body.get("text"))
     opening = tuple(messages[: next((i + 1 for i, m in enumerate(messages) if m["role"] == "user"), len(messages))])
     return Call(model=model, stream=stream, body=body, size=len(raw), max_tokens=body.get("max_output_tokens"),
-                opening=opening)
+                opening=opening, parsed=Translated(messages, tools, custom, choice, response_format))
+
+
+@dataclass(frozen=True)
+class Translated:
+    """A Responses request, worked out once by parse(): its chat messages and tools."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    custom: set[str]  # names of custom (freeform) tools: their calls go back as custom_tool_call
+    tool_choice: Any
+    response_format: dict[str, Any] | None
 
 
 def _text(content: Any, where: str) -> str:
@@ -224,31 +236,33 @@ def _text_format(text: Any) -> dict[str, Any] | None:
                           "{\"type\": \"json_schema\", \"schema\": {…}}.", param="text.format")
 
 
+def _translated(call: Call) -> Translated:
+    assert isinstance(call.parsed, Translated), "a Responses call comes from responses.parse()"
+    return call.parsed
+
+
 def chat_body(call: Call, max_tokens: int) -> dict[str, Any]:
     """The chat request the worker gets. Built from the allow-listed fields only."""
-    body = call.body
-    tools, _custom = _tools(body.get("tools"))
+    body, translated = call.body, _translated(call)
     chat: dict[str, Any] = {
         "model": call.model,
-        "messages": to_chat_messages(body.get("input"), body.get("instructions")),
+        "messages": translated.messages,
         "max_tokens": max_tokens,
         "stream": call.stream,
     }
     if call.stream:
         chat["stream_options"] = {"include_usage": True}
-    if tools:
-        chat["tools"] = tools
-        choice = _tool_choice(body.get("tool_choice"), tools)
-        if choice is not None:
-            chat["tool_choice"] = choice
+    if translated.tools:
+        chat["tools"] = translated.tools
+        if translated.tool_choice is not None:
+            chat["tool_choice"] = translated.tool_choice
         if isinstance(body.get("parallel_tool_calls"), bool):
             chat["parallel_tool_calls"] = body["parallel_tool_calls"]
     for name in ("temperature", "top_p"):
         if body.get(name) is not None:
             chat[name] = body[name]
-    response_format = _text_format(body.get("text"))
-    if response_format is not None:
-        chat["response_format"] = response_format
+    if translated.response_format is not None:
+        chat["response_format"] = translated.response_format
     return chat
 
 
@@ -313,7 +327,7 @@ def _call_item(item_id: str, call_id: str, name: str, arguments: str, custom: se
 
 def from_chat(call: Call, data: dict[str, Any]) -> dict[str, Any]:
     """A whole chat completion as a Response."""
-    _tools_list, custom = _tools(call.body.get("tools"))
+    custom = _translated(call).custom
     choice = (data.get("choices") or [{}])[0]
     message = choice.get("message") or {}
     output: list[dict[str, Any]] = []
@@ -338,7 +352,7 @@ class StreamTranslator(StreamTransform):
 
     def __init__(self, call: Call) -> None:
         self.call = call
-        self.custom = _tools(call.body.get("tools"))[1]
+        self.custom = _translated(call).custom
         self.response_id = _id("resp")
         self.created_at = int(time.time())
         self.sequence = 0
