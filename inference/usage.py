@@ -60,17 +60,6 @@ class Usage:
                 setattr(self, name, float(rate))
 
 
-def usage_of(body: bytes) -> Usage:
-    usage = Usage()
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return usage
-    if isinstance(data, dict):
-        usage.absorb(data)
-    return usage
-
-
 class UsageSniffer:
     """Feed it a stream's chunks; `usage` holds the last counts reported."""
 

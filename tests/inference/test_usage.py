@@ -1,9 +1,14 @@
 from __future__ import annotations
 
-import json
 
-from inference.usage import Usage, UsageSniffer, usage_of
+from inference.usage import Usage, UsageSniffer
 from ocsweb.lib.private_access import private_access_allowed
+
+
+def usage_of(answer: dict) -> Usage:  # what dispatch does with a whole (parsed) answer
+    usage = Usage()
+    usage.absorb(answer)
+    return usage
 
 
 def counts(usage: Usage) -> tuple[int, int]:
@@ -11,14 +16,14 @@ def counts(usage: Usage) -> tuple[int, int]:
 
 
 def test_usage_from_openai_anthropic_and_llama_timings() -> None:
-    assert counts(usage_of(json.dumps({"usage": {"prompt_tokens": 31, "completion_tokens": 12}}).encode())) == (31, 12)
-    assert counts(usage_of(json.dumps({"usage": {"input_tokens": 9, "output_tokens": 4}}).encode())) == (9, 4)
+    assert counts(usage_of({"usage": {"prompt_tokens": 31, "completion_tokens": 12}})) == (31, 12)
+    assert counts(usage_of({"usage": {"input_tokens": 9, "output_tokens": 4}})) == (9, 4)
     timings = {"choices": [], "timings": {"prompt_n": 2, "cache_n": 30, "predicted_n": 7,
                                           "prompt_per_second": 812.5, "predicted_per_second": 84.2}}
-    usage = usage_of(json.dumps(timings).encode())
+    usage = usage_of(timings)
     assert counts(usage) == (32, 7) and usage.cached_tokens == 30 and usage.total == 39
     assert (usage.prompt_per_second, usage.predicted_per_second) == (812.5, 84.2)
-    nothing = usage_of(b"not json")
+    nothing = usage_of({"choices": []})  # an answer that reports no counts
     assert counts(nothing) == (0, 0) and not nothing.reported
 
 
