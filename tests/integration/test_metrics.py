@@ -6,7 +6,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import MODEL_ID
+from tests.conftest import MODEL_ID, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -28,10 +28,18 @@ def test_metrics_count_requests_tokens_and_show_the_fleet(gateway, worker, stude
                                         max_tokens=4, stream=True))
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="gpt-17", messages=[{"role": "user", "content": "Hi"}])
-    response = httpx.get(gateway.url + "/metrics")
+    ok = dict(client="openai", model=MODEL_ID, pool="production", status="200")
+
+    def scraped() -> httpx.Response | None:
+        # A stream ends (and is counted) just after its last byte leaves, so the client can ask
+        # again a few milliseconds before the count moves: poll instead of racing it.
+        response = httpx.get(gateway.url + "/metrics")
+        grown = value(samples(response.text), "ocs_requests_total", **ok) - value(before, "ocs_requests_total", **ok)
+        return response if grown >= 2 else None
+
+    response = wait_for(scraped, timeout_s=5) or httpx.get(gateway.url + "/metrics")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
     after = samples(response.text)
-    ok = dict(client="openai", model=MODEL_ID, pool="production", status="200")
     assert value(after, "ocs_requests_total", **ok) - value(before, "ocs_requests_total", **ok) == 2
     # A name the catalogue does not know is never a label (random names must not grow /metrics).
     assert 'model="gpt-17"' not in response.text
