@@ -1,6 +1,7 @@
 """Reads of the fleet for the hot path, cached per process for FLEET_CACHE_TTL_S."""
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -87,12 +88,15 @@ def _load_snapshot() -> FleetSnapshot:
 
 
 _snapshot: FleetSnapshot | None = None
+_loading: asyncio.Task[FleetSnapshot] | None = None  # the refresh in flight, shared by every waiter
 
 
 async def fleet_snapshot(*, fresh: bool = False, pool_id: int | None = None) -> FleetSnapshot:
     """The fleet as of at most FLEET_CACHE_TTL_S ago. `fresh` forces a reload (after a miss);
-    so does a `pool_id` the snapshot does not know (a pool created since it was taken)."""
-    global _snapshot
+    so does a `pool_id` the snapshot does not know (a pool created since it was taken).
+
+    Single-flight: when the snapshot expires under load, the requests arriving meanwhile wait
+    for the one reload already running instead of each starting its own."""
     snapshot = _snapshot
     if (
         fresh
@@ -100,8 +104,25 @@ async def fleet_snapshot(*, fresh: bool = False, pool_id: int | None = None) -> 
         or time.monotonic() - snapshot.taken_at >= settings.OCS["FLEET_CACHE_TTL_S"]
         or (pool_id is not None and pool_id not in snapshot.pool_ids)
     ):
-        snapshot = await sync_to_async(_load_snapshot, thread_sensitive=False)()
-        _snapshot = snapshot
+        snapshot = await _reload(join=not fresh)
+    return snapshot
+
+
+async def _reload(*, join: bool) -> FleetSnapshot:
+    """Join the reload in flight (`join`), or start one; a forced reload never joins one that
+    may have read the database before the change its caller is looking for."""
+    global _loading
+    loading = _loading
+    if (not join or loading is None or loading.done()
+            or loading.get_loop() is not asyncio.get_running_loop()):
+        loading = _loading = asyncio.ensure_future(_load_and_keep())
+    return await asyncio.shield(loading)  # a waiter that is cancelled leaves the reload running
+
+
+async def _load_and_keep() -> FleetSnapshot:
+    global _snapshot
+    snapshot = await sync_to_async(_load_snapshot, thread_sensitive=False)()
+    _snapshot = snapshot
     return snapshot
 
 
