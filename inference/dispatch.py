@@ -20,7 +20,6 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from django.conf import settings
 
 from fleet.scheduler import ROUTABLE_STATES, WorkerView
@@ -30,7 +29,7 @@ from inference.admission import Slot, Want, acquire_slot, rank
 from inference.metrics import FIRST_BYTE, count_tokens
 from inference.protocols.base import Protocol, StreamTransform
 from inference.request_log import RequestRecord
-from inference.upstream import RETRYABLE_ERRORS, upstream_client
+from inference.upstream import RETRYABLE_ERRORS, TRANSPORT_ERRORS, UpstreamResponse
 from inference.usage import UsageSniffer
 from ocsweb.live import live_state
 
@@ -46,7 +45,7 @@ class AnswerTooLarge(Exception):
     """A worker's answer exceeded the bytes the gateway will read."""
 
 
-async def read_capped(response: httpx.Response, limit: int) -> bytes:
+async def read_capped(response: UpstreamResponse, limit: int) -> bytes:
     """The body of a streamed response, refusing to hold more than `limit` bytes of it."""
     parts, size = [], 0
     async for part in response.aiter_raw():
@@ -114,8 +113,7 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestRecord
         slot = await acquire_slot(want)
         record.slot = slot
         try:
-            request = upstream_client().build_request("POST", slot.worker.base_url + path, json=body)
-            response = await upstream.send(request, stream=True)
+            response = await upstream.post(slot.worker.base_url + path, body)
             try:
                 content = await read_capped(response, ANSWER_LIMIT_BYTES if response.status_code < 400
                                             else ERROR_LIMIT_BYTES)
@@ -168,7 +166,7 @@ class OpenStream:
     """An upstream stream whose first chunk has arrived; iterate it to get every chunk."""
 
     slot: Slot
-    response: httpx.Response
+    response: UpstreamResponse
     first_chunk: bytes
     chunks: AsyncIterator[bytes]
     model_id: str
@@ -202,7 +200,7 @@ class OpenStream:
                     tail = (tail + chunk)[-64:]
                     if time.monotonic() > deadline:
                         raise StreamTooLong
-            except (httpx.HTTPError, StreamTooLong) as exc:
+            except (*TRANSPORT_ERRORS, StreamTooLong) as exc:
                 detail = ("it answered for longer than the gateway allows" if isinstance(exc, StreamTooLong)
                           else f"{type(exc).__name__}")
                 await self._fail(f"the worker stopped mid-answer ({detail}); please retry")
@@ -240,16 +238,14 @@ async def open_stream(*, path: str, body: dict[str, Any], record: RequestRecord,
     """Start a streaming request and wait for its first chunk, failing over until one arrives."""
     want = record.want
     assert want is not None
-    client = upstream_client()
     while len(want.failed) < settings.OCS["UPSTREAM_MAX_TRIES"]:
         slot = await acquire_slot(want)
         record.slot = slot
-        response: httpx.Response | None = None
+        response: UpstreamResponse | None = None
         handed_over = False
         loading = False
         try:
-            request = client.build_request("POST", slot.worker.base_url + path, json=body)
-            response = await upstream.send(request, stream=True)
+            response = await upstream.post(slot.worker.base_url + path, body)
             if response.status_code == 503:
                 loading = True
                 continue
@@ -346,16 +342,20 @@ async def forward_light(*, path: str, body: dict[str, Any], record: RequestRecor
     for candidate in decision.ranked[: settings.OCS["UPSTREAM_MAX_TRIES"]]:
         worker = candidate.worker
         try:
-            request = upstream_client().build_request("POST", worker.base_url + path, json=body)
-            response = await upstream.send(request, stream=False)
-        except RETRYABLE_ERRORS as exc:
+            response = await upstream.post(worker.base_url + path, body)
+            try:
+                content = await read_capped(response, ANSWER_LIMIT_BYTES if response.status_code < 400
+                                            else ERROR_LIMIT_BYTES)
+            finally:
+                await response.aclose()
+        except (*RETRYABLE_ERRORS, AnswerTooLarge) as exc:
             want.failed[worker.id] = f"{worker.name}: {type(exc).__name__}"
             continue
         if response.status_code >= 500:
             want.failed[worker.id] = f"{worker.name}: {_status_detail(response.status_code)}"
             continue
         if response.status_code >= 400:
-            raise errors.from_llama_server(response.status_code, response.content[:ERROR_LIMIT_BYTES])
+            raise errors.from_llama_server(response.status_code, content)
         record.worker_id, record.worker_name = worker.id, worker.name  # counted, not generated: nothing charged
-        return response.status_code, response.content
+        return response.status_code, content
     raise errors.upstream_failed("; ".join(want.failed.values()))

@@ -1,7 +1,8 @@
-"""The gateway's process: daphne, with an access log that never shows an API key.
+"""The gateway's process: uvicorn (the default, ocsweb/uvicorn_server.py) or daphne
+(OCS_GATEWAY_SERVER=daphne), with an access log that never shows an API key.
 
-`python -m ocsweb.gateway -b 127.0.0.1 -p 8000 ocsweb.asgi:application` takes daphne's own
-arguments. Daphne writes its access log straight to a stream, past Python logging and its
+`python -m ocsweb.gateway -b 127.0.0.1 -p 8000 ocsweb.asgi:application` starts either; under
+daphne it takes all of daphne's own arguments. Daphne writes its access log straight to a stream, past Python logging and its
 filters, and Copilot's Ollama route carries the key in the URL path (/ollama/<key>/…), so the
 access log entries are redacted here.
 
@@ -9,8 +10,8 @@ It refuses to start (exit 2, the reason on stderr) where it would run beside oth
 processes without Redis: OCS_GATEWAY_PROCESSES above 1 without REDIS_URL, or, in production
 without Redis, a second process on the same host (ocsweb/lib/gateway_guard.py).
 
-On SIGTERM or Ctrl-C the server cancels the requests still running, waits until each has
-unwound (closed its upstream stream, settled its token budget, handed its request log row to
+On SIGTERM or Ctrl-C daphne cancels the requests still running (uvicorn first gives them
+UNWIND_GRACE_S to finish), waits until each has unwound (closed its upstream stream, settled its token budget, handed its request log row to
 the writer) and stops; the rows still buffered are then written before the process exits.
 """
 from __future__ import annotations
@@ -58,12 +59,13 @@ class GracefulServer(daphne.server.Server):
 
 
 async def _unwound(instances: list[asyncio.Future]) -> None:
-    if not instances:
-        return
-    _, pending = await asyncio.wait(instances, timeout=UNWIND_GRACE_S)
+    _, pending = await asyncio.wait(instances, timeout=UNWIND_GRACE_S) if instances else (set(), set())
     if pending:
         log.warning("stopping: %d requests still unwinding after %.0f s; stopping anyway",
                     len(pending), UNWIND_GRACE_S)
+    from inference.upstream import close_sessions
+
+    await close_sessions()
 
 
 class GatewayCommandLine(daphne.cli.CommandLineInterface):
@@ -91,9 +93,16 @@ def refuse_unsafe_start() -> IO[str] | None:
 
 def main() -> None:
     lock = refuse_unsafe_start()  # noqa: F841 - held open while the server runs
-    daphne.cli.AccessLogGenerator = RedactingAccessLogGenerator  # the CLI builds its logger from this name
+    from django.conf import settings
+
     try:
-        GatewayCommandLine.entrypoint()
+        if settings.OCS_GATEWAY_SERVER == "daphne":
+            daphne.cli.AccessLogGenerator = RedactingAccessLogGenerator  # the CLI builds its logger from this name
+            GatewayCommandLine.entrypoint()
+        else:
+            from ocsweb.uvicorn_server import serve
+
+            serve(sys.argv[1:], grace_s=UNWIND_GRACE_S)
     finally:
         from inference.request_log import request_log
 

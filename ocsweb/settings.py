@@ -119,6 +119,11 @@ OCS_LIVE_NAMESPACE = env_str("OCS_LIVE_NAMESPACE", "ocs") or "ocs"
 # How many gateway processes this deployment runs; above 1 they must share Redis, and the
 # gateway refuses to start without REDIS_URL (ocsweb/lib/gateway_guard.py).
 OCS_GATEWAY_PROCESSES = env_int("OCS_GATEWAY_PROCESSES", 1, minimum=1)
+# The ASGI server under `python -m ocsweb.gateway`: uvicorn (uvloop + httptools; the default,
+# chosen by measurement, docs/performance.md) or daphne (still supported and tested).
+OCS_GATEWAY_SERVER = (env_str("OCS_GATEWAY_SERVER", "uvicorn") or "uvicorn").strip().lower()
+if OCS_GATEWAY_SERVER not in {"uvicorn", "daphne"}:
+    raise ConfigError(f"OCS_GATEWAY_SERVER={OCS_GATEWAY_SERVER!r} is not a gateway server (use uvicorn or daphne)")
 
 if REDIS_URL:
     CHANNEL_LAYERS = {

@@ -3,9 +3,9 @@ at that moment or the request is cancelled between claiming a slot and handing i
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 from django.conf import settings
 from django.test import override_settings
@@ -70,18 +70,27 @@ def test_a_cancel_before_the_stream_is_handed_over_frees_the_slot(monkeypatch: p
         assert lease_id is not None
         return Slot(worker=WORKER, lease=Lease(worker_resource(WORKER.id), lease_id).keep(), reason="test")
 
-    async def send(request: httpx.Request, *, stream: bool) -> httpx.Response:
+    class Answer:
+        status_code = 200
+
+        async def aiter_raw(self) -> AsyncIterator[bytes]:
+            yield b"data: {}\n\n"
+
+        async def aclose(self) -> None:
+            pass
+
+    async def post(url: str, body: dict[str, Any]) -> Answer:
         if where == "send":
             reached.set()
             await asyncio.sleep(60)
-        return httpx.Response(200, stream=httpx.ByteStream(b"data: {}\n\n"), request=request)
+        return Answer()
 
     async def set_affinity(*args: Any) -> None:
         reached.set()
         await asyncio.sleep(60)
 
     monkeypatch.setattr(dispatch, "acquire_slot", acquire_slot)
-    monkeypatch.setattr(upstream, "send", send)
+    monkeypatch.setattr(upstream, "post", post)
     monkeypatch.setattr(state, "set_affinity", set_affinity)
 
     async def scenario() -> int:

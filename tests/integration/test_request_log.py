@@ -16,13 +16,16 @@ from tests.conftest import MODEL_ID, start_gateway, wait_for
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.parametrize("server", ["uvicorn", "daphne"])  # the default, and the one still supported
 def test_sigterm_during_load_leaves_a_row_for_every_request_that_got_a_response(
-    worker, student_key, tmp_path  # noqa: ANN001
+    worker, student_key, tmp_path, server: str  # noqa: ANN001
 ) -> None:
     from inference.models import RequestLog
 
     # A long flush interval: without the shutdown flush, every row would still be buffered.
-    gateway = start_gateway(tmp_path / "gateway.log", OCS_REQUEST_LOG_FLUSH_S="600")
+    gateway = start_gateway(tmp_path / "gateway.log", OCS_REQUEST_LOG_FLUSH_S="600", OCS_GATEWAY_SERVER=server)
+    secret = student_key[1].rsplit("-", 1)[1]
+    httpx.get(gateway.url + f"/ollama/{student_key[1]}/api/tags", headers={"User-Agent": "sigterm-tags"})
     answered: list[str] = []
     lock = threading.Lock()
 
@@ -53,6 +56,8 @@ def test_sigterm_during_load_leaves_a_row_for_every_request_that_got_a_response(
     logged = set(RequestLog.objects.filter(user_agent__startswith="sigterm-").values_list("user_agent", flat=True))
     assert answered and set(answered) <= logged, f"answered but not logged: {set(answered) - logged}"
     assert "wrote" in gateway.log() and "buffered rows on shutdown" in gateway.log()
+    # Both servers' access logs carry the Ollama route's path, redacted.
+    assert "[redacted]/api/tags" in gateway.log() and secret not in gateway.log()
 
 
 @pytest.mark.django_db(transaction=True)
