@@ -19,6 +19,7 @@ import functools
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, ParamSpec, Protocol, TypeVar
@@ -124,7 +125,7 @@ class InProcessLiveState:
         self._affinity: dict[str, tuple[int, float]] = {}
         self._generations: dict[str, int] = {}
         self._queues: dict[str, tuple[dict[str, int], float]] = {}
-        self._windows: dict[str, dict[str, int]] = {}
+        self._windows: dict[str, OrderedDict[str, int]] = {}
         self._tokens: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
 

@@ -12,6 +12,7 @@ each one reserves its worst case before it is dispatched and gives back the diff
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal
 
@@ -60,12 +61,23 @@ def drop_up_to(entries: dict[str, float] | dict[str, int], cutoff: float) -> Non
         del entries[entry_id]
 
 
+def drop_oldest_up_to(window: OrderedDict[str, int], cutoff: float) -> None:
+    """drop_up_to for a request window, whose entries are added in time order: pops from the
+    old end and stops at the first entry still inside, so the cost is what leaves the window,
+    not the window's size (a generous requests-per-minute cap holds thousands of entries)."""
+    while window:
+        oldest = next(iter(window))
+        if window[oldest] > cutoff:
+            return
+        window.popitem(last=False)
+
+
 def decide_in_memory(
     *,
     scopes: list[QuotaScope],
     ask: QuotaAsk,
     now_ms: int,
-    windows: dict[str, dict[str, int]],
+    windows: dict[str, OrderedDict[str, int]],
     leases: dict[str, dict[str, float]],
     tokens: dict[tuple[str, str], int],
 ) -> QuotaVerdict:
@@ -73,12 +85,12 @@ def decide_in_memory(
     expiries are in seconds, like the rest of the in-process lease table."""
     seen: list[tuple[int, int, int]] = []
     for index, scope in enumerate(scopes):
-        window = windows.setdefault(scope.name, {})
-        drop_up_to(window, now_ms - WINDOW_MS)
+        window = windows.setdefault(scope.name, OrderedDict())
+        drop_oldest_up_to(window, now_ms - WINDOW_MS)
         running = leases.setdefault(concurrency_resource(scope.name), {})
         drop_up_to(running, now_ms / 1000)
         used_tokens = tokens.get((scope.name, ask.day), 0)
-        reset_ms = min(window.values()) + WINDOW_MS - now_ms if window else 0
+        reset_ms = window[next(iter(window))] + WINDOW_MS - now_ms if window else 0  # the oldest
         refused: Kind | None = None
         if scope.requests_per_minute is not None and len(window) >= scope.requests_per_minute:
             refused = "requests_per_minute"

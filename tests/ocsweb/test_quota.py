@@ -104,3 +104,26 @@ def test_no_caps_admits_everything_and_still_counts_tokens(kind: str) -> None:
         assert live.tokens_used_sync("user:1", DAY) == 5000
 
     asyncio.run(scenario())
+
+
+def test_the_request_window_slides_from_its_oldest_end() -> None:
+    """The in-process window drops only what left it and reports when its oldest entry leaves."""
+    from collections import OrderedDict
+
+    from ocsweb.quota import decide_in_memory
+
+    windows: dict[str, OrderedDict[str, int]] = {}
+    leases: dict[str, dict[str, float]] = {}
+    tokens: dict[tuple[str, str], int] = {}
+
+    def at(seconds: float):  # noqa: ANN202
+        return decide_in_memory(scopes=[scope(rpm=3)], ask=ask(), now_ms=int(seconds * 1000),
+                                windows=windows, leases=leases, tokens=tokens)
+
+    assert all(at(t).admitted for t in (0, 20, 40))
+    refused = at(50)
+    assert not refused.admitted and refused.window_reset_ms == 10_000  # the request at 0 s leaves at 60 s
+    admitted = at(61)  # the first request has left: one place
+    assert admitted.admitted and admitted.requests_used == 3
+    assert list(windows["user:1"].values()) == [20_000, 40_000, 61_000]
+    assert not at(62).admitted and at(81).admitted  # the one at 20 s left at 80 s
