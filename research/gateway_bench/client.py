@@ -133,9 +133,10 @@ class ChatTarget:
         }
 
     async def stream(self) -> StreamResult:
-        """One streamed request. A reused connection that fails before any answer is retried
-        once on a new connection (the server may have closed it while it was idle)."""
-        for attempt in range(2):
+        """One streamed request. A reused connection that fails before any byte of an answer is
+        dropped and the request sent again (the server closed it while it was idle, as browsers
+        assume); on a new connection, that failure is an error."""
+        while True:
             connection, reused = await self.pool.acquire()
             started = time.perf_counter()
             try:
@@ -143,7 +144,7 @@ class ChatTarget:
                 head = await connection.reader.readuntil(b"\r\n\r\n")
             except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
                 connection.close()
-                if reused and attempt == 0:
+                if reused and not (isinstance(exc, asyncio.IncompleteReadError) and exc.partial):
                     continue
                 return StreamResult(ok=False, error=f"no answer: {type(exc).__name__}")
             try:
@@ -151,7 +152,6 @@ class ChatTarget:
             except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
                 connection.close()
                 return StreamResult(ok=False, error=f"broken answer: {type(exc).__name__}")
-        raise AssertionError("unreachable")
 
     def close(self) -> None:
         self.pool.close()
