@@ -223,11 +223,16 @@ async def _read_answer(pool: ConnectionPool, connection: Connection, head: bytes
     return result
 
 
-async def run_round(target: ChatTarget, *, streams: int, duration_s: float, warm_up: bool = True) -> RoundResult:
-    """`streams` closed-loop streams for `duration_s`; completions per second are counted over
-    the time until the last request ended."""
-    if warm_up:
-        await asyncio.gather(*(target.stream() for _ in range(streams)))
+async def warm_up(target: ChatTarget, *, streams: int) -> None:
+    """One unmeasured request per stream, at once: every stream then has a warm connection."""
+    await asyncio.gather(*(target.stream() for _ in range(streams)))
+
+
+async def run_round(target: ChatTarget, *, streams: int, duration_s: float, warm: bool = True) -> RoundResult:
+    """`streams` closed-loop streams for `duration_s`, after a warm-up unless `warm` is False;
+    completions per second are counted over the time until the last request ended."""
+    if warm:
+        await warm_up(target, streams=streams)
     started = time.perf_counter()
     deadline = started + duration_s
     measured = RoundResult(duration_s=0.0)

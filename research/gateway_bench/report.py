@@ -1,7 +1,9 @@
 """The gateway benchmark's numbers: per-round statistics, medians over rounds, the gateway ÷
 direct ratios, the issue's targets, and the printed tables. Pure: no Django, no I/O.
 
-Units: TTFT in milliseconds; completions and content chunks per second of round time.
+Units: TTFT in milliseconds; completions and content chunks per second of round time; a
+gateway's CPU as the percentage of one core its processes used over the round (100 = one core
+busy all round: the gateway is CPU-bound).
 A level's value is the median over its rounds of each round's value (its TTFT p99 is the median
 of the rounds' p99s); its errors are the sum. Ratios compare a gateway's medians with the direct
 medians at the same upstream and level; direct rounds alternate with the gateway rounds.
@@ -44,15 +46,17 @@ class RoundStats:
     errors: int
     duration_s: float
     error_samples: tuple[str, ...] = ()
+    server_cpu_percent: float = math.nan  # the gateway processes' CPU time ÷ round time; NaN for direct
 
     @classmethod
-    def of(cls, measured: RoundResult) -> RoundStats:
+    def of(cls, measured: RoundResult, *, server_cpu_s: float | None = None) -> RoundStats:
         seconds = measured.duration_s or math.nan
         return cls(
             ttft_p50_ms=percentile(measured.ttft_ms, 50), ttft_p99_ms=percentile(measured.ttft_ms, 99),
             completions_per_s=measured.completions / seconds, chunks_per_s=measured.content_chunks / seconds,
             completions=measured.completions, errors=measured.errors, duration_s=measured.duration_s,
             error_samples=tuple(measured.error_samples),
+            server_cpu_percent=math.nan if server_cpu_s is None else 100 * server_cpu_s / seconds,
         )
 
 
@@ -85,15 +89,20 @@ class LevelStats:
     def errors(self) -> int:
         return sum(r.errors for r in self.rounds)
 
+    @property
+    def server_cpu_percent(self) -> float:
+        return _median([r.server_cpu_percent for r in self.rounds])
+
     def as_dict(self) -> dict[str, object]:
         return {"upstream": self.upstream, "streams": self.streams, "target": self.target,
                 "ttft_p50_ms": _number(self.ttft_p50_ms), "ttft_p99_ms": _number(self.ttft_p99_ms),
                 "completions_per_s": _number(self.completions_per_s), "chunks_per_s": _number(self.chunks_per_s),
-                "errors": self.errors,
+                "errors": self.errors, "server_cpu_percent": _number(self.server_cpu_percent),
                 "rounds": [{"ttft_p50_ms": _number(r.ttft_p50_ms), "ttft_p99_ms": _number(r.ttft_p99_ms),
                             "completions_per_s": _number(r.completions_per_s),
                             "chunks_per_s": _number(r.chunks_per_s), "completions": r.completions,
                             "errors": r.errors, "duration_s": round(r.duration_s, 3),
+                            "server_cpu_percent": _number(r.server_cpu_percent),
                             "error_samples": list(r.error_samples)} for r in self.rounds]}
 
 
@@ -224,11 +233,12 @@ def _streams(count: int) -> str:
 def level_table(levels: Sequence[LevelStats], *, heading: str) -> list[str]:
     width = max([len(level.target) for level in levels] + [len("target")])
     lines = [heading, f"  {'target':<{width}}  {'TTFT p50 ms':>11}  {'TTFT p99 ms':>11}  {'completions/s':>13}  "
-                      f"{'chunks/s':>9}  {'errors':>6}"]
+                      f"{'chunks/s':>9}  {'errors':>6}  {'gateway CPU %':>13}"]
     for level in levels:
+        cpu = "" if math.isnan(level.server_cpu_percent) else f"{level.server_cpu_percent:.0f}"
         lines.append(f"  {level.target:<{width}}  {_fmt(level.ttft_p50_ms, '.2f'):>11}  "
                      f"{_fmt(level.ttft_p99_ms, '.2f'):>11}  {_fmt(level.completions_per_s, '.2f'):>13}  "
-                     f"{_fmt(level.chunks_per_s, '.1f'):>9}  {level.errors:>6}")
+                     f"{_fmt(level.chunks_per_s, '.1f'):>9}  {level.errors:>6}  {cpu:>13}")
     return lines
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from research.gateway_bench.client import ChatTarget, Endpoint, RoundResult, run_requests, run_round
+from research.gateway_bench.client import ChatTarget, Endpoint, run_requests, run_round, warm_up
 from research.gateway_bench.replay import DEFAULT_MODEL as REPLAY_MODEL
 from research.gateway_bench.replay import new_event_loop
 from research.gateway_bench.report import (
@@ -175,6 +175,18 @@ def process_tree(pid: int) -> list[int]:
             with contextlib.suppress(OSError):
                 found += [int(child) for child in (task / "children").read_text().split()]
     return found
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time the processes have used so far (those still alive)."""
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat(5))
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int) -> float:
@@ -465,13 +477,21 @@ class BenchRun:
             direct, gateways = self._targets(upstream, key)
             try:
                 for streams in options.levels(upstream.name):
-                    results: dict[str, list[RoundResult]] = {t.name: [] for t in [direct, *gateways]}
+                    results: dict[str, list[RoundStats]] = {t.name: [] for t in [direct, *gateways]}
                     for _ in range(options.rounds):
-                        for gateway in gateways:
-                            for target in (direct, gateway):
-                                results[target.name].append(
-                                    await run_round(target, streams=streams, duration_s=options.duration_s))
-                    levels = [LevelStats(upstream.name, streams, name, tuple(RoundStats.of(r) for r in rounds))
+                        for gateway, group in zip(gateways, self.gateways):
+                            await warm_up(direct, streams=streams)
+                            measured = await run_round(direct, streams=streams, duration_s=options.duration_s,
+                                                       warm=False)
+                            results[direct.name].append(RoundStats.of(measured))
+                            await warm_up(gateway, streams=streams)
+                            pids = [pid for process in group.processes for pid in process_tree(process.pid)]
+                            cpu_before = cpu_seconds(pids)
+                            measured = await run_round(gateway, streams=streams, duration_s=options.duration_s,
+                                                       warm=False)
+                            results[gateway.name].append(
+                                RoundStats.of(measured, server_cpu_s=cpu_seconds(pids) - cpu_before))
+                    levels = [LevelStats(upstream.name, streams, name, tuple(rounds))
                               for name, rounds in results.items()]
                     self.report.levels += levels
                     self.say("")
@@ -480,8 +500,8 @@ class BenchRun:
                             f"(median of {options.rounds} rounds of {options.duration_s:g} s)")):
                         self.say(line)
                     for level in levels:
-                        for measured in level.rounds:
-                            for sample in measured.error_samples:
+                        for stats in level.rounds:
+                            for sample in stats.error_samples:
                                 self.say(f"  error ({level.target}): {sample}")
             finally:
                 for target in (direct, *gateways):
