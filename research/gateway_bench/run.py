@@ -168,12 +168,12 @@ def server_command(server: str, port: int) -> list[str]:
 def process_tree(pid: int) -> list[int]:
     """The process and its descendants (granian serves from child processes)."""
     found = [pid]
-    for index in range(len(found) + 10_000):
-        if index >= len(found):
-            break
+    index = 0
+    while index < len(found):
         for task in Path(f"/proc/{found[index]}/task").glob("*"):
             with contextlib.suppress(OSError):
                 found += [int(child) for child in (task / "children").read_text().split()]
+        index += 1
     return found
 
 
@@ -401,8 +401,8 @@ class BenchRun:
             process = subprocess.Popen(
                 [sys.executable, "-m", "research.gateway_bench.replay", "--port", str(port), "--tokens",
                  str(options.tokens), "--token-ms", str(options.token_ms), "--slots", str(slots)],
-                cwd=ROOT, stdout=open(log, "ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent)
+                cwd=ROOT, stdout=self.stack.enter_context(open(log, "ab")), stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
             self.stack.callback(stop, process)
             base_url = f"http://127.0.0.1:{port}"
             wait_answering(base_url + "/health", process, log, timeout_s=20)
@@ -446,7 +446,8 @@ class BenchRun:
                         process = subprocess.Popen(
                             server_command(server, port), cwd=ROOT, stdin=subprocess.DEVNULL,
                             env={**env, "OCS_GATEWAY_SERVER": server, "OCS_GATEWAY_PROCESSES": str(count)},
-                            stdout=open(log, "ab"), stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+                            stdout=self.stack.enter_context(open(log, "ab")), stderr=subprocess.STDOUT,
+                            preexec_fn=_die_with_parent)
                         self.stack.callback(stop, process)
                         group.processes.append(process)
                         group.ports.append(port)
