@@ -1,0 +1,296 @@
+"""The gateway benchmark's numbers: per-round statistics, medians over rounds, the gateway ÷
+direct ratios, the issue's targets, and the printed tables. Pure: no Django, no I/O.
+
+Units: TTFT in milliseconds; completions and content chunks per second of round time; a
+gateway's CPU as the percentage of one core its processes used over the round (100 = one core
+busy all round: the gateway is CPU-bound).
+A level's value is the median over its rounds of each round's value (its TTFT p99 is the median
+of the rounds' p99s); its errors are the sum. Ratios compare a gateway's medians with the direct
+medians at the same upstream and level; direct rounds alternate with the gateway rounds.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from research.gateway_bench.client import RoundResult
+
+DIRECT = "direct"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0–100), linear between closest ranks; NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _median(values: Sequence[float]) -> float:
+    present = [v for v in values if not math.isnan(v)]
+    return statistics.median(present) if present else math.nan
+
+
+@dataclass(frozen=True)
+class RoundStats:
+    ttft_p50_ms: float
+    ttft_p99_ms: float
+    completions_per_s: float
+    chunks_per_s: float
+    completions: int
+    errors: int
+    duration_s: float
+    error_samples: tuple[str, ...] = ()
+    server_cpu_percent: float = math.nan  # the gateway processes' CPU time ÷ round time; NaN for direct
+
+    @classmethod
+    def of(cls, measured: RoundResult, *, server_cpu_s: float | None = None) -> RoundStats:
+        seconds = measured.duration_s or math.nan
+        return cls(
+            ttft_p50_ms=percentile(measured.ttft_ms, 50), ttft_p99_ms=percentile(measured.ttft_ms, 99),
+            completions_per_s=measured.completions / seconds, chunks_per_s=measured.content_chunks / seconds,
+            completions=measured.completions, errors=measured.errors, duration_s=measured.duration_s,
+            error_samples=tuple(measured.error_samples),
+            server_cpu_percent=math.nan if server_cpu_s is None else 100 * server_cpu_s / seconds,
+        )
+
+
+@dataclass(frozen=True)
+class LevelStats:
+    """One target at one upstream and concurrency: medians over its rounds."""
+
+    upstream: str
+    streams: int
+    target: str
+    rounds: tuple[RoundStats, ...]
+
+    @property
+    def ttft_p50_ms(self) -> float:
+        return _median([r.ttft_p50_ms for r in self.rounds])
+
+    @property
+    def ttft_p99_ms(self) -> float:
+        return _median([r.ttft_p99_ms for r in self.rounds])
+
+    @property
+    def completions_per_s(self) -> float:
+        return _median([r.completions_per_s for r in self.rounds])
+
+    @property
+    def chunks_per_s(self) -> float:
+        return _median([r.chunks_per_s for r in self.rounds])
+
+    @property
+    def errors(self) -> int:
+        return sum(r.errors for r in self.rounds)
+
+    @property
+    def server_cpu_percent(self) -> float:
+        return _median([r.server_cpu_percent for r in self.rounds])
+
+    def as_dict(self) -> dict[str, object]:
+        return {"upstream": self.upstream, "streams": self.streams, "target": self.target,
+                "ttft_p50_ms": _number(self.ttft_p50_ms), "ttft_p99_ms": _number(self.ttft_p99_ms),
+                "completions_per_s": _number(self.completions_per_s), "chunks_per_s": _number(self.chunks_per_s),
+                "errors": self.errors, "server_cpu_percent": _number(self.server_cpu_percent),
+                "rounds": [{"ttft_p50_ms": _number(r.ttft_p50_ms), "ttft_p99_ms": _number(r.ttft_p99_ms),
+                            "completions_per_s": _number(r.completions_per_s),
+                            "chunks_per_s": _number(r.chunks_per_s), "completions": r.completions,
+                            "errors": r.errors, "duration_s": round(r.duration_s, 3),
+                            "server_cpu_percent": _number(r.server_cpu_percent),
+                            "error_samples": list(r.error_samples)} for r in self.rounds]}
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A gateway against direct at one upstream and level."""
+
+    upstream: str
+    streams: int
+    target: str
+    completions_ratio: float  # gateway ÷ direct completions per second
+    ttft_added_p50_ms: float  # gateway p50 − direct p50
+    ttft_added_p99_ms: float  # gateway p99 − direct p99
+    gateway_errors: int
+    direct_errors: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {"upstream": self.upstream, "streams": self.streams, "target": self.target,
+                "completions_ratio": _number(self.completions_ratio),
+                "ttft_added_p50_ms": _number(self.ttft_added_p50_ms),
+                "ttft_added_p99_ms": _number(self.ttft_added_p99_ms),
+                "gateway_errors": self.gateway_errors, "direct_errors": self.direct_errors}
+
+
+def ratio(direct: LevelStats, gateway: LevelStats) -> Ratio:
+    completions = (gateway.completions_per_s / direct.completions_per_s
+                   if direct.completions_per_s > 0 else math.nan)
+    return Ratio(upstream=gateway.upstream, streams=gateway.streams, target=gateway.target,
+                 completions_ratio=completions,
+                 ttft_added_p50_ms=gateway.ttft_p50_ms - direct.ttft_p50_ms,
+                 ttft_added_p99_ms=gateway.ttft_p99_ms - direct.ttft_p99_ms,
+                 gateway_errors=gateway.errors, direct_errors=direct.errors)
+
+
+def ratios(levels: Sequence[LevelStats]) -> list[Ratio]:
+    """Every gateway level against the direct level of the same upstream and concurrency."""
+    direct = {(level.upstream, level.streams): level for level in levels if level.target == DIRECT}
+    return [ratio(direct[(level.upstream, level.streams)], level) for level in levels
+            if level.target != DIRECT and (level.upstream, level.streams) in direct]
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One of the issue's targets: at an upstream and level, a bound on one measured number."""
+
+    upstream: str
+    streams: int
+    what: str
+    bound: str
+    value: Callable[[Ratio], float]
+    met: Callable[[Ratio], bool]
+    unit: str = ""
+
+
+GOALS = (
+    Goal("replay", 1, "TTFT added p50", "≤ 1.5 ms", lambda r: r.ttft_added_p50_ms,
+         lambda r: r.ttft_added_p50_ms <= 1.5, " ms"),
+    Goal("replay", 1, "TTFT added p99", "≤ 5 ms", lambda r: r.ttft_added_p99_ms,
+         lambda r: r.ttft_added_p99_ms <= 5.0, " ms"),
+    Goal("replay", 32, "completions/s ratio", "≥ 0.97", lambda r: r.completions_ratio,
+         lambda r: r.completions_ratio >= 0.97),
+    Goal("replay", 128, "completions/s ratio, no errors", "≥ 0.90, 0 errors", lambda r: r.completions_ratio,
+         lambda r: r.completions_ratio >= 0.90 and r.gateway_errors == 0),
+    Goal("llama", 1, "completions/s ratio", "≥ 0.97", lambda r: r.completions_ratio,
+         lambda r: r.completions_ratio >= 0.97),
+    Goal("llama", 4, "completions/s ratio", "≥ 0.97", lambda r: r.completions_ratio,
+         lambda r: r.completions_ratio >= 0.97),
+)
+
+
+@dataclass(frozen=True)
+class GoalCheck:
+    goal: Goal
+    ratio: Ratio
+    value: float
+    met: bool
+
+    def as_dict(self) -> dict[str, object]:
+        return {"upstream": self.goal.upstream, "streams": self.goal.streams, "target": self.ratio.target,
+                "what": self.goal.what, "bound": self.goal.bound, "value": _number(self.value), "met": self.met}
+
+
+def check_goals(measured: Sequence[Ratio], goals: Sequence[Goal] = GOALS) -> list[GoalCheck]:
+    """The goals that this run measured (a level it did not run is not judged); NaN is not met."""
+    checks = []
+    for goal in goals:
+        for r in measured:
+            if r.upstream == goal.upstream and r.streams == goal.streams:
+                value = goal.value(r)
+                checks.append(GoalCheck(goal, r, value, not math.isnan(value) and goal.met(r)))
+    return checks
+
+
+@dataclass(frozen=True)
+class RssGrowth:
+    target: str
+    pid: int
+    requests: int
+    after_warm_up_mb: float
+    at_end_mb: float
+    errors: int
+
+    @property
+    def growth_mb(self) -> float:
+        return self.at_end_mb - self.after_warm_up_mb
+
+    def as_dict(self) -> dict[str, object]:
+        return {"target": self.target, "pid": self.pid, "requests": self.requests,
+                "after_warm_up_mb": round(self.after_warm_up_mb, 2), "at_end_mb": round(self.at_end_mb, 2),
+                "growth_mb": round(self.growth_mb, 2), "errors": self.errors}
+
+
+RSS_GROWTH_LIMIT_MB = 20.0
+
+
+def _number(value: float) -> float | None:
+    return None if math.isnan(value) else round(value, 4)
+
+
+def _fmt(value: float, spec: str) -> str:
+    return "n/a" if math.isnan(value) else format(value, spec)
+
+
+def _streams(count: int) -> str:
+    return f"{count} stream" + ("" if count == 1 else "s")
+
+
+def level_table(levels: Sequence[LevelStats], *, heading: str) -> list[str]:
+    width = max([len(level.target) for level in levels] + [len("target")])
+    lines = [heading, f"  {'target':<{width}}  {'TTFT p50 ms':>11}  {'TTFT p99 ms':>11}  {'completions/s':>13}  "
+                      f"{'chunks/s':>9}  {'errors':>6}  {'gateway CPU %':>13}"]
+    for level in levels:
+        cpu = "" if math.isnan(level.server_cpu_percent) else f"{level.server_cpu_percent:.0f}"
+        lines.append(f"  {level.target:<{width}}  {_fmt(level.ttft_p50_ms, '.2f'):>11}  "
+                     f"{_fmt(level.ttft_p99_ms, '.2f'):>11}  {_fmt(level.completions_per_s, '.2f'):>13}  "
+                     f"{_fmt(level.chunks_per_s, '.1f'):>9}  {level.errors:>6}  {cpu:>13}")
+    return lines
+
+
+def ratio_lines(measured: Sequence[Ratio]) -> list[str]:
+    lines = ["ratios (gateway ÷ direct completions/s; TTFT added = gateway − direct, ms)"]
+    for r in measured:
+        lines.append(f"  ratio {r.upstream} {_streams(r.streams)}, {r.target}: "
+                     f"completions/s {_fmt(r.completions_ratio, '.3f')} of direct, "
+                     f"TTFT added p50 {_fmt(r.ttft_added_p50_ms, '+.2f')} ms, p99 {_fmt(r.ttft_added_p99_ms, '+.2f')} ms, "
+                     f"errors {r.gateway_errors} (direct {r.direct_errors})")
+    return lines
+
+
+def goal_lines(checks: Sequence[GoalCheck]) -> list[str]:
+    lines = ["targets (issue 13; measured on this machine, this run)"]
+    if not checks:
+        lines.append("  none of the targets' levels ran")
+    for check in checks:
+        goal = check.goal
+        shown = _fmt(check.value, "+.2f" if goal.unit else ".3f") + goal.unit
+        errors = f", errors {check.ratio.gateway_errors}" if "errors" in goal.what else ""
+        lines.append(f"  {goal.upstream} {_streams(goal.streams)}, {check.ratio.target}: {goal.what} {shown}{errors} "
+                     f"(target {goal.bound}): {'met' if check.met else 'not met'}")
+    return lines
+
+
+def rss_lines(growths: Sequence[RssGrowth]) -> list[str]:
+    lines = [f"RSS of each gateway process (target: growth < {RSS_GROWTH_LIMIT_MB:g} MB over 10,000 requests)"]
+    for g in growths:
+        verdict = ("met" if g.growth_mb < RSS_GROWTH_LIMIT_MB else "not met") if g.requests >= 10_000 \
+            else "not judged (fewer than 10,000 requests)"
+        lines.append(f"  {g.target} pid {g.pid}: {g.after_warm_up_mb:.1f} MB after warm-up, {g.at_end_mb:.1f} MB "
+                     f"after {g.requests} requests: {g.growth_mb:+.1f} MB, errors {g.errors}: {verdict}")
+    return lines
+
+
+@dataclass
+class Report:
+    """Everything one run measured, as printed and as written with --json."""
+
+    machine: dict[str, object] = field(default_factory=dict)
+    setup: dict[str, object] = field(default_factory=dict)
+    levels: list[LevelStats] = field(default_factory=list)
+    rss: list[RssGrowth] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def ratios(self) -> list[Ratio]:
+        return ratios(self.levels)
+
+    def as_dict(self) -> dict[str, object]:
+        measured = self.ratios()
+        return {"machine": self.machine, "setup": self.setup, "levels": [level.as_dict() for level in self.levels],
+                "ratios": [r.as_dict() for r in measured],
+                "targets": [check.as_dict() for check in check_goals(measured)],
+                "rss": [g.as_dict() for g in self.rss], "notes": self.notes}

@@ -1,0 +1,528 @@
+"""The gateway benchmark's run: start the upstreams and the gateway processes, measure direct
+and gateway rounds alternately, check RSS, and hand back a Report. No Django imported: every
+database step runs in a `manage.py` subprocess with the bench's own environment, so the bench
+never touches the database of whoever runs it.
+
+Back ends: the embedded default (a temporary OCS_VAR_DIR with SQLite, live state in process)
+unless DATABASE_URL / REDIS_URL are set (and --embedded is not given). With PostgreSQL the bench
+creates a database of its own and drops it at the end; with Redis it uses a live-state namespace
+of its own and deletes its keys at the end. Several gateway processes need both.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from research.gateway_bench.client import ChatTarget, Endpoint, run_requests, run_round, warm_up
+from research.gateway_bench.replay import DEFAULT_MODEL as REPLAY_MODEL
+from research.gateway_bench.replay import new_event_loop
+from research.gateway_bench.report import (
+    DIRECT,
+    LevelStats,
+    Report,
+    RoundStats,
+    RssGrowth,
+    check_goals,
+    goal_lines,
+    level_table,
+    ratio_lines,
+    rss_lines,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+LLAMA_MODEL = "smollm2-135m-instruct"
+PROMPT = [{"role": "user", "content": "Write a short poem about rivers."}]
+DEFAULT_STREAMS = {"replay": (1, 8, 32, 128), "llama": (1, 4)}
+SERVERS = ("daphne", "uvicorn", "granian", "hypercorn")
+SERVER_MODULES = {"daphne": "daphne", "uvicorn": "uvicorn", "granian": "granian", "hypercorn": "hypercorn"}
+VERSIONED = ("django", "daphne", "twisted", "uvicorn", "uvloop", "httptools", "granian", "hypercorn", "httpx")
+RSS_CONCURRENCY = 32
+RSS_WARM_UP_REQUESTS = 500
+START_TIMEOUT_S = 60.0
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    upstreams: tuple[str, ...] = ("replay",)
+    streams: tuple[int, ...] | None = None  # None: DEFAULT_STREAMS per upstream
+    rounds: int = 3
+    duration_s: float = 4.0
+    tokens: int = 64
+    token_ms: float = 5.0
+    servers: tuple[str, ...] = ("daphne", "uvicorn")
+    processes: tuple[int, ...] = (1,)
+    rss_requests: int = 0
+    embedded: bool = False
+
+    def levels(self, upstream: str) -> tuple[int, ...]:
+        return self.streams or DEFAULT_STREAMS[upstream]
+
+
+@dataclass
+class GatewayGroup:
+    """k processes of one ASGI server on k ports, sharing the bench's database and live state."""
+
+    server: str
+    processes: list[subprocess.Popen[bytes]]
+    ports: list[int]
+    logs: list[Path]
+    server_header: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"gateway {self.server} x{len(self.ports)}"
+
+    @property
+    def endpoints(self) -> list[Endpoint]:
+        return [Endpoint("127.0.0.1", port) for port in self.ports]
+
+
+@dataclass
+class Upstream:
+    name: str
+    base_url: str
+    model: str
+    slots: int
+    extra_body: dict[str, object] = field(default_factory=dict)
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    from fleet.local_worker import _die_with_parent as die  # a small, Django-free helper
+
+    die()
+
+
+def _get(url: str, timeout_s: float = 1.0) -> tuple[int, dict[str, str]]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return response.status, {k.lower(): v for k, v in response.headers.items()}
+    except urllib.error.HTTPError as exc:
+        return exc.code, {}
+
+
+def wait_answering(url: str, process: subprocess.Popen[bytes], log: Path | None,
+                   timeout_s: float = START_TIMEOUT_S) -> dict[str, str]:
+    """Block until `url` answers 200; returns the answer's headers. Raises with the log's tail
+    if the process exits first or never answers."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:] if log else ""
+            raise RuntimeError(f"{url}: the process exited with code {process.returncode}\n{tail}")
+        try:
+            status, headers = _get(url)
+            if status == 200:
+                return headers
+        except (OSError, urllib.error.URLError):
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer 200 within {timeout_s:.0f} s")
+
+
+def stop(process: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def server_command(server: str, port: int) -> list[str]:
+    """How each ASGI server is started on the gateway's application. daphne and uvicorn go
+    through ocsweb.gateway (OCS_GATEWAY_SERVER picks one); granian and hypercorn are measured
+    with their own CLIs, without the gateway's start-up guard and shutdown flush."""
+    if server in ("daphne", "uvicorn"):
+        return [sys.executable, "-m", "ocsweb.gateway", "-b", "127.0.0.1", "-p", str(port),
+                "--access-log", os.devnull, "ocsweb.asgi:application"]
+    if server == "granian":
+        loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+        return [sys.executable, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port),
+                "--loop", loop, "--no-ws", "ocsweb.asgi:application"]
+    if server == "hypercorn":
+        return [sys.executable, "-m", "hypercorn", "-b", f"127.0.0.1:{port}", "ocsweb.asgi:application"]
+    raise ValueError(f"unknown server {server!r}")
+
+
+def process_tree(pid: int) -> list[int]:
+    """The process and its descendants (granian serves from child processes)."""
+    found = [pid]
+    index = 0
+    while index < len(found):
+        for task in Path(f"/proc/{found[index]}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                found += [int(child) for child in (task / "children").read_text().split()]
+        index += 1
+    return found
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time the processes have used so far (those still alive)."""
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat(5))
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    """VmRSS of a live process, in MB (2**20 bytes); NaN if it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+# --- the back end ------------------------------------------------------------------------------
+
+
+class Backend:
+    """The environment the bench's gateways and setup steps run with, and its clean-up."""
+
+    def __init__(self, *, embedded: bool, var_dir: Path, say: Say) -> None:
+        self.say = say
+        self.var_dir = var_dir
+        self.database_url = "" if embedded else os.environ.get("DATABASE_URL", "")
+        self.redis_url = "" if embedded else os.environ.get("REDIS_URL", "")
+        self.namespace = f"bench-{os.getpid()}-{secrets.token_hex(3)}"
+        self.created_database = ""
+        self._admin_url = ""
+
+    @property
+    def postgres(self) -> bool:
+        return self.database_url.startswith(("postgres://", "postgresql://"))
+
+    @property
+    def multi_process(self) -> bool:
+        return bool(self.redis_url) and self.postgres
+
+    def describe(self) -> str:
+        if not self.database_url and not self.redis_url:
+            return "embedded default (SQLite in a temporary OCS_VAR_DIR, live state in process)"
+        database = (f"PostgreSQL, database {self.created_database} made for this run" if self.created_database
+                    else "DATABASE_URL" if self.database_url else "SQLite in a temporary OCS_VAR_DIR")
+        live = f"Redis, namespace {self.namespace}" if self.redis_url else "live state in process"
+        return f"{database}; {live}"
+
+    def open(self) -> None:
+        if self.postgres:
+            import psycopg
+
+            parts = urlsplit(self.database_url)
+            self._admin_url = urlunsplit(parts._replace(path="/postgres"))
+            name = f"ocs_bench_{os.getpid()}_{secrets.token_hex(3)}"
+            with psycopg.connect(self._admin_url, autocommit=True) as connection:
+                connection.execute(f'CREATE DATABASE "{name}"')
+            self.created_database = name
+            self.database_url = urlunsplit(parts._replace(path=f"/{name}"))
+
+    def close(self) -> None:
+        if self.created_database:
+            import psycopg
+
+            try:
+                with psycopg.connect(self._admin_url, autocommit=True) as connection:
+                    connection.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                       "WHERE datname = %s AND pid <> pg_backend_pid()", [self.created_database])
+                    connection.execute(f'DROP DATABASE IF EXISTS "{self.created_database}"')
+            except Exception as exc:  # clean-up must not hide the run's own outcome
+                self.say(f"note: could not drop database {self.created_database}: {exc}")
+        if self.redis_url:
+            try:
+                import redis
+
+                client = redis.Redis.from_url(self.redis_url)
+                for key in client.scan_iter(f"{self.namespace}:*"):
+                    client.delete(key)
+            except Exception as exc:
+                self.say(f"note: could not delete Redis keys {self.namespace}:*: {exc}")
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "OCS_ENV"}}
+        env.update(DJANGO_SETTINGS_MODULE="ocsweb.settings", OCS_VAR_DIR=str(self.var_dir), OCS_ENV="development",
+                   OCS_LIVE_NAMESPACE=self.namespace)
+        if self.database_url:
+            env["DATABASE_URL"] = self.database_url
+        if self.redis_url:
+            env["REDIS_URL"] = self.redis_url
+        env.update(extra)
+        return env
+
+
+def gateway_limits(max_streams: int) -> dict[str, str]:
+    """Limits on (every request takes its quota step) but never binding."""
+    return {"OCS_DEFAULT_REQUESTS_PER_MINUTE": "100000000", "OCS_DEFAULT_TOKENS_PER_DAY": "100000000000",
+            "OCS_DEFAULT_CONCURRENCY": str(max(256, 2 * max_streams))}
+
+
+SETUP_SCRIPT = """
+from django.core.management import call_command
+from accounts.services import key_issue, user_ensure
+call_command("migrate", verbosity=0)
+user, _ = user_ensure(username="bench", role="student")
+for name, url, model, slots in WORKERS:
+    call_command("register_worker", "--name", name, "--url", url, "--model", model, "--slots", str(slots))
+_, raw = key_issue(user=user, name="bench_gateway")
+print("KEY=" + raw)
+"""
+
+
+def prepare_database(env: dict[str, str], upstreams: list[Upstream]) -> str:
+    """Migrate, create the student `bench` and the workers (both idempotent), issue a key."""
+    workers = [(f"bench-{u.name}", u.base_url, u.model, u.slots) for u in upstreams]
+    script = f"WORKERS = {workers!r}\n" + SETUP_SCRIPT
+    done = subprocess.run([sys.executable, "manage.py", "shell", "--no-imports", "-c", script], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"setting up the bench's database failed:\n{done.stderr[-3000:]}")
+    for line in done.stdout.splitlines():
+        if line.startswith("KEY="):
+            return line[4:]
+    raise RuntimeError(f"no key printed by the setup step:\n{done.stdout[-2000:]}")
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for name in VERSIONED:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            found[name] = importlib.metadata.version(name)
+    return found
+
+
+class BenchRun:
+    def __init__(self, options: BenchOptions, say: Say) -> None:
+        self.options = options
+        self.say = say
+        self.report = Report()
+        self.stack = contextlib.ExitStack()
+        self.var_dir = Path(self.stack.enter_context(tempfile.TemporaryDirectory(prefix="ocs-bench-")))
+        self.backend = Backend(embedded=options.embedded, var_dir=self.var_dir, say=say)
+        self.upstreams: list[Upstream] = []
+        self.gateways: list[GatewayGroup] = []
+
+    def note(self, text: str) -> None:
+        self.report.notes.append(text)
+        self.say(f"note: {text}")
+
+    def run(self) -> Report:
+        try:
+            self._run()
+        finally:
+            self.stack.close()
+        return self.report
+
+    def _run(self) -> None:
+        options = self.options
+        found = versions()
+        self.report.machine = {"cpus": os.cpu_count(), "platform": platform.platform(), "versions": found}
+        self.say(f"machine: {os.cpu_count()} CPUs, {platform.platform()}")
+        self.say("versions: " + ", ".join(f"{name} {version}" for name, version in found.items()))
+        self.backend.open()
+        self.stack.callback(self.backend.close)
+        max_streams = max(max(options.levels(u)) for u in options.upstreams)
+        self._start_upstreams()
+        env = self.backend.env(**gateway_limits(max_streams))
+        key = prepare_database(env, self.upstreams)
+        self._start_gateways(env)
+        self.report.setup = {
+            "backend": self.backend.describe(),
+            "upstreams": [{"name": u.name, "url": u.base_url, "model": u.model, "slots": u.slots} for u in self.upstreams],
+            "gateways": [{"name": g.name, "server": g.server, "ports": g.ports, "server_header": g.server_header}
+                         for g in self.gateways],
+            "tokens": options.tokens, "token_ms": options.token_ms, "rounds": options.rounds,
+            "duration_s": options.duration_s, "streams": {u: list(options.levels(u)) for u in options.upstreams},
+            "client": "raw asyncio HTTP/1.1, " + ("uvloop" if importlib.util.find_spec("uvloop") else "asyncio loop"),
+        }
+        self.say(f"back end: {self.backend.describe()}")
+        for upstream in self.upstreams:
+            self.say(f"upstream {upstream.name}: {upstream.base_url} ({upstream.slots} slots, model {upstream.model})")
+        for group in self.gateways:
+            self.say(f"{group.name}: ports {', '.join(map(str, group.ports))}, answers as "
+                     f"'{group.server_header or '?'}'")
+        self.say(f"workload: streaming chat completions, {options.tokens} tokens each (replay: {options.token_ms:g} ms "
+                 f"apart); closed loop; {options.rounds} rounds of {options.duration_s:g} s per target and level, "
+                 f"a direct round before each gateway round; limits on, not binding")
+        if not self.gateways:
+            self.note("no gateway could be started: nothing to compare")
+            return
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            runner.run(self._measure(key))
+        measured = self.report.ratios()
+        self.say("")
+        for line in ratio_lines(measured):
+            self.say(line)
+        self.say("")
+        for line in goal_lines(check_goals(measured)):
+            self.say(line)
+        if self.report.rss:
+            self.say("")
+            for line in rss_lines(self.report.rss):
+                self.say(line)
+
+    def _start_upstreams(self) -> None:
+        options = self.options
+        if "replay" in options.upstreams or options.rss_requests:
+            slots = max(options.levels("replay") if "replay" in options.upstreams else (1,))
+            slots = max(slots, RSS_CONCURRENCY if options.rss_requests else 1)
+            from fleet.local_worker import free_port
+
+            port = free_port()
+            log = self.var_dir / "replay.log"
+            process = subprocess.Popen(
+                [sys.executable, "-m", "research.gateway_bench.replay", "--port", str(port), "--tokens",
+                 str(options.tokens), "--token-ms", str(options.token_ms), "--slots", str(slots)],
+                cwd=ROOT, stdout=self.stack.enter_context(open(log, "ab")), stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+            self.stack.callback(stop, process)
+            base_url = f"http://127.0.0.1:{port}"
+            wait_answering(base_url + "/health", process, log, timeout_s=20)
+            self.upstreams.append(Upstream("replay", base_url, REPLAY_MODEL, slots))
+        if "llama" in options.upstreams:
+            from fleet.local_worker import (
+                LaunchOptions,
+                LlamaServerProcess,
+                LlamaServerSpec,
+                find_default_model,
+                free_port,
+                local_threads,
+            )
+
+            slots = max(options.levels("llama"))
+            spec = LlamaServerSpec(model_path=find_default_model(), port=free_port(), slots=slots,
+                                   context=max(512, options.tokens + 256) * slots,
+                                   options=LaunchOptions(threads=local_threads()))
+            worker = LlamaServerProcess(spec, log_path=self.var_dir / "llama.log").start()
+            self.stack.callback(worker.stop)
+            worker.wait_healthy(120)
+            self.upstreams.append(Upstream("llama", spec.base_url, LLAMA_MODEL, slots, {"ignore_eos": True}))
+
+    def _start_gateways(self, env: dict[str, str]) -> None:
+        from fleet.local_worker import free_port
+
+        for server in self.options.servers:
+            if importlib.util.find_spec(SERVER_MODULES[server]) is None:
+                self.note(f"{server} is not installed: skipped")
+                continue
+            for count in self.options.processes:
+                if count > 1 and not self.backend.multi_process:
+                    self.note(f"{server} x{count} skipped: several gateway processes need REDIS_URL and a "
+                              "PostgreSQL DATABASE_URL (the embedded default runs one)")
+                    continue
+                group = GatewayGroup(server=server, processes=[], ports=[], logs=[])
+                try:
+                    for index in range(count):
+                        port = free_port()
+                        log = self.var_dir / f"gateway-{server}-x{count}-{index}.log"
+                        process = subprocess.Popen(
+                            server_command(server, port), cwd=ROOT, stdin=subprocess.DEVNULL,
+                            env={**env, "OCS_GATEWAY_SERVER": server, "OCS_GATEWAY_PROCESSES": str(count)},
+                            stdout=self.stack.enter_context(open(log, "ab")), stderr=subprocess.STDOUT,
+                            preexec_fn=_die_with_parent)
+                        self.stack.callback(stop, process)
+                        group.processes.append(process)
+                        group.ports.append(port)
+                        group.logs.append(log)
+                    for process, port, log in zip(group.processes, group.ports, group.logs):
+                        headers = wait_answering(f"http://127.0.0.1:{port}/healthz", process, log)
+                        group.server_header = headers.get("server", "")
+                except RuntimeError as exc:
+                    self.note(f"{group.name} did not start: {exc}")
+                    continue
+                if server not in group.server_header.lower():
+                    self.note(f"{group.name} answers as '{group.server_header}', not {server} "
+                              "(is OCS_GATEWAY_SERVER supported by ocsweb/gateway.py yet?)")
+                self.gateways.append(group)
+
+    def _targets(self, upstream: Upstream, key: str) -> tuple[ChatTarget, list[ChatTarget]]:
+        body: dict[str, object] = {"model": upstream.model, "messages": PROMPT, "stream": True,
+                                   "max_tokens": self.options.tokens, **upstream.extra_body}
+        direct = ChatTarget(DIRECT, [Endpoint.parse(upstream.base_url)], body=body)
+        gateways = [ChatTarget(group.name, group.endpoints, body=body, api_key=key) for group in self.gateways]
+        return direct, gateways
+
+    async def _measure(self, key: str) -> None:
+        options = self.options
+        for upstream in self.upstreams:
+            if upstream.name not in options.upstreams:
+                continue
+            direct, gateways = self._targets(upstream, key)
+            try:
+                for streams in options.levels(upstream.name):
+                    results: dict[str, list[RoundStats]] = {t.name: [] for t in [direct, *gateways]}
+                    for _ in range(options.rounds):
+                        for gateway, group in zip(gateways, self.gateways):
+                            await warm_up(direct, streams=streams)
+                            measured = await run_round(direct, streams=streams, duration_s=options.duration_s,
+                                                       warm=False)
+                            results[direct.name].append(RoundStats.of(measured))
+                            await warm_up(gateway, streams=streams)
+                            pids = [pid for process in group.processes for pid in process_tree(process.pid)]
+                            cpu_before = cpu_seconds(pids)
+                            measured = await run_round(gateway, streams=streams, duration_s=options.duration_s,
+                                                       warm=False)
+                            results[gateway.name].append(
+                                RoundStats.of(measured, server_cpu_s=cpu_seconds(pids) - cpu_before))
+                    levels = [LevelStats(upstream.name, streams, name, tuple(rounds))
+                              for name, rounds in results.items()]
+                    self.report.levels += levels
+                    self.say("")
+                    for line in level_table(levels, heading=(
+                            f"{upstream.name} upstream, {streams} concurrent stream{'s' if streams > 1 else ''} "
+                            f"(median of {options.rounds} rounds of {options.duration_s:g} s)")):
+                        self.say(line)
+                    for level in levels:
+                        for stats in level.rounds:
+                            for sample in stats.error_samples:
+                                self.say(f"  error ({level.target}): {sample}")
+            finally:
+                for target in (direct, *gateways):
+                    target.close()
+        if options.rss_requests:
+            await self._measure_rss(key)
+
+    async def _measure_rss(self, key: str) -> None:
+        replay = next(u for u in self.upstreams if u.name == "replay")
+        _, gateways = self._targets(replay, key)
+        for group, target in zip(self.gateways, gateways):
+            warm = await run_requests(target, concurrency=RSS_CONCURRENCY, requests=RSS_WARM_UP_REQUESTS)
+            pids = [pid for process in group.processes for pid in process_tree(process.pid)]
+            before = {pid: rss_mb(pid) for pid in pids}
+            measured = await run_requests(target, concurrency=RSS_CONCURRENCY, requests=self.options.rss_requests)
+            for pid in pids:
+                self.report.rss.append(RssGrowth(group.name, pid, self.options.rss_requests, before[pid], rss_mb(pid),
+                                                 warm.errors + measured.errors))
+            target.close()
+
+
+def run_bench(options: BenchOptions, say: Say) -> Report:
+    return BenchRun(options, say).run()

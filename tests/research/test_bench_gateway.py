@@ -1,0 +1,177 @@
+"""`manage.py bench_gateway`: the replay upstream's wire (as the official OpenAI SDK reads it),
+the report's arithmetic, and one tiny end-to-end run through a real gateway process."""
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from io import StringIO
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from django.core.management import call_command
+
+from fleet.local_worker import free_port
+from research.gateway_bench.client import ChatTarget, Endpoint, RoundResult, run_requests, run_round
+from research.gateway_bench.report import (
+    DIRECT,
+    LevelStats,
+    RoundStats,
+    check_goals,
+    goal_lines,
+    percentile,
+    ratio,
+    ratio_lines,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKENS = 6
+
+
+@pytest.fixture(scope="module")
+def replay() -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "research.gateway_bench.replay", "--port", str(port), "--tokens", str(TOKENS),
+         "--token-ms", "1", "--slots", "3"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_replay_streams_the_configured_tokens_and_usage_to_the_openai_sdk(replay: str) -> None:
+    client = openai.OpenAI(base_url=replay + "/v1", api_key="unused")
+    contents, finish, usage = [], None, None
+    for chunk in client.chat.completions.create(model="bench-replay", stream=True,
+                                                messages=[{"role": "user", "content": "two words"}]):
+        if chunk.choices and chunk.choices[0].delta.content:
+            contents.append(chunk.choices[0].delta.content)
+        if chunk.choices and chunk.choices[0].finish_reason:
+            finish = chunk.choices[0].finish_reason
+        usage = chunk.usage or usage
+    assert len(contents) == TOKENS
+    assert finish == "length"
+    assert usage is not None and usage.completion_tokens == TOKENS
+    assert usage.total_tokens == usage.prompt_tokens + TOKENS
+
+
+def test_replay_answers_what_register_worker_and_the_monitor_probe(replay: str) -> None:
+    assert httpx.get(replay + "/health").json() == {"status": "ok"}
+    props = httpx.get(replay + "/props").json()
+    assert props["total_slots"] == 3 and props["default_generation_settings"]["n_ctx"] > 0
+    assert [slot["is_processing"] for slot in httpx.get(replay + "/slots").json()] == [False, False, False]
+    assert httpx.get(replay + "/v1/models").json()["data"][0]["id"] == "bench-replay"
+    client = openai.OpenAI(base_url=replay + "/v1", api_key="unused")
+    answer = client.chat.completions.create(model="bench-replay", max_tokens=2,
+                                            messages=[{"role": "user", "content": "hi"}])
+    assert answer.usage is not None and answer.usage.completion_tokens == 2
+    assert httpx.get(replay + "/nowhere").status_code == 404
+
+
+def test_load_generator_counts_every_chunk_on_reused_connections(replay: str) -> None:
+    async def measure() -> tuple[RoundResult, RoundResult]:
+        target = ChatTarget(DIRECT, [Endpoint.parse(replay)],
+                            body={"model": "bench-replay", "messages": [{"role": "user", "content": "x"}],
+                                  "stream": True})
+        try:
+            timed = await run_round(target, streams=2, duration_s=0.3)
+            counted = await run_requests(target, concurrency=3, requests=7)
+        finally:
+            target.close()
+        return timed, counted
+
+    timed, counted = asyncio.run(measure())
+    assert timed.errors == 0 and timed.completions > 2
+    assert timed.content_chunks == TOKENS * timed.completions
+    assert len(timed.ttft_ms) == timed.completions and all(t > 0 for t in timed.ttft_ms)
+    assert (counted.completions, counted.errors) == (7, 0)
+
+
+def test_a_refused_request_is_an_error_with_its_status(replay: str) -> None:
+    async def one() -> str:
+        target = ChatTarget(DIRECT, [Endpoint.parse(replay)], body={"stream": True}, path="/v1/nowhere")
+        try:
+            result = await target.stream()
+        finally:
+            target.close()
+        assert not result.ok
+        return result.error
+
+    assert asyncio.run(one()).startswith("status 404")
+
+
+def _level(target: str, *rounds: tuple[float, float, float], upstream: str = "replay", streams: int = 1,
+           errors: int = 0) -> LevelStats:
+    return LevelStats(upstream, streams, target, tuple(
+        RoundStats(ttft_p50_ms=p50, ttft_p99_ms=p99, completions_per_s=rate, chunks_per_s=rate * 64,
+                   completions=int(rate), errors=errors, duration_s=1.0) for p50, p99, rate in rounds))
+
+
+def test_percentile_interpolates_between_ranks() -> None:
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile([5.0], 99) == 5.0
+    assert percentile([float(v) for v in range(1, 101)], 99) == pytest.approx(99.01)
+    assert math.isnan(percentile([], 50))
+
+
+def test_ratios_use_medians_over_rounds() -> None:
+    direct = _level(DIRECT, (10.0, 20.0, 100.0), (11.0, 22.0, 90.0), (12.0, 21.0, 110.0))
+    gateway = _level("gateway daphne x1", (11.0, 24.0, 99.0), (12.5, 30.0, 80.0), (13.0, 23.0, 95.0))
+    measured = ratio(direct, gateway)
+    assert measured.completions_ratio == pytest.approx(95.0 / 100.0)
+    assert measured.ttft_added_p50_ms == pytest.approx(12.5 - 11.0)
+    assert measured.ttft_added_p99_ms == pytest.approx(24.0 - 21.0)
+
+
+def test_goals_are_judged_only_at_the_levels_that_ran_and_errors_fail_the_128_stream_goal() -> None:
+    at_one = ratio(_level(DIRECT, (5.0, 6.0, 100.0)), _level("gateway uvicorn x1", (6.0, 10.0, 99.0)))
+    at_128 = ratio(_level(DIRECT, (5.0, 6.0, 100.0), streams=128),
+                   _level("gateway uvicorn x1", (6.0, 10.0, 95.0), streams=128, errors=1))
+    checks = {check.goal.what: check.met for check in check_goals([at_one, at_128])}
+    assert checks == {"TTFT added p50": True, "TTFT added p99": True, "completions/s ratio, no errors": False}
+    lines = goal_lines(check_goals([at_one]))
+    assert "  replay 1 stream, gateway uvicorn x1: TTFT added p50 +1.00 ms (target ≤ 1.5 ms): met" in lines
+
+
+def test_a_level_with_no_completions_is_not_met_and_prints_na() -> None:
+    silent = ratio(_level(DIRECT, (math.nan, math.nan, 0.0)), _level("gateway daphne x1", (math.nan, math.nan, 0.0)))
+    assert not any(check.met for check in check_goals([silent]))
+    assert "completions/s n/a of direct" in ratio_lines([silent])[1]
+
+
+RATIO_LINE = re.compile(r"ratio replay (1 stream|2 streams), gateway daphne x1: completions/s (\d+\.\d+) of direct, "
+                        r"TTFT added p50 [+-]\d+\.\d+ ms, p99 [+-]\d+\.\d+ ms, errors 0 \(direct 0\)")
+
+
+@pytest.mark.integration
+def test_bench_gateway_end_to_end_prints_ratios_with_no_errors(tmp_path: Path) -> None:
+    report_path = tmp_path / "bench.json"
+    out = StringIO()
+    call_command("bench_gateway", "--streams", "1,2", "--rounds", "1", "--duration", "0.5", "--tokens", "4",
+                 "--token-ms", "1", "--servers", "daphne", "--embedded", "--json", str(report_path), stdout=out)
+    printed = out.getvalue()
+    found = RATIO_LINE.findall(printed)
+    assert [streams for streams, _ in found] == ["1 stream", "2 streams"], printed
+    assert all(float(value) > 0 for _, value in found)
+    assert "error (" not in printed
+    report = json.loads(report_path.read_text())
+    assert {(level["target"], level["streams"]) for level in report["levels"]} == {
+        (DIRECT, 1), (DIRECT, 2), ("gateway daphne x1", 1), ("gateway daphne x1", 2)}
+    assert all(level["errors"] == 0 and level["completions_per_s"] > 0 for level in report["levels"])
+    assert report["machine"]["cpus"] >= 1 and "daphne" in report["machine"]["versions"]
