@@ -186,7 +186,7 @@ class OpenStream:
         stream without its route's end marker) ends the iteration with `failure` set: the error
         event, in the client's dialect, that relay() sends after the last chunk."""
         deadline = time.monotonic() + settings.OCS["UPSTREAM_MAX_STREAM_S"]
-        tail = b""
+        tail = b""  # the stream's last 64 bytes: where the end marker must be
         try:
             self.usage.feed(self.first_chunk)
             self._note_error(self.first_chunk)
@@ -197,7 +197,7 @@ class OpenStream:
                     self.usage.feed(chunk)
                     self._note_error(chunk)
                     yield chunk
-                    tail = (tail + chunk)[-64:]
+                    tail = chunk[-64:] if len(chunk) >= 64 else (tail + chunk)[-64:]
                     if time.monotonic() > deadline:
                         raise StreamTooLong
             except (*TRANSPORT_ERRORS, StreamTooLong) as exc:

@@ -168,10 +168,11 @@ async def _stream(plan: Plan, record: RequestRecord, protocol: Protocol) -> Http
     opening = asyncio.ensure_future(dispatch.open_stream(path=plan.path, body=plan.body, record=record,
                                                          protocol=protocol, end_marker=plan.end_marker))
     try:
-        await asyncio.wait_for(asyncio.shield(opening), timeout=settings.OCS["STREAM_QUEUE_GRACE_S"])
-    except asyncio.TimeoutError:
-        return event_stream(dispatch.stream_with_keepalive(opening, transform=transform, protocol=protocol,
-                                                           record=record), record)
+        done, _ = await asyncio.wait({opening}, timeout=settings.OCS["STREAM_QUEUE_GRACE_S"])
+        if not done:
+            return event_stream(dispatch.stream_with_keepalive(opening, transform=transform, protocol=protocol,
+                                                               record=record), record)
+        stream = opening.result()  # a refusal raises here, with its HTTP status
     except BaseException:
         if not opening.done():
             opening.cancel()
@@ -179,7 +180,7 @@ async def _stream(plan: Plan, record: RequestRecord, protocol: Protocol) -> Http
         elif not opening.cancelled() and opening.exception() is None:
             await opening.result().close()
         raise
-    return event_stream(dispatch.relay(opening.result(), transform), record)
+    return event_stream(dispatch.relay(stream, transform), record)
 
 
 async def _ended_when_done(chunks: AsyncGenerator[bytes, None], record: RequestRecord) -> AsyncIterator[bytes]:

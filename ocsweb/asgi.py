@@ -3,7 +3,7 @@
 Two Django handlers share one URLconf. The hot paths (the public API, Copilot's Ollama routes,
 the probes) go to BareASGIHandler; the admin and the pages keep Django's full handler.
 
-Why (measured with benchmarks/gateway_overhead.py, p50 time to first token added by the gateway):
+Why (measured with the former benchmarks/gateway_overhead.py, now `manage.py bench_gateway`; p50 time to first token added by the gateway):
 under ASGI every classic middleware runs its hooks through sync_to_async on one shared thread
 (two thread hops per middleware), and the request_started / request_finished signals cost two
 more hops for receivers that act on that shared thread's database connection — which the API
@@ -26,6 +26,7 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
 from django.core.exceptions import RequestAborted  # noqa: E402
+from django.http import StreamingHttpResponse  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E402
 from django.urls import set_script_prefix  # noqa: E402
 
@@ -67,7 +68,10 @@ class BareASGIHandler(ASGIHandler):
         async def process_request(request, send):  # noqa: ANN001, ANN202
             response = await self.run_get_response(request)
             try:
-                await self.send_response(response, send)
+                if isinstance(response, StreamingHttpResponse) and response.is_async and not response.cookies:
+                    await _send_stream(response, send)
+                else:
+                    await self.send_response(response, send)
             except asyncio.CancelledError:
                 pass  # the client disconnected, or the server is stopping, while the response was sent
             finally:
@@ -112,6 +116,19 @@ class BareASGIHandler(ASGIHandler):
         else:
             _close_without_signal(response)
         body_file.close()
+
+
+async def _send_stream(response, send) -> None:  # noqa: ANN001
+    """Django's send_response for the hot path's streams, minus three wrapping generators and
+    the re-chunking Django applies to every part: the pipeline's chunks are bytes already, and
+    each goes to the server as it comes (measured with `manage.py bench_gateway`). Closing the
+    body stays with _close_stream_body."""
+    headers = [(name.encode("ascii"), value.encode("latin1")) for name, value in response.items()]
+    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+    async for chunk in response._iterator:  # the body as given (Django 5.2 pinned)
+        if chunk:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body"})
 
 
 async def _close_stream_body(response) -> None:  # noqa: ANN001
