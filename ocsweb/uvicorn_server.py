@@ -106,7 +106,7 @@ def serve(argv: list[str], *, grace_s: float) -> None:
         args.application, host=args.host, port=args.port,
         loop="uvloop", http="httptools", ws="websockets-sansio",
         lifespan="off",  # Django's handler answers HTTP and WebSocket scopes only
-        proxy_headers=False, server_header=False,
+        proxy_headers=False,
         access_log=log_config is not None, log_config=log_config,
         timeout_graceful_shutdown=int(grace_s),
     )

@@ -149,11 +149,14 @@ def stop(process: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
         process.wait()
 
 
+GATEWAY_SERVERS = ("daphne", "uvicorn")  # what ocsweb.gateway runs (OCS_GATEWAY_SERVER)
+
+
 def server_command(server: str, port: int) -> list[str]:
     """How each ASGI server is started on the gateway's application. daphne and uvicorn go
     through ocsweb.gateway (OCS_GATEWAY_SERVER picks one); granian and hypercorn are measured
     with their own CLIs, without the gateway's start-up guard and shutdown flush."""
-    if server in ("daphne", "uvicorn"):
+    if server in GATEWAY_SERVERS:
         return [sys.executable, "-m", "ocsweb.gateway", "-b", "127.0.0.1", "-p", str(port),
                 "--access-log", os.devnull, "ocsweb.asgi:application"]
     if server == "granian":
@@ -445,7 +448,8 @@ class BenchRun:
                         log = self.var_dir / f"gateway-{server}-x{count}-{index}.log"
                         process = subprocess.Popen(
                             server_command(server, port), cwd=ROOT, stdin=subprocess.DEVNULL,
-                            env={**env, "OCS_GATEWAY_SERVER": server, "OCS_GATEWAY_PROCESSES": str(count)},
+                            env={**env, "OCS_GATEWAY_PROCESSES": str(count),
+                                 **({"OCS_GATEWAY_SERVER": server} if server in GATEWAY_SERVERS else {})},
                             stdout=self.stack.enter_context(open(log, "ab")), stderr=subprocess.STDOUT,
                             preexec_fn=_die_with_parent)
                         self.stack.callback(stop, process)
@@ -459,8 +463,7 @@ class BenchRun:
                     self.note(f"{group.name} did not start: {exc}")
                     continue
                 if server not in group.server_header.lower():
-                    self.note(f"{group.name} answers as '{group.server_header}', not {server} "
-                              "(is OCS_GATEWAY_SERVER supported by ocsweb/gateway.py yet?)")
+                    self.note(f"{group.name} answers as '{group.server_header}', not {server}")
                 self.gateways.append(group)
 
     def _targets(self, upstream: Upstream, key: str) -> tuple[ChatTarget, list[ChatTarget]]:
