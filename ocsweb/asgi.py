@@ -1,4 +1,4 @@
-"""ASGI entry point, served by daphne: `python -m ocsweb.gateway … ocsweb.asgi:application`.
+"""ASGI entry point, served by uvicorn or daphne: `python -m ocsweb.gateway … ocsweb.asgi:application`.
 
 Two Django handlers share one URLconf. The hot paths (the public API, Copilot's Ollama routes,
 the probes) go to BareASGIHandler; the admin and the pages keep Django's full handler.
@@ -87,7 +87,7 @@ class BareASGIHandler(ASGIHandler):
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
-            # The server is stopping (daphne cancels every request on SIGTERM). Let the view
+            # The server is stopping (daphne cancels every request on SIGTERM, uvicorn those still running after its grace). Let the view
             # unwind before the loop ends: it frees its slot and writes its request log row.
             for task in tasks:
                 task.cancel()

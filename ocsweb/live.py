@@ -51,6 +51,10 @@ class LiveStateUnavailable(RuntimeError):
 # How long one Redis operation may take before the request is told Redis is unavailable (s).
 REDIS_CONNECT_TIMEOUT_S = 2.0
 REDIS_SOCKET_TIMEOUT_S = 5.0
+# Connections per gateway process. Requests beyond it wait (up to REDIS_SOCKET_TIMEOUT_S) for one
+# to come free: redis-py's default pool refuses the 101st concurrent command at once, which under
+# 128 streams turned into 503s (found by `manage.py bench_gateway`).
+REDIS_MAX_CONNECTIONS = 256
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -268,7 +272,9 @@ class RedisLiveState:
         loop_id = id(asyncio.get_running_loop())
         client = self._clients.get(loop_id)
         if client is None:
-            client = self._aioredis.Redis.from_url(self._url, **self._timeouts)
+            pool = self._aioredis.BlockingConnectionPool.from_url(
+                self._url, max_connections=REDIS_MAX_CONNECTIONS, timeout=REDIS_SOCKET_TIMEOUT_S, **self._timeouts)
+            client = self._aioredis.Redis(connection_pool=pool)
             self._clients[loop_id] = client
         return client
 

@@ -1,6 +1,6 @@
 """Shared fixtures: personas, the back end in use, and the real processes of integration tests.
 
-One llama-server (SmolLM2) and one daphne gateway are started per test session and shared by
+One llama-server (SmolLM2) and one gateway (uvicorn, the default server) are started per test session and shared by
 every integration test; each test registers its own worker rows and keys.
 """
 from __future__ import annotations
@@ -202,7 +202,7 @@ def start_gateway(log_path: Path, **env_overrides: str) -> Gateway:
 
 @pytest.fixture(scope="session")
 def gateway(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Gateway]:  # noqa: ANN001
-    """daphne serving ocsweb.asgi against the test database, for the whole session."""
+    """The gateway (uvicorn) serving ocsweb.asgi against the test database, for the whole session."""
     with django_db_blocker.unblock():
         running = start_gateway(tmp_path_factory.mktemp("gateway") / "gateway.log")
     try:

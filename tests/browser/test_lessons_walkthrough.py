@@ -6,7 +6,7 @@ Playwright drives Debian's Chromium (/usr/bin/chromium; scripts/ensure_browser.s
 headless; it never downloads a browser. Sign-in pages are the portal's, so the browser gets the
 session cookie of a session created by Django's test client. Pages come from pytest-django's
 live server (it serves the static files too, so the screenshot shows the real layout); the
-request goes through the session's daphne gateway, which writes to the same test database.
+request goes through the session's gateway, which writes to the same test database.
 """
 from __future__ import annotations
 

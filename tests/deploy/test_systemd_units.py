@@ -69,7 +69,7 @@ def test_unit_is_hardened_and_restarts_on_failure(unit: Path) -> None:
 def test_gateway_unit_runs_the_redacting_gateway_on_its_instance_port() -> None:
     service = read_unit(ROOT / "deploy" / "systemd" / "ocs-gateway@.service")["Service"]
     command = service["ExecStart"].split()
-    assert command[1:3] == ["-m", "ocsweb.gateway"]  # daphne with keys redacted, graceful stop
+    assert command[1:3] == ["-m", "ocsweb.gateway"]  # uvicorn (or daphne) with keys redacted, graceful stop
     assert command[command.index("-p") + 1] == "%i"
     assert command[command.index("-b") + 1] == "127.0.0.1"  # only nginx reaches it
     # The gateway waits up to UNWIND_GRACE_S for requests to unwind, then flushes its log.

@@ -1,4 +1,4 @@
-"""The smallest real path: the official openai SDK -> daphne gateway -> real llama-server."""
+"""The smallest real path: the official openai SDK -> gateway (uvicorn) -> real llama-server."""
 from __future__ import annotations
 
 import json

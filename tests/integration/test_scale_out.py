@@ -1,5 +1,5 @@
 """Two gateway processes behind one address, one database, one Redis: limits, revocation and
-worker slots hold across both (the production shape: several daphne processes or hosts).
+worker slots hold across both (the production shape: several gateway processes or hosts).
 Only meaningful with Redis: the embedded default is one process by design."""
 from __future__ import annotations
 

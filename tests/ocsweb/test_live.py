@@ -110,3 +110,17 @@ def test_queue_depths_add_up_across_processes_and_vanish_with_a_dead_one(kind: s
         assert first.queue_depths_sync() == {}
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_hundreds_of_requests_at_once_wait_for_a_connection_instead_of_failing(kind: str) -> None:
+    """A busy gateway process has hundreds of requests touching live state at the same moment;
+    redis-py's default pool refuses the 101st at once (MaxConnectionsError, which became 503s
+    at 128 streams in bench_gateway). They must queue for a connection instead."""
+    (live,) = make_backends(kind)
+
+    async def burst() -> list[str | None]:
+        return await asyncio.gather(*(live.claim("burst", 1000, 30) for _ in range(400)))
+
+    leases = asyncio.run(burst())
+    assert all(leases) and len(set(leases)) == 400

@@ -1,6 +1,6 @@
 """`python manage.py demo`: the whole system on one machine, for a newcomer.
 
-It runs the same parts as production: the daphne gateway, the health monitor (fleet_monitor),
+It runs the same parts as production: the gateway (uvicorn), the health monitor (fleet_monitor),
 the django-q2 cluster for periodic sweeps, and a rig agent that launches and supervises N local
 llama-server workers (SmolLM2, CPU) and registers them over the agent API. It creates
 demo-teacher and demo-student, issues the student a fresh key and prints how to use it.
