@@ -58,6 +58,17 @@ async def read_capped(response: UpstreamResponse, limit: int) -> bytes:
     return b"".join(parts)
 
 
+async def _post_whole(url: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    """POST and read the whole answer (capped: AnswerTooLarge past ANSWER_LIMIT_BYTES; an error's
+    first ERROR_LIMIT_BYTES); the connection is released or closed before it returns."""
+    response = await upstream.post(url, body)
+    try:
+        return response.status_code, await read_capped(
+            response, ANSWER_LIMIT_BYTES if response.status_code < 400 else ERROR_LIMIT_BYTES)
+    finally:
+        await response.aclose()
+
+
 def _status_detail(status: int) -> str:
     # llama-server answers 503 on every route while it loads its model.
     return "still loading its model" if status == 503 else f"status {status}"
@@ -113,25 +124,20 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestRecord
         slot = await acquire_slot(want)
         record.slot = slot
         try:
-            response = await upstream.post(slot.worker.base_url + path, body)
-            try:
-                content = await read_capped(response, ANSWER_LIMIT_BYTES if response.status_code < 400
-                                            else ERROR_LIMIT_BYTES)
-            finally:
-                await response.aclose()
+            status, content = await _post_whole(slot.worker.base_url + path, body)
         except (*RETRYABLE_ERRORS, AnswerTooLarge) as exc:
             await _worker_failed(want, slot, type(exc).__name__)
             continue
         finally:
             await slot.release()
-        if response.status_code == 503:
+        if status == 503:
             await _wait_while_loading(want, slot)
             continue
-        if response.status_code >= 500:
-            await _worker_failed(want, slot, _status_detail(response.status_code))
+        if status >= 500:
+            await _worker_failed(want, slot, _status_detail(status))
             continue
-        if response.status_code >= 400:
-            error = errors.from_llama_server(response.status_code, content)
+        if status >= 400:
+            error = errors.from_llama_server(status, content)
             if await _too_small(want, slot.worker, error):
                 continue
             raise error
@@ -146,7 +152,7 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestRecord
         _first_byte(want, record, slot)
         record.usage.absorb(answer)
         count_tokens(want.model_id, record.usage)
-        return response.status_code, content
+        return status, content
     raise errors.upstream_failed("; ".join(want.failed.values()) or "no worker answered")
 
 
@@ -342,20 +348,15 @@ async def forward_light(*, path: str, body: dict[str, Any], record: RequestRecor
     for candidate in decision.ranked[: settings.OCS["UPSTREAM_MAX_TRIES"]]:
         worker = candidate.worker
         try:
-            response = await upstream.post(worker.base_url + path, body)
-            try:
-                content = await read_capped(response, ANSWER_LIMIT_BYTES if response.status_code < 400
-                                            else ERROR_LIMIT_BYTES)
-            finally:
-                await response.aclose()
+            status, content = await _post_whole(worker.base_url + path, body)
         except (*RETRYABLE_ERRORS, AnswerTooLarge) as exc:
             want.failed[worker.id] = f"{worker.name}: {type(exc).__name__}"
             continue
-        if response.status_code >= 500:
-            want.failed[worker.id] = f"{worker.name}: {_status_detail(response.status_code)}"
+        if status >= 500:
+            want.failed[worker.id] = f"{worker.name}: {_status_detail(status)}"
             continue
-        if response.status_code >= 400:
-            raise errors.from_llama_server(response.status_code, content)
+        if status >= 400:
+            raise errors.from_llama_server(status, content)
         record.worker_id, record.worker_name = worker.id, worker.name  # counted, not generated: nothing charged
-        return response.status_code, content
+        return status, content
     raise errors.upstream_failed("; ".join(want.failed.values()))

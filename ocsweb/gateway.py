@@ -2,17 +2,19 @@
 (OCS_GATEWAY_SERVER=daphne), with an access log that never shows an API key.
 
 `python -m ocsweb.gateway -b 127.0.0.1 -p 8000 ocsweb.asgi:application` starts either; under
-daphne it takes all of daphne's own arguments. Daphne writes its access log straight to a stream, past Python logging and its
-filters, and Copilot's Ollama route carries the key in the URL path (/ollama/<key>/…), so the
-access log entries are redacted here.
+daphne it takes all of daphne's own arguments. Copilot's Ollama route carries the key in the URL
+path (/ollama/<key>/…), so the access log entries are redacted here: daphne writes its access log
+straight to a stream, past Python logging and its filters, hence the generator below; uvicorn's
+goes through a logging filter.
 
 It refuses to start (exit 2, the reason on stderr) where it would run beside other gateway
 processes without Redis: OCS_GATEWAY_PROCESSES above 1 without REDIS_URL, or, in production
 without Redis, a second process on the same host (ocsweb/lib/gateway_guard.py).
 
 On SIGTERM or Ctrl-C daphne cancels the requests still running (uvicorn first gives them
-UNWIND_GRACE_S to finish), waits until each has unwound (closed its upstream stream, settled its token budget, handed its request log row to
-the writer) and stops; the rows still buffered are then written before the process exits.
+UNWIND_GRACE_S to finish), waits until each has unwound (closed its upstream stream, settled its
+token budget, handed its request log row to the writer) and stops; the rows still buffered are
+then written before the process exits.
 """
 from __future__ import annotations
 
