@@ -18,6 +18,7 @@ Behaviour kept from the daphne gateway:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import logging
 import signal
@@ -40,6 +41,19 @@ class RedactAccessLog(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
             record.args = tuple(redact(arg) if isinstance(arg, str) else arg for arg in record.args)
+        return True
+
+
+class QuietShutdownCancel(logging.Filter):
+    """uvicorn logs each request it cancels at the end of the shutdown grace as "Exception in
+    ASGI application" with a CancelledError traceback. It is the expected end of a stream that
+    outlived the grace (its row is still written): one warning line, no traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError):
+            record.msg, record.args, record.exc_info, record.exc_text = (
+                "stopping: cancelled a request still running after the shutdown grace", None, None, None)
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
 
 
@@ -102,6 +116,7 @@ def serve(argv: list[str], *, grace_s: float) -> None:
     log_config = access_log_config(args.access_log)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s",
                         stream=sys.stderr)
+    logging.getLogger("uvicorn.error").addFilter(QuietShutdownCancel())
     config = uvicorn.Config(
         args.application, host=args.host, port=args.port,
         loop="uvloop", http="httptools", ws="websockets-sansio",

@@ -39,3 +39,23 @@ def test_an_unknown_server_stops_start_up_with_a_clear_message() -> None:
                             text=True, env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "ocsweb.settings",
                                             "OCS_GATEWAY_SERVER": "gunicorn", "OCS_ENV": "test"})
     assert result.returncode != 0 and "OCS_GATEWAY_SERVER='gunicorn' is not a gateway server" in result.stderr
+
+
+def test_a_request_cancelled_at_the_end_of_the_grace_is_one_warning_line() -> None:
+    import asyncio
+
+    from ocsweb.uvicorn_server import QuietShutdownCancel
+
+    try:
+        raise asyncio.CancelledError("Task cancelled, timeout graceful shutdown exceeded")
+    except asyncio.CancelledError:
+        record = logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, "Exception in ASGI application",
+                                   None, sys.exc_info())
+    assert QuietShutdownCancel().filter(record)
+    assert record.levelno == logging.WARNING and record.exc_info is None and "cancelled" in record.getMessage()
+    try:
+        raise ValueError("a real bug")
+    except ValueError:
+        bug = logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, "Exception in ASGI application",
+                                None, sys.exc_info())
+    assert QuietShutdownCancel().filter(bug) and bug.levelno == logging.ERROR and bug.exc_info is not None
