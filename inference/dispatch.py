@@ -196,14 +196,14 @@ class OpenStream:
         try:
             self.usage.feed(self.first_chunk)
             self._note_error(self.first_chunk)
+            tail = self._passed(self.first_chunk, b"")
             yield self.first_chunk
-            tail = self.first_chunk[-64:]
             try:
                 async for chunk in self.chunks:
                     self.usage.feed(chunk)
                     self._note_error(chunk)
+                    tail = self._passed(chunk, tail)
                     yield chunk
-                    tail = chunk[-64:] if len(chunk) >= 64 else (tail + chunk)[-64:]
                     if time.monotonic() > deadline:
                         raise StreamTooLong
             except (*TRANSPORT_ERRORS, StreamTooLong) as exc:
@@ -215,6 +215,14 @@ class OpenStream:
                 await self._fail("the worker's answer ended early; please retry")
         finally:
             await self.close()
+
+    def _passed(self, chunk: bytes, tail: bytes) -> bytes:
+        """The stream's last 64 bytes once `chunk` is handed on; notes the answer as delivered
+        when the worker's end marker is among them."""
+        tail = chunk[-64:] if len(chunk) >= 64 else (tail + chunk)[-64:]
+        if self.end_marker and self.end_marker in tail:
+            self.record.answer_delivered = True
+        return tail
 
     def _note_error(self, chunk: bytes) -> None:
         if b'{"error"' in chunk:  # an error object the worker sent mid-stream: passed on as it is

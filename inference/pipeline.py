@@ -185,7 +185,9 @@ async def _stream(plan: Plan, record: RequestRecord, protocol: Protocol) -> Http
 
 async def _ended_when_done(chunks: AsyncGenerator[bytes, None], record: RequestRecord) -> AsyncIterator[bytes]:
     """The stream's body; the request ends after its last chunk, or when the client leaves (499,
-    with what was delivered), or when the worker failed mid-answer (its error code)."""
+    with what was delivered), or when the worker failed mid-answer (its error code). A client
+    that leaves once the worker's end marker was handed on had the whole answer: 200 (the OpenAI
+    SDK closes on `[DONE]`, often before this generator is resumed past its last chunk)."""
     completed = False
     try:
         async with aclosing(chunks) as body:
@@ -193,6 +195,7 @@ async def _ended_when_done(chunks: AsyncGenerator[bytes, None], record: RequestR
                 yield chunk
         completed = True
     finally:
+        completed = completed or record.answer_delivered
         status = 200 if completed else CLIENT_CLOSED
         await end(record, status=status, error_code=record.stream_error or ("" if completed else "client_closed"))
 

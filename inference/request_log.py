@@ -61,6 +61,9 @@ class RequestRecord:
     ticket: Ticket | None = None
     slot: Slot | None = None  # the worker slot last claimed for it (released by dispatch; end() makes sure)
     stream_error: str = ""  # an error event sent after the 200 (worker died mid-answer, queue timeout)
+    # The worker's end marker has been handed on: a client that closes after this point (the
+    # OpenAI SDK closes as soon as it reads `data: [DONE]`) had the whole answer.
+    answer_delivered: bool = False
     finished: bool = False
 
     def identify(self, identity: KeyIdentity) -> None:

@@ -72,7 +72,7 @@ def two_gateways(transactional_db, tmp_path) -> Iterator[tuple[Gateway, Gateway,
 
 
 def handled_by(gateway: Gateway) -> int:
-    return gateway.log().count('"POST /v1/chat/completions"')
+    return gateway.log().count('"POST /v1/chat/completions')  # daphne and uvicorn access logs alike
 
 
 def test_a_rate_limit_admits_exactly_k_across_both_gateways(two_gateways, worker) -> None:  # noqa: ANN001
