@@ -25,15 +25,21 @@ pytestmark = pytest.mark.integration
 SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
 
 
-def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
-    browser, live_server, gateway, worker, student, student_key,  # noqa: ANN001
-) -> None:
+def signed_in_context(browser, live_server, user):  # noqa: ANN001, ANN201
+    """A desktop-sized browser context carrying `user`'s session cookie."""
     test_client = Client()
-    test_client.force_login(student)
+    test_client.force_login(user)
     context = browser.new_context(viewport={"width": 1366, "height": 900})
     context.set_default_timeout(30_000)
     context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": live_server.url,
                           "value": test_client.cookies[settings.SESSION_COOKIE_NAME].value}])
+    return context
+
+
+def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
+    browser, live_server, gateway, worker, student, student_key,  # noqa: ANN001
+) -> None:
+    context = signed_in_context(browser, live_server, student)
     page = context.new_page()
     lesson = load_catalogue().lesson("editors")
     assert lesson is not None
@@ -104,12 +110,7 @@ def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
 def test_a_teacher_ticks_the_manual_check_and_sees_the_class_table(  # noqa: ANN001
     browser, live_server, teacher, student, transactional_db,
 ) -> None:
-    test_client = Client()
-    test_client.force_login(teacher)
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
-    context.set_default_timeout(30_000)
-    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": live_server.url,
-                          "value": test_client.cookies[settings.SESSION_COOKIE_NAME].value}])
+    context = signed_in_context(browser, live_server, teacher)
     page = context.new_page()
 
     page.goto(f"{live_server.url}/ground0/")
