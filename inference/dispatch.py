@@ -29,7 +29,7 @@ from inference.admission import Slot, Want, acquire_slot, rank
 from inference.metrics import FIRST_BYTE, count_tokens
 from inference.protocols.base import Protocol, StreamTransform
 from inference.request_log import RequestRecord
-from inference.upstream import RETRYABLE_ERRORS, TRANSPORT_ERRORS, UpstreamResponse
+from inference.upstream import TRANSPORT_ERRORS, UpstreamResponse
 from inference.usage import UsageSniffer
 from ocsweb.live import live_state
 
@@ -125,7 +125,7 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestRecord
         record.slot = slot
         try:
             status, content = await _post_whole(slot.worker.base_url + path, body)
-        except (*RETRYABLE_ERRORS, AnswerTooLarge) as exc:
+        except (*TRANSPORT_ERRORS, AnswerTooLarge) as exc:
             await _worker_failed(want, slot, type(exc).__name__)
             continue
         finally:
@@ -282,7 +282,7 @@ async def open_stream(*, path: str, body: dict[str, Any], record: RequestRecord,
                                 model_id=want.model_id, record=record, protocol=protocol, end_marker=end_marker)
             handed_over = True
             return stream
-        except RETRYABLE_ERRORS as exc:
+        except TRANSPORT_ERRORS as exc:
             await _worker_failed(want, slot, type(exc).__name__)
             continue
         finally:
@@ -357,7 +357,7 @@ async def forward_light(*, path: str, body: dict[str, Any], record: RequestRecor
         worker = candidate.worker
         try:
             status, content = await _post_whole(worker.base_url + path, body)
-        except (*RETRYABLE_ERRORS, AnswerTooLarge) as exc:
+        except (*TRANSPORT_ERRORS, AnswerTooLarge) as exc:
             want.failed[worker.id] = f"{worker.name}: {type(exc).__name__}"
             continue
         if status >= 500:

@@ -17,7 +17,6 @@ from django.conf import settings
 # Failures of the connection to a worker (refused, reset, closed mid-answer, silent past the
 # read timeout). Before the worker sent anything they are safe to retry on another worker.
 TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError)
-RETRYABLE_ERRORS = TRANSPORT_ERRORS
 # llama-server (cpp-httplib) closes idle keep-alive connections after 5 s. Expire ours well
 # before that, so a request rarely meets a connection the worker has just closed.
 KEEPALIVE_EXPIRY_S = 2.0
