@@ -14,3 +14,9 @@ def acting_user(request: HttpRequest) -> User | None:
     """The signed-in person behind an admin or portal request, for the audit log."""
     user = getattr(request, "user", None)
     return user if isinstance(user, User) else None
+
+
+def record_teacher_action(sender: object, *, actor: User | None, action: str, subject: str, detail: str = "",
+                          **_: object) -> None:
+    """Receiver of fleet's teacher_action signal (fleet sits below accounts and cannot import this)."""
+    audit_record(actor=actor, action=action, subject=subject, detail=detail)

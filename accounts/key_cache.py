@@ -18,10 +18,10 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
-from accounts.keys import hash_matches, parse_prefix
+from core.keys import hash_matches, parse_prefix
 from accounts.limits import Caps, Policy, resolve
-from ocsweb.lib.db import fresh_connection
-from ocsweb.live import live_state
+from core.db import fresh_connection
+from core.live import live_state
 
 GENERATION = "keys"
 

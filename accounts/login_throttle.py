@@ -14,7 +14,7 @@ from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
-from ocsweb.lib.client_address import client_address
+from core.client_address import client_address
 
 ADDRESS_FACTOR = 10
 

@@ -7,8 +7,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.audit import audit_record
-from accounts.keys import generate_key
+from accounts.key_cache import key_cache_invalidate
 from accounts.models import ApiKey, Classroom, User
+from core.keys import generate_key
 from fleet.models import Pool
 
 
@@ -23,15 +24,35 @@ def user_ensure(*, username: str, role: str, password: str | None = None) -> tup
     return user, created
 
 
+MAX_ACTIVE_KEYS = 10
+
+
+class TooManyKeys(Exception):
+    """A student already holds MAX_ACTIVE_KEYS keys that are not revoked."""
+
+    def __init__(self) -> None:
+        super().__init__(f"You already have {MAX_ACTIVE_KEYS} active keys; revoke one first.")
+
+
 def key_issue(
-    *, user: User, name: str = "default", pool: Pool | None = None, expires_at: datetime | None = None
+    *, user: User, name: str = "default", pool: Pool | None = None, expires_at: datetime | None = None,
+    enforce_limit: bool = True,
 ) -> tuple[ApiKey, str]:
-    """Create a key; returns the row and the raw key, which is never stored or shown again."""
+    """Create a key; returns the row and the raw key, which is never stored or shown again.
+
+    A student holds at most MAX_ACTIVE_KEYS unrevoked keys: past that TooManyKeys is raised.
+    The count and the insert are one serialized step: PostgreSQL locks the owner's row;
+    SQLite's transactions here are IMMEDIATE (core/env.py), so a second writer waits for the
+    first to commit. An operator (`issue_key --force`) may pass `enforce_limit=False`.
+    """
     pool = pool or Pool.objects.get_default()
     for _ in range(5):
         new = generate_key()
         try:
             with transaction.atomic():
+                User.objects.select_for_update().filter(pk=user.pk).first()
+                if enforce_limit and active_key_count(user) >= MAX_ACTIVE_KEYS:
+                    raise TooManyKeys()
                 key = ApiKey.objects.create(
                     user=user,
                     pool=pool,
@@ -46,13 +67,15 @@ def key_issue(
     raise RuntimeError("could not draw a unique key prefix")
 
 
+def active_key_count(user: User) -> int:
+    return ApiKey.objects.filter(user=user, revoked_at__isnull=True).count()
+
+
 def key_revoke(*, key: ApiKey, actor: User | None = None) -> ApiKey:
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
         audit_record(actor=actor, action="key.revoked", subject=key.user.username, detail=f"{key.display} ({key.name})")
-    from accounts.key_cache import key_cache_invalidate
-
     key_cache_invalidate(prefix=key.prefix)
     return key
 
@@ -62,8 +85,6 @@ def user_set_active(*, user: User, active: bool, actor: User | None = None) -> U
     user.is_active = active
     user.save(update_fields=["is_active"])
     audit_record(actor=actor, action="student.enabled" if active else "student.disabled", subject=user.username)
-    from accounts.key_cache import key_cache_invalidate
-
     for prefix in user.api_keys.values_list("prefix", flat=True):
         key_cache_invalidate(prefix=prefix)
     return user
@@ -98,8 +119,6 @@ def limits_describe(target: Classroom | User | ApiKey, fields: list[str]) -> str
 def limits_changed(*, target: Classroom | User | ApiKey, actor: User | None, fields: list[str]) -> None:
     """Audit and propagate a limit change already saved (the admin saves forms itself)."""
     audit_record(actor=actor, action="limits.changed", subject=_subject(target), detail=limits_describe(target, fields))
-    from accounts.key_cache import key_cache_invalidate
-
     key_cache_invalidate()
 
 

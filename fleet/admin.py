@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 
-from accounts.audit import acting_user
 from fleet.models import CatalogModel, Gpu, Pool, PoolEvent, Rig, Worker, WorkerEvent
 from fleet.services import worker_disable, worker_drain, worker_enable, worker_move
 
@@ -20,9 +20,13 @@ class WorkerEventInline(admin.TabularInline):
         return False
 
 
+def _actor(request: HttpRequest) -> AbstractBaseUser | None:
+    return request.user if isinstance(request.user, AbstractBaseUser) and request.user.is_authenticated else None
+
+
 def _bulk(action, verb: str):  # noqa: ANN001, ANN202
     def run(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Worker]) -> None:
-        changed = sum(1 for worker in queryset if action(worker=worker, actor=acting_user(request)))
+        changed = sum(1 for worker in queryset if action(worker=worker, actor=_actor(request)))
         modeladmin.message_user(request, f"{verb} {changed} worker(s).", messages.SUCCESS)
 
     run.short_description = f"{verb.capitalize()} selected workers"  # type: ignore[attr-defined]
@@ -34,7 +38,7 @@ def _move_to(pool_name: str):  # noqa: ANN202
     def run(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Worker]) -> None:
         pool = Pool.objects.get(name=pool_name)
         for worker in queryset.select_related("pool"):
-            worker_move(worker=worker, pool=pool, actor=acting_user(request))
+            worker_move(worker=worker, pool=pool, actor=_actor(request))
         modeladmin.message_user(request, f"Moved {queryset.count()} worker(s) to {pool_name}.", messages.SUCCESS)
 
     run.short_description = f"Move selected workers to pool {pool_name}"  # type: ignore[attr-defined]

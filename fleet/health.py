@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from django.core.cache import cache
 
 from fleet.hysteresis import HealthTracker, Observation
-from ocsweb.live import LiveStateUnavailable, live_state
+from core.live import LiveStateUnavailable, live_state
 
 log = logging.getLogger(__name__)
 

@@ -169,7 +169,7 @@ class LlamaServerSpec:
         return f"http://{self.host}:{self.port}"
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Linux: the child gets SIGTERM if the process that started it dies, even by SIGKILL,
     so a crashed demo or test run leaves no orphan llama-server behind."""
     try:
@@ -208,7 +208,7 @@ class LlamaServerProcess:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=env,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         return self
 

@@ -7,7 +7,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.keys import RIG_SCHEME, generate_key, hash_matches, parse_prefix
+from core.keys import RIG_SCHEME, generate_key, hash_matches, parse_prefix
 from fleet.models import Gpu, Rig, Worker
 from fleet.services import worker_process_started, worker_register, worker_set_state
 

@@ -1,7 +1,7 @@
 """The scheduling decision: a pure function over a snapshot of the fleet and its live load.
 
 No Django, no I/O: unit tests feed it snapshots. Claiming the chosen worker's slot is a separate
-atomic step (ocsweb.live), so the choice here is a ranked preference list with a reason for
+atomic step (core.live), so the choice here is a ranked preference list with a reason for
 each place, and the gateway walks it until a claim succeeds.
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from fleet.scheduler import WorkerView
-from ocsweb.lib.db import fresh_connection
+from core.db import fresh_connection
 
 
 @dataclass(frozen=True)

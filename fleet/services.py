@@ -6,9 +6,10 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.audit import audit_record
-from accounts.models import User
+from django.contrib.auth.base_user import AbstractBaseUser
+
 from fleet.models import CatalogModel, Pool, Worker, WorkerEvent
+from fleet.signals import teacher_action
 
 
 def catalog_model_ensure(*, public_id: str, context_length: int | None = None) -> CatalogModel:
@@ -131,7 +132,7 @@ def worker_process_started(*, worker: Worker, pid: int, started_at: datetime) ->
     return False
 
 
-def worker_move(*, worker: Worker, pool: Pool, actor: User | None = None) -> Worker:
+def worker_move(*, worker: Worker, pool: Pool, actor: AbstractBaseUser | None = None) -> Worker:
     """Move a worker to another pool; its in-flight requests finish where they are."""
     if worker.pool_id != pool.id:
         previous = worker.pool.name
@@ -139,29 +140,29 @@ def worker_move(*, worker: Worker, pool: Pool, actor: User | None = None) -> Wor
         worker.save(update_fields=["pool"])
         reason = f"moved from pool {previous} to {pool.name}"
         WorkerEvent.objects.create(worker=worker, from_state=worker.state, to_state=worker.state, reason=reason)
-        audit_record(actor=actor, action="worker.moved", subject=worker.name, detail=reason)
+        teacher_action.send(sender=Worker, actor=actor, action="worker.moved", subject=worker.name, detail=reason)
     return worker
 
 
-def _teacher_sets_state(*, worker: Worker, state: str, action: str, actor: User | None) -> bool:
+def _teacher_sets_state(*, worker: Worker, state: str, action: str, actor: AbstractBaseUser | None) -> bool:
     verb = action.split(".")[1]
     changed = worker_set_state(worker=worker, state=state,
-                               reason=f"{verb} by {actor.username if actor else 'an operator'}")
+                               reason=f"{verb} by {actor.get_username() if actor else 'an operator'}")
     if changed:
-        audit_record(actor=actor, action=action, subject=worker.name)
+        teacher_action.send(sender=Worker, actor=actor, action=action, subject=worker.name, detail="")
     return changed
 
 
-def worker_drain(*, worker: Worker, actor: User | None = None) -> bool:
+def worker_drain(*, worker: Worker, actor: AbstractBaseUser | None = None) -> bool:
     """No new requests; those in flight finish (their slots are leases, untouched here)."""
     return _teacher_sets_state(worker=worker, state=Worker.State.DRAINING, action="worker.drained", actor=actor)
 
 
-def worker_disable(*, worker: Worker, actor: User | None = None) -> bool:
+def worker_disable(*, worker: Worker, actor: AbstractBaseUser | None = None) -> bool:
     return _teacher_sets_state(worker=worker, state=Worker.State.DISABLED, action="worker.disabled", actor=actor)
 
 
-def worker_enable(*, worker: Worker, actor: User | None = None) -> bool:
+def worker_enable(*, worker: Worker, actor: AbstractBaseUser | None = None) -> bool:
     """Back under the monitor's care: `starting` until its first good probe makes it healthy."""
     if worker.state not in {Worker.State.DRAINING, Worker.State.DISABLED}:
         return False

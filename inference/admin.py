@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from inference.models import DailyUsage, RequestLog
-from ocsweb.lib.numbers import rate_text
+from core.numbers import rate_text
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -42,7 +42,7 @@ class RequestLogAdmin(ReadOnlyAdmin):
 
 @admin.register(DailyUsage)
 class DailyUsageAdmin(ReadOnlyAdmin):
-    """Per student, model and day; a class's usage is the sum over its students (filter by class, or accounts.selectors.class_daily_usage)."""
+    """Per student, model and day; a class's usage is the sum over its students (filter by class, or inference.selectors.class_daily_usage)."""
 
     list_display = ("day", "user", "classroom", "model", "requests", "errors", "prompt_tokens", "completion_tokens")
     list_filter = ("classroom", "model")

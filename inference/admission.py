@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from fleet.models import PoolEvent
 from fleet.scheduler import Decision, WorkerView, rank_workers
 from fleet.selectors import fleet_snapshot
-from inference import errors
+from core import errors
 from inference.fair_queue import FairQueue
 from inference.metrics import QUEUE_WAIT
-from ocsweb.lib.db import fresh_connection
-from ocsweb.live import LiveStateUnavailable, live_state, worker_resource
+from core.db import fresh_connection
+from core.live import LiveStateUnavailable, live_state, worker_resource
 
 log = logging.getLogger("ocs.admission")
 
@@ -309,8 +310,6 @@ def _record_lent(pool_id: int, lent_by: tuple[str, ...], worker: WorkerView) -> 
 
     @fresh_connection
     def write() -> None:
-        from fleet.models import PoolEvent
-
         PoolEvent.objects.create(
             pool_id=pool_id, kind="lent",
             detail=f"no healthy worker of its own; served by {worker.name} of pool {', '.join(lent_by)}",

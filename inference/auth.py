@@ -9,8 +9,9 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from accounts.key_cache import KeyIdentity, key_authenticate
-from inference import errors
-from ocsweb.lib.db import fresh_connection
+from accounts.models import ApiKey
+from core import errors
+from core.db import fresh_connection
 
 LAST_USED_RESOLUTION_S = 60.0
 _last_touched: dict[int, float] = {}
@@ -50,6 +51,4 @@ def _touch_last_used(key_id: int) -> None:
 
 @fresh_connection
 def _write_last_used(key_id: int) -> None:
-    from accounts.models import ApiKey
-
     ApiKey.objects.filter(id=key_id).update(last_used_at=timezone.now())

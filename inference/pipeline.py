@@ -22,7 +22,8 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 
 from fleet.scheduler import conversation_key
-from inference import dispatch, errors
+from core import errors
+from inference import dispatch
 from inference.admission import Want
 from inference.auth import authenticate
 from inference.catalogue import resolve_model
@@ -32,8 +33,8 @@ from inference.protocols.base import Call, Plan, Protocol, Target
 from inference.quota_gate import admit, charge_refusal, check_access, reservation
 from inference.request_log import RequestRecord
 from inference.validation import output_cap
-from ocsweb.lib.redact import redact
-from ocsweb.live import LiveStateUnavailable
+from core.redact import redact
+from core.live import LiveStateUnavailable
 
 log = logging.getLogger("ocs.api")
 

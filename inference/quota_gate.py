@@ -1,6 +1,6 @@
 """The limits a teacher set, applied to one request before it is dispatched.
 
-`admit()` runs the atomic check-and-charge of ocsweb/quota.py for the student (and the key,
+`admit()` runs the atomic check-and-charge of core/quota.py for the student (and the key,
 if it has caps of its own) and either raises a 429 in the client's envelope, with
 `retry-after` and `x-ratelimit-*` headers, or returns a Ticket. The ticket holds the request's
 concurrency leases and its token reservation; `Ticket.finish()` frees the one and settles the
@@ -21,11 +21,11 @@ from django.conf import settings
 
 from accounts.key_cache import KeyIdentity
 from accounts.limits import Caps
-from inference import errors
+from core import errors
 from inference.admission import Lease
-from ocsweb.lib.school_day import today
-from ocsweb.live import LiveStateUnavailable, live_state
-from ocsweb.quota import QuotaAsk, QuotaScope, QuotaVerdict, concurrency_resource
+from core.school_day import today
+from core.live import LiveStateUnavailable, live_state
+from core.quota import QuotaAsk, QuotaScope, QuotaVerdict, concurrency_resource
 
 log = logging.getLogger("ocs.quota")
 

@@ -6,21 +6,13 @@ from datetime import date, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import Sum
 from django.utils import timezone
 
 from accounts.models import User
 from inference.models import DailyUsage, RequestLog
-from ocsweb.lib.school_day import day_bounds
-
-
-# A day's totals, from RequestLog rows (also read by the students' usage page).
-REQUEST_TOTALS = {
-    "requests": Count("id"),
-    "errors": Count("id", filter=Q(status__gte=400)),
-    "prompt_tokens": Sum("prompt_tokens"),
-    "completion_tokens": Sum("completion_tokens"),
-}
+from inference.selectors import REQUEST_TOTALS
+from core.school_day import day_bounds
 
 
 def rollup_day(day: date) -> int:

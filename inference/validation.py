@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from inference.errors import invalid_request
+from core.errors import invalid_request
 
 MAX_TOKENS_LIMIT = 1_000_000
 

@@ -12,7 +12,8 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from fleet.selectors import ModelView, fleet_snapshot, models_for_pool
-from inference import errors, pipeline
+from core import errors
+from inference import pipeline
 from inference.auth import authenticate, key_from_headers
 from inference.openapi import openapi_document
 from inference.protocols import anthropic, ollama, openai_chat, openai_completions, responses

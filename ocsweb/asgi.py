@@ -8,11 +8,11 @@ under ASGI every classic middleware runs its hooks through sync_to_async on one 
 (two thread hops per middleware), and the request_started / request_finished signals cost two
 more hops for receivers that act on that shared thread's database connection — which the API
 never uses: its few database reads (cache misses) run in pool threads and look after their own
-connections (ocsweb.lib.db). Full handler: +10 ms; no middleware: +8 ms; no middleware and no
+connections (core.db). Full handler: +10 ms; no middleware: +8 ms; no middleware and no
 request signals: +3.3 ms. The API views need neither: they authenticate by key, are
 CSRF-exempt and use no session.
 
-In front of both, the body cap (OCS_MAX_BODY_BYTES, ocsweb/lib/body_limit.py): a declared
+In front of both, the body cap (OCS_MAX_BODY_BYTES, core/body_limit.py): a declared
 Content-Length over it is answered 413 unread, a chunked body as soon as it passes it, in the
 client's envelope. Django alone would spool a body of any size to disk before anyone looked.
 """
@@ -30,7 +30,7 @@ from django.http import StreamingHttpResponse  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E402
 from django.urls import set_script_prefix  # noqa: E402
 
-from ocsweb.lib.body_limit import BodyTooLarge, CappedReceive, declared_length, too_large  # noqa: E402
+from core.body_limit import BodyTooLarge, CappedReceive, declared_length, too_large  # noqa: E402
 
 django_asgi_app = get_asgi_application()
 

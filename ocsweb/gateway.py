@@ -9,7 +9,7 @@ goes through a logging filter.
 
 It refuses to start (exit 2, the reason on stderr) where it would run beside other gateway
 processes without Redis: OCS_GATEWAY_PROCESSES above 1 without REDIS_URL, or, in production
-without Redis, a second process on the same host (ocsweb/lib/gateway_guard.py).
+without Redis, a second process on the same host (core/gateway_guard.py).
 
 On SIGTERM or Ctrl-C daphne cancels the requests still running (uvicorn first gives them
 UNWIND_GRACE_S to finish), waits until each has unwound (closed its upstream stream, settled its
@@ -30,8 +30,8 @@ import daphne.server
 from daphne.access import AccessLogGenerator
 from twisted.internet import defer
 
-from ocsweb.lib.gateway_guard import AnotherGateway, processes_problem, single_gateway_lock
-from ocsweb.lib.redact import redact
+from core.gateway_guard import AnotherGateway, processes_problem, single_gateway_lock
+from core.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class GatewayCommandLine(daphne.cli.CommandLineInterface):
 
 def refuse_unsafe_start() -> IO[str] | None:
     """Exit with a clear message where this process would run beside others without Redis
-    (ocsweb/lib/gateway_guard.py). Returns the production lock to hold while serving."""
+    (core/gateway_guard.py). Returns the production lock to hold while serving."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ocsweb.settings")
     from django.conf import settings
 

@@ -12,7 +12,7 @@ its own and its affinity is set to the worker under test before it is sent; the 
 time to the worker's first byte. With in-process live state (one embedded gateway) nothing can
 be steered: the row still says where each request went, and unreached workers are a warning.
 
-Keys never appear in the output: targets and error details go through ocsweb.lib.redact.
+Keys never appear in the output: targets and error details go through core.redact.
 """
 from __future__ import annotations
 
@@ -30,7 +30,13 @@ from django.conf import settings
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
-from ocsweb.lib.path_check import (
+from accounts.models import ApiKey
+from core.keys import hash_key, parse_prefix
+from core.live import live_state
+from fleet.models import Pool, Worker
+from fleet.scheduler import conversation_key
+from inference.models import RequestLog
+from ocsweb.path_check import (
     FAIL,
     PASS,
     SKIP,
@@ -43,7 +49,7 @@ from ocsweb.lib.path_check import (
     sse_data,
     stream_error,
 )
-from ocsweb.lib.redact import redact
+from core.redact import redact
 
 USER_AGENT = "ocs-verify-path/1"
 PROMPT = "Reply with the single word: ok"
@@ -267,9 +273,6 @@ class PathVerifier:
         state only: a separate process cannot reach a gateway's in-process state)."""
         if not settings.REDIS_URL:
             return False
-        from fleet.scheduler import conversation_key
-        from ocsweb.live import live_state
-
         conversation = conversation_key(user_id=owner.user_id, model_id=worker.model_id, messages=messages)
         try:
             asyncio.run(live_state().set_affinity(conversation, worker.id, 120.0))
@@ -279,8 +282,6 @@ class PathVerifier:
         return True
 
     def log_row(self, user_agent: str) -> dict[str, Any] | None:
-        from inference.models import RequestLog
-
         deadline = time.monotonic() + LOG_ROW_WAIT_S
         while True:
             row = (RequestLog.objects.filter(user_agent=user_agent)
@@ -337,8 +338,6 @@ class PathVerifier:
 
 
 def registered_workers() -> list[WorkerRow]:
-    from fleet.models import Worker
-
     return [WorkerRow(id=w.id, name=w.name, base_url=w.base_url.rstrip("/"), state=w.state, pool_id=w.pool_id,
                       pool=w.pool.name, model_id=w.model.public_id)
             for w in Worker.objects.select_related("pool", "model").order_by("name")]
@@ -346,9 +345,6 @@ def registered_workers() -> list[WorkerRow]:
 
 def key_owner(raw_key: str) -> KeyOwner | None:
     """The key's user and pool, if the key belongs to this control plane's database."""
-    from accounts.keys import hash_key, parse_prefix
-    from accounts.models import ApiKey
-
     prefix = parse_prefix(raw_key)
     if prefix is None:
         return None
@@ -359,8 +355,6 @@ def key_owner(raw_key: str) -> KeyOwner | None:
 
 
 def lending_pool_ids() -> set[int]:
-    from fleet.models import Pool
-
     return set(Pool.objects.filter(may_lend=True).values_list("id", flat=True))
 
 

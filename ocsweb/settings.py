@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ocsweb.lib.env import (
+from core.env import (
     ConfigError,
     env_bool,
     env_float,
@@ -20,8 +20,8 @@ from ocsweb.lib.env import (
     parse_database_url,
     parse_redis_url,
 )
-from ocsweb.lib.gateway_settings import GatewaySettings
-from ocsweb.lib.private_access import DEFAULT_PRIVATE_NETWORKS
+from core.gateway_settings import GatewaySettings
+from core.private_access import DEFAULT_PRIVATE_NETWORKS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("OCS_VAR_DIR") or BASE_DIR / "var")
@@ -117,7 +117,7 @@ REDIS_URL = parse_redis_url("REDIS_URL", _redis_url) if _redis_url else None
 # Prefix of every live-state key in Redis; tests use their own so runs never see each other.
 OCS_LIVE_NAMESPACE = env_str("OCS_LIVE_NAMESPACE", "ocs") or "ocs"
 # How many gateway processes this deployment runs; above 1 they must share Redis, and the
-# gateway refuses to start without REDIS_URL (ocsweb/lib/gateway_guard.py).
+# gateway refuses to start without REDIS_URL (core/gateway_guard.py).
 OCS_GATEWAY_PROCESSES = env_int("OCS_GATEWAY_PROCESSES", 1, minimum=1)
 # The ASGI server under `python -m ocsweb.gateway`: uvicorn (uvloop + httptools; the default,
 # chosen by measurement, docs/performance.md) or daphne (still supported and tested).
@@ -186,7 +186,7 @@ OCS: GatewaySettings = {
     "METRICS_NETWORKS": env_networks("OCS_METRICS_NETWORKS", list(DEFAULT_PRIVATE_NETWORKS)),
     "METRICS_TOKEN": env_str("OCS_METRICS_TOKEN", "") or "",
     # The HTTPS proxies (addresses or networks) whose X-Forwarded-For is believed: the real
-    # client is the rightmost hop that is not one of them (ocsweb/lib/client_address.py).
+    # client is the rightmost hop that is not one of them (core/client_address.py).
     # Empty: no proxy is trusted, every peer is its own client.
     "TRUSTED_PROXIES": tuple(env_networks("OCS_TRUSTED_PROXIES", [])),
     # A rig whose agent sent no heartbeat for this long has its workers taken out of service.
@@ -252,7 +252,7 @@ if PRODUCTION:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact_keys": {"()": "ocsweb.lib.redact.RedactKeysFilter"}},
+    "filters": {"redact_keys": {"()": "core.redact.RedactKeysFilter"}},
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_keys"]},

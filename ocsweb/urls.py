@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
-from accounts import me_api
+from portal import api as me_api
 from fleet import agent_api
 from inference import views as api
 from ocsweb import views

@@ -10,7 +10,7 @@ systemd unit, the tests) starts either server the same way:
 Behaviour kept from the daphne gateway:
 - the access log never shows an API key (Copilot's Ollama route carries it in the path);
 - no proxy-header rewriting by the server: the application decides which proxies it trusts
-  (ocsweb/lib/client_address.py), as it does under daphne;
+  (core/client_address.py), as it does under daphne;
 - on SIGTERM or Ctrl-C the requests still running get UNWIND_GRACE_S to finish, then are
   cancelled; asyncio.run then waits for each to unwind (free its slot, settle its budget, hand
   its log row to the writer) before the process writes the buffered rows and exits.
@@ -30,7 +30,7 @@ from types import FrameType
 
 import uvicorn
 
-from ocsweb.lib.redact import redact
+from core.redact import redact
 
 ACCESS_LOGGER = "uvicorn.access"
 

@@ -9,8 +9,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from fleet.scheduler import ROUTABLE_STATES
 from fleet.selectors import fleet_snapshot
 from inference.metrics import QUEUE_DEPTH, WORKER_BUSY, WORKER_SLOTS, WORKER_STATE
-from ocsweb.lib.private_access import private_access_allowed
-from ocsweb.live import LiveStateUnavailable, live_state
+from core.private_access import private_access_allowed
+from core.live import LiveStateUnavailable, live_state
 
 
 async def healthz(request: HttpRequest) -> JsonResponse:

@@ -10,8 +10,10 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from ocsweb.lib.db import fresh_connection
-from ocsweb.live import live_state, worker_resource
+from core.db import fresh_connection
+from core.live import live_state, worker_resource
+from fleet.models import Pool, Rig, Worker, WorkerEvent
+from inference.models import RequestLog
 
 RECENT_RATE_WINDOW = timedelta(minutes=10)
 EVENTS_SHOWN = 15
@@ -35,9 +37,6 @@ def cold_starts_s(events: list[tuple[int, float | None]]) -> dict[int, float]:
 
 @fresh_connection
 def _read_database() -> dict[str, Any]:
-    from fleet.models import Pool, Rig, Worker, WorkerEvent
-    from inference.models import RequestLog
-
     now = timezone.now()
     rigs = list(Rig.objects.prefetch_related("gpus"))
     workers = list(Worker.objects.select_related("pool", "model", "rig").order_by("name"))

@@ -11,7 +11,7 @@ from accounts.models import ApiKey, Classroom, User
 from fleet.models import CatalogModel, Worker
 from fleet.selectors import usable_context as fleet_usable_context
 from inference.models import DailyUsage, RequestLog
-from ocsweb.lib.school_day import day_bounds
+from core.school_day import day_bounds
 from portal.connect import ConnectModel
 from portal.stats import DayStats, daily_stats
 

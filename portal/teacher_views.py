@@ -20,7 +20,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.audit import acting_user, audit_record
 from accounts.models import ApiKey, AuditEvent, Classroom, User
-from accounts.selectors import class_daily_usage, student_policy
+from accounts.selectors import student_policy
+from inference.selectors import class_daily_usage
 from accounts.services import key_revoke, limits_set, user_set_active
 from fleet.models import Pool, Worker
 from fleet.services import worker_disable, worker_drain, worker_enable, worker_move

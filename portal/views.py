@@ -9,10 +9,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.audit import acting_user
-from accounts.me_api import MAX_ACTIVE_KEYS
 from accounts.models import User
-from accounts.selectors import student_policy, usage_summary
-from accounts.services import key_issue, key_revoke
+from accounts.selectors import student_policy
+from inference.selectors import usage_summary
+from accounts.services import MAX_ACTIVE_KEYS, TooManyKeys, key_issue, key_revoke
 from portal import selectors
 from portal.connect import KEY_PLACEHOLDER, setups
 from portal.forms import KeyCreateForm
@@ -51,11 +51,12 @@ def keys(request: HttpRequest) -> HttpResponse:
     new_key, status = None, 200
     form = KeyCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        if selectors.active_keys(person).count() >= MAX_ACTIVE_KEYS:
-            form.add_error(None, f"You already have {MAX_ACTIVE_KEYS} active keys; revoke one first.")
+        try:
+            key, raw = key_issue(user=person, name=form.cleaned_data["name"])
+        except TooManyKeys as refused:
+            form.add_error(None, str(refused))
             status = 409
         else:
-            key, raw = key_issue(user=person, name=form.cleaned_data["name"])
             new_key = {"row": key, "raw": raw}
             form = KeyCreateForm()
     elif request.method == "POST":

@@ -36,7 +36,7 @@ run_realclients() {
 
 PYTEST_ARGS=(${PYTEST_EXTRA:-})
 echo "=== type check (mypy)"
-env -u DATABASE_URL -u REDIS_URL "$PY" -m mypy ocsweb accounts fleet inference research lessons portal || status=1
+env -u DATABASE_URL -u REDIS_URL "$PY" -m mypy core ocsweb accounts fleet inference research lessons portal || status=1
 case "$WHICH" in
     embedded) run_embedded ;;
     services) run_services; run_realclients ;;

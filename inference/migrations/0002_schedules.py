@@ -1,6 +1,6 @@
 from django.db import migrations
 
-from ocsweb.lib.q_schedules import schedules_operation
+from core.q_schedules import schedules_operation
 
 SCHEDULES = [
     # name, function, schedule type, minutes

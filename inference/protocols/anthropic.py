@@ -28,7 +28,7 @@ import secrets
 from collections.abc import Iterator
 from typing import Any
 
-from inference.errors import ApiError, invalid_request
+from core.errors import ApiError, invalid_request
 from inference.forced_tools import StreamConverter, convert_response, plan_forced_tool, rewrite_request
 from inference.protocols.base import Call, Chain, Plan, Protocol, StreamTransform, Target, sse_events
 from inference.validation import MAX_TOKENS_LIMIT, check_optional_int, check_optional_number, check_stream, \

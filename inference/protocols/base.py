@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from inference.errors import ApiError
+from core.errors import ApiError
 
 
 

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fleet.selectors import ModelView
-from inference import errors
+from core import errors
 from inference.validation import parse_json_object
 
 # Copilot requires >= 0.6.4 (or exactly 0.0.0).

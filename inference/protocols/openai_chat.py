@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from inference.errors import ApiError, invalid_request
+from core.errors import ApiError, invalid_request
 from inference.forced_tools import StreamConverter, convert_response, plan_forced_tool, rewrite_request
 from inference.protocols.base import Call, Plan, Protocol, Target
 from inference.reasoning import ReasoningMirror, mirror_reasoning

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from inference.errors import invalid_request
+from core.errors import invalid_request
 from inference.protocols import openai_chat
 from inference.protocols.base import Call, Plan, Protocol, Target
 from inference.validation import check_optional_int, check_stream, parse_json_object, require_model

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from inference.errors import ApiError, invalid_request
+from core.errors import ApiError, invalid_request
 from inference.protocols import openai_chat
 from inference.protocols.base import Call, Chain, Plan, Protocol, StreamTransform, Target, sse_events
 from inference.validation import MAX_TOKENS_LIMIT, check_optional_int, check_sampling, check_stream, \

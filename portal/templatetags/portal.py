@@ -1,9 +1,9 @@
-"""Template filters for numbers shown to people (ocsweb/lib/numbers.py does the rounding)."""
+"""Template filters for numbers shown to people (core/numbers.py does the rounding)."""
 from __future__ import annotations
 
 from django import template
 
-from ocsweb.lib.numbers import ms_text, percent_of, rate_text, tokens_text
+from core.numbers import ms_text, percent_of, rate_text, tokens_text
 
 register = template.Library()
 register.filter("tokens", tokens_text)

@@ -28,6 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from fleet.local_worker import (
+    LaunchOptions,
+    LlamaServerProcess,
+    LlamaServerSpec,
+    find_default_model,
+    free_port,
+    local_threads,
+)
+from fleet.local_worker import die_with_parent
 from research.gateway_bench.client import ChatTarget, Endpoint, run_requests, run_round, warm_up
 from research.gateway_bench.replay import DEFAULT_MODEL as REPLAY_MODEL
 from research.gateway_bench.replay import new_event_loop
@@ -105,10 +114,8 @@ class Upstream:
 # --- processes ---------------------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    from fleet.local_worker import _die_with_parent as die  # a small, Django-free helper
-
-    die()
+def die_with_parent() -> None:
+    die_with_parent()
 
 
 def _get(url: str, timeout_s: float = 1.0) -> tuple[int, dict[str, str]]:
@@ -287,11 +294,13 @@ def gateway_limits(max_streams: int) -> dict[str, str]:
 
 SETUP_SCRIPT = """
 from django.core.management import call_command
-from accounts.services import key_issue, user_ensure
+from accounts.services import key_issue, key_revoke, user_ensure
 call_command("migrate", verbosity=0)
 user, _ = user_ensure(username="bench", role="student")
 for name, url, model, slots in WORKERS:
     call_command("register_worker", "--name", name, "--url", url, "--model", model, "--slots", str(slots))
+for old in user.api_keys.filter(revoked_at__isnull=True, name="bench_gateway"):
+    key_revoke(key=old)
 _, raw = key_issue(user=user, name="bench_gateway")
 print("KEY=" + raw)
 """
@@ -397,29 +406,18 @@ class BenchRun:
         if "replay" in options.upstreams or options.rss_requests:
             slots = max(options.levels("replay") if "replay" in options.upstreams else (1,))
             slots = max(slots, RSS_CONCURRENCY if options.rss_requests else 1)
-            from fleet.local_worker import free_port
-
             port = free_port()
             log = self.var_dir / "replay.log"
             process = subprocess.Popen(
                 [sys.executable, "-m", "research.gateway_bench.replay", "--port", str(port), "--tokens",
                  str(options.tokens), "--token-ms", str(options.token_ms), "--slots", str(slots)],
                 cwd=ROOT, stdout=self.stack.enter_context(open(log, "ab")), stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
             self.stack.callback(stop, process)
             base_url = f"http://127.0.0.1:{port}"
             wait_answering(base_url + "/health", process, log, timeout_s=20)
             self.upstreams.append(Upstream("replay", base_url, REPLAY_MODEL, slots))
         if "llama" in options.upstreams:
-            from fleet.local_worker import (
-                LaunchOptions,
-                LlamaServerProcess,
-                LlamaServerSpec,
-                find_default_model,
-                free_port,
-                local_threads,
-            )
-
             slots = max(options.levels("llama"))
             spec = LlamaServerSpec(model_path=find_default_model(), port=free_port(), slots=slots,
                                    context=max(512, options.tokens + 256) * slots,
@@ -430,8 +428,6 @@ class BenchRun:
             self.upstreams.append(Upstream("llama", spec.base_url, LLAMA_MODEL, slots, {"ignore_eos": True}))
 
     def _start_gateways(self, env: dict[str, str]) -> None:
-        from fleet.local_worker import free_port
-
         for server in self.options.servers:
             if importlib.util.find_spec(SERVER_MODULES[server]) is None:
                 self.note(f"{server} is not installed: skipped")
@@ -451,7 +447,7 @@ class BenchRun:
                             env={**env, "OCS_GATEWAY_PROCESSES": str(count),
                                  **({"OCS_GATEWAY_SERVER": server} if server in GATEWAY_SERVERS else {})},
                             stdout=self.stack.enter_context(open(log, "ab")), stderr=subprocess.STDOUT,
-                            preexec_fn=_die_with_parent)
+                            preexec_fn=die_with_parent)
                         self.stack.callback(stop, process)
                         group.processes.append(process)
                         group.ports.append(port)

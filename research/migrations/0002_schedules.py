@@ -6,7 +6,7 @@ from typing import Any
 from django.db import migrations
 from django.utils import timezone
 
-from ocsweb.lib.q_schedules import schedules_operation
+from core.q_schedules import schedules_operation
 
 SCHEDULES = [
     # name, function, schedule type, minutes

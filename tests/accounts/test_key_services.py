@@ -61,3 +61,44 @@ def test_expired_key_and_disabled_student_are_refused(student, other_student) ->
     assert authenticate(raw_bob) is not None  # cached
     user_set_active(user=other_student, active=False)
     assert authenticate(raw_bob) is None
+
+
+def test_25_concurrent_key_creations_leave_exactly_the_limit_active(student) -> None:  # noqa: ANN001
+    """The count and the insert are one step: 25 creates at once (a script, double clicks) never
+    leave more than MAX_ACTIVE_KEYS keys, on SQLite as on PostgreSQL."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from django.db import connections
+
+    from accounts.services import MAX_ACTIVE_KEYS, TooManyKeys
+
+    start = Barrier(25)
+
+    def create(n: int) -> str:
+        start.wait()
+        try:
+            key_issue(user=student, name=f"script {n}")
+            return "created"
+        except TooManyKeys:
+            return "refused"
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=25) as pool:
+        outcomes = list(pool.map(create, range(25)))
+    assert outcomes.count("created") == MAX_ACTIVE_KEYS
+    assert outcomes.count("refused") == 25 - MAX_ACTIVE_KEYS
+    assert ApiKey.objects.filter(user=student, revoked_at__isnull=True).count() == MAX_ACTIVE_KEYS
+
+
+def test_an_operator_may_pass_the_key_limit_but_a_student_may_not(student) -> None:  # noqa: ANN001
+    from accounts.services import MAX_ACTIVE_KEYS, TooManyKeys
+
+    for n in range(MAX_ACTIVE_KEYS):
+        key_issue(user=student, name=f"k{n}")
+    with pytest.raises(TooManyKeys):
+        key_issue(user=student, name="one more")
+    key_issue(user=student, name="operator's", enforce_limit=False)
+    key_revoke(key=ApiKey.objects.filter(user=student).first())
+    assert ApiKey.objects.filter(user=student, revoked_at__isnull=True).count() == MAX_ACTIVE_KEYS

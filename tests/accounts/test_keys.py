@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from accounts.keys import KEY_RE, generate_key, hash_key, hash_matches, parse_prefix
+from core.keys import KEY_RE, generate_key, hash_key, hash_matches, parse_prefix
 
 
 def test_generated_keys_are_well_formed_unique_and_hashed() -> None:
@@ -27,7 +27,7 @@ def test_hash_matches_only_the_same_key() -> None:
 
 
 def test_rig_tokens_and_student_keys_never_pass_for_each_other() -> None:
-    from accounts.keys import RIG_SCHEME
+    from core.keys import RIG_SCHEME
 
     rig = generate_key(RIG_SCHEME)
     student = generate_key()
@@ -38,7 +38,7 @@ def test_rig_tokens_and_student_keys_never_pass_for_each_other() -> None:
 
 
 def test_prefix_of_accepts_the_prefix_the_display_form_or_a_whole_key() -> None:
-    from accounts.keys import prefix_of
+    from core.keys import prefix_of
 
     new = generate_key()
     assert {prefix_of(new.prefix), prefix_of(f"ocs-{new.prefix}-…"), prefix_of(new.raw)} == {new.prefix}

@@ -21,7 +21,7 @@ VARIABLE_LINE = re.compile(r"^#?([A-Z][A-Z0-9_]*)=(.*)$")
 
 def variables_read_by_code() -> dict[str, str]:
     """Every environment variable the application reads, with the file that reads it: calls of
-    the typed readers (ocsweb/lib/env.py) and os.environ.get / os.getenv with a literal name."""
+    the typed readers (core/env.py) and os.environ.get / os.getenv with a literal name."""
     found: dict[str, str] = {}
     for directory in CODE_DIRS:
         for path in (ROOT / directory).rglob("*.py"):
@@ -65,7 +65,7 @@ def template_entries(text: str) -> list[tuple[str, str, bool, list[str]]]:
 
 
 def base_name(variable: str) -> str:
-    """NAME for NAME_FILE (a secret read from a file, ocsweb/lib/env.py), else the name itself."""
+    """NAME for NAME_FILE (a secret read from a file, core/env.py), else the name itself."""
     return variable[: -len("_FILE")] if variable.endswith("_FILE") else variable
 
 

@@ -62,11 +62,11 @@ def test_a_healthy_worker_answering_loading_goes_back_to_starting_and_its_new_co
 
 
 def test_the_monitor_keeps_probing_while_redis_is_away(monkeypatch) -> None:  # noqa: ANN001
-    import ocsweb.live
+    import core.live
     from fleet.local_worker import free_port
 
-    monkeypatch.setattr(ocsweb.live, "_live_state",
-                        ocsweb.live.RedisLiveState(f"redis://127.0.0.1:{free_port()}/0"))  # nothing listens there
+    monkeypatch.setattr(core.live, "_live_state",
+                        core.live.RedisLiveState(f"redis://127.0.0.1:{free_port()}/0"))  # nothing listens there
     worker = worker_register(name="w", base_url="http://10.0.0.1:8080", model_id="m", pool_name="production")
     one_round(HealthTracker(), 200)
     assert Worker.objects.get(id=worker.id).state == "healthy"

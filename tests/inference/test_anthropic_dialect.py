@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from inference.errors import ApiError
+from core.errors import ApiError
 from inference.protocols import anthropic
 from inference.protocols.base import Target
 

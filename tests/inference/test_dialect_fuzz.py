@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from inference.errors import ApiError
+from core.errors import ApiError
 from inference.protocols import anthropic, openai_chat, openai_completions, responses
 from inference.protocols.base import Target
 

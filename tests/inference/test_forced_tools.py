@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from inference.errors import ApiError
+from core.errors import ApiError
 from inference.forced_tools import StreamConverter, convert_response, plan_forced_tool, rewrite_request
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from inference.errors import ApiError, from_llama_server
+from core.errors import ApiError, from_llama_server
 from inference.protocols import openai_chat, openai_completions
 from inference.protocols.base import Target
 from inference.validation import output_cap, parse_json_object

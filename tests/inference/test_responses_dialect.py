@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from inference.errors import ApiError
+from core.errors import ApiError
 from inference.protocols import responses
 from inference.protocols.base import Target
 

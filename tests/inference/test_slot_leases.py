@@ -15,8 +15,8 @@ from inference import dispatch, upstream
 from inference.admission import Lease, Slot, Want
 from inference.protocols import openai_chat
 from inference.request_log import RequestRecord
-from ocsweb import live
-from ocsweb.live import InProcessLiveState, LiveStateUnavailable, worker_resource
+from core import live
+from core.live import InProcessLiveState, LiveStateUnavailable, worker_resource
 
 
 class Clock:

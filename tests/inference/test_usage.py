@@ -2,7 +2,7 @@ from __future__ import annotations
 
 
 from inference.usage import Usage, UsageSniffer
-from ocsweb.lib.private_access import private_access_allowed
+from core.private_access import private_access_allowed
 
 
 def usage_of(answer: dict) -> Usage:  # what dispatch does with a whole (parsed) answer

@@ -275,7 +275,7 @@ def test_a_queued_stream_gets_keepalive_comments_then_its_answer(gateway, worker
             lines.append(line)
             if line.startswith(": waiting") and sum(1 for x in lines if x.startswith(":")) == 2:
                 if settings.REDIS_URL:  # the wait is visible to every process through live state
-                    from ocsweb.live import live_state
+                    from core.live import live_state
 
                     assert live_state().queue_depths_sync() == {f"{worker.pool_id}:{MODEL_ID}": 1}
                 holder.close()  # the slot frees up; the queued request gets it

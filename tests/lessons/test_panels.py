@@ -13,7 +13,7 @@ from fleet.models import Gpu, Pool, Rig, WorkerEvent
 from fleet.services import worker_register
 from lessons import research_bridge
 from lessons.research_bridge import BenchmarkFact
-from ocsweb.live import live_state, worker_resource
+from core.live import live_state, worker_resource
 from tests.lessons.helpers import COPILOT_AGENT, log_request
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,8 @@ from django.utils import timezone
 from accounts.services import key_issue
 from fleet.services import worker_register
 from lessons.models import Answer, FleetSighting, StepDone
-from ocsweb.live import live_state
-from ocsweb.quota import concurrency_resource
+from core.live import live_state
+from core.quota import concurrency_resource
 from tests.lessons.helpers import CLAUDE_AGENT, COPILOT_AGENT, log_request
 
 pytestmark = pytest.mark.django_db

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from ocsweb.lib.client_address import client_address
-from ocsweb.lib.env import ConfigError, env_networks
-from ocsweb.lib.private_access import DEFAULT_PRIVATE_NETWORKS, private_access_allowed
+from core.client_address import client_address
+from core.env import ConfigError, env_networks
+from core.private_access import DEFAULT_PRIVATE_NETWORKS, private_access_allowed
 
 PROXY = ("127.0.0.1", "10.1.0.0/16")
 

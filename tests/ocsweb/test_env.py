@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ocsweb.lib.env import ConfigError, env_bool, env_int, env_str, parse_database_url, parse_redis_url
+from core.env import ConfigError, env_bool, env_int, env_str, parse_database_url, parse_redis_url
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 
 from fleet.local_worker import free_port
-from ocsweb.lib.gateway_guard import processes_problem
+from core.gateway_guard import processes_problem
 from tests.conftest import ROOT
 
 

@@ -7,7 +7,7 @@ import uuid
 import pytest
 from django.conf import settings
 
-from ocsweb.live import InProcessLiveState, RedisLiveState
+from core.live import InProcessLiveState, RedisLiveState
 
 BACKENDS = ["in-process"] + (["redis"] if settings.REDIS_URL else [])
 

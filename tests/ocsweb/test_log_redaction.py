@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from django.test import Client
 
-from accounts.keys import generate_key
+from core.keys import generate_key
 
 
 def _every_handler() -> list[logging.Handler]:

@@ -2,7 +2,7 @@
 thresholds, and reading event streams."""
 from __future__ import annotations
 
-from ocsweb.lib.path_check import (
+from ocsweb.path_check import (
     FAIL,
     PASS,
     SKIP,

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import logging
 
-from accounts.keys import generate_key
-from ocsweb.lib.redact import RedactKeysFilter, redact
+from core.keys import generate_key
+from core.redact import RedactKeysFilter, redact
 
 
 def test_redact_keeps_prefix_and_removes_secret_everywhere() -> None:

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from ocsweb.live import LiveStateUnavailable, RedisLiveState
+from core.live import LiveStateUnavailable, RedisLiveState
 from tests.own_redis import own_redis  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
@@ -40,12 +40,12 @@ def test_redis_going_away_raises_live_state_unavailable_and_service_resumes_when
 def test_readyz_says_why_while_redis_is_down_and_recovers(own_redis, monkeypatch) -> None:  # noqa: ANN001
     from django.test import Client
 
-    import ocsweb.live
+    import core.live
     from fleet.services import worker_register
 
     worker_register(name="ready-w", base_url="http://127.0.0.1:9", model_id="m", pool_name="production",
                     state="healthy")
-    monkeypatch.setattr(ocsweb.live, "_live_state", RedisLiveState(own_redis.url, namespace="outage-test"))
+    monkeypatch.setattr(core.live, "_live_state", RedisLiveState(own_redis.url, namespace="outage-test"))
     ready = Client().get("/readyz")
     assert ready.status_code == 200, ready.content
     own_redis.stop()

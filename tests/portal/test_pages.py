@@ -154,7 +154,7 @@ def test_key_name_is_required(alice_client: Client, student: User) -> None:
 
 
 def test_active_key_limit(alice_client: Client, student: User) -> None:
-    from accounts.me_api import MAX_ACTIVE_KEYS
+    from accounts.services import MAX_ACTIVE_KEYS
 
     for n in range(MAX_ACTIVE_KEYS):
         key_issue(user=student, name=f"k{n}")

@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from ocsweb.lib.numbers import ms_text, percent_of, rate_text, tokens_text
+from core.numbers import ms_text, percent_of, rate_text, tokens_text
 from portal.connect import KEY_PLACEHOLDER, ConnectModel, setups
 from portal.csv_import import CsvProblem, parse_students_csv
 from portal.fleet_status import cold_starts_s

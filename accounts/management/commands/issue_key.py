@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.models import User
-from accounts.services import key_issue
+from accounts.services import MAX_ACTIVE_KEYS, TooManyKeys, active_key_count, key_issue
 from fleet.models import Pool
 
 
@@ -16,6 +16,8 @@ class Command(BaseCommand):
         parser.add_argument("username")
         parser.add_argument("--name", default="default", help="A label for the key, e.g. 'laptop' or 'vscode'.")
         parser.add_argument("--pool", default=None, help="Pool the key routes to (default: production).")
+        parser.add_argument("--force", action="store_true",
+                            help=f"Issue the key even if the student already holds {MAX_ACTIVE_KEYS} active keys.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -27,5 +29,11 @@ class Command(BaseCommand):
             pool = Pool.objects.filter(name=options["pool"]).first()
             if pool is None:
                 raise CommandError(f"no pool named {options['pool']!r}")
-        _key, raw = key_issue(user=user, name=str(options["name"]), pool=pool)
+        try:
+            _key, raw = key_issue(user=user, name=str(options["name"]), pool=pool, enforce_limit=not options["force"])
+        except TooManyKeys as refused:
+            raise CommandError(f"{user.username}: {refused} (or pass --force)") from None
+        if active_key_count(user) > MAX_ACTIVE_KEYS:
+            self.stderr.write(f"warning: {user.username} now holds {active_key_count(user)} active keys, "
+                              f"more than the {MAX_ACTIVE_KEYS} a student may create")
         self.stdout.write(raw)

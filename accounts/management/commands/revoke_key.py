@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from accounts.keys import prefix_of
+from core.keys import prefix_of
 from accounts.models import ApiKey
 from accounts.services import key_revoke
 

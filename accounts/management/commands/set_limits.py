@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from accounts.keys import prefix_of
+from core.keys import prefix_of
 from accounts.models import ApiKey, Classroom, User
 from accounts.services import limits_describe, limits_set
 

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from fleet.health import probe_round
 from fleet.hysteresis import HealthTracker
-from ocsweb.live import live_state
+from core.live import live_state
 
 
 class Command(BaseCommand):

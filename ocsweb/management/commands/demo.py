@@ -24,11 +24,11 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.models import User
-from accounts.services import key_issue, user_ensure
+from accounts.services import key_issue, key_revoke, user_ensure
 from fleet.agent.config import AgentConfig, WorkerConfig
 from fleet.agent.runner import RigAgentRunner
 from fleet.embedded import PER_SLOT_CONTEXT
-from fleet.local_worker import DEFAULT_MODEL_ID, NATIVE_CONTEXT, LaunchOptions, _die_with_parent, context_options, \
+from fleet.local_worker import DEFAULT_MODEL_ID, NATIVE_CONTEXT, LaunchOptions, die_with_parent, context_options, \
     find_default_model, find_llama_server, free_port, local_threads
 from fleet.models import Worker
 from fleet.rigs import rig_create, rig_workers_reset
@@ -82,6 +82,8 @@ class Command(BaseCommand):
             teacher.is_superuser = True
             teacher.save(update_fields=["is_superuser"])
         student, _ = user_ensure(username="demo-student", role=User.Role.STUDENT, password=student_password)
+        for previous in student.api_keys.filter(revoked_at__isnull=True, name__startswith="demo "):
+            key_revoke(key=previous)  # the key this command printed at its last start
         _key, raw_key = key_issue(user=student, name=f"demo {time.strftime('%Y-%m-%d %H:%M')}")
 
         log_dir = Path(settings.VAR_DIR) / "logs"
@@ -133,7 +135,7 @@ class Command(BaseCommand):
         # stops them in order, the gateway last, so the agent can still report its workers
         # stopped. If this command dies outright, the die-with-parent signal stops them.
         return subprocess.Popen([sys.executable, *args], stdout=open(log_path, "ab"), stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent,
+                                stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, preexec_fn=die_with_parent,
                                 start_new_session=True)
 
     @staticmethod

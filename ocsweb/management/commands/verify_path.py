@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ocsweb.lib.path_check import render_checks, render_timings, verdict
+from ocsweb.path_check import render_checks, render_timings, verdict
 from ocsweb.path_verify import verify
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 
-from ocsweb.lib.client_address import address_in, client_address, parse_address, parse_networks
+from core.client_address import address_in, client_address, parse_address, parse_networks
 
 # Loopback and NetBird's CGNAT range (100.64.0.0/10), where the rigs and the monitoring live.
 DEFAULT_PRIVATE_NETWORKS = ("127.0.0.0/8", "::1/128", "100.64.0.0/10")
@@ -14,7 +14,7 @@ def private_access_allowed(
     *, remote_addr: str, forwarded_for: str | None, authorization: str, token: str, networks: list[str],
     trusted_proxies: tuple[str, ...] = (),
 ) -> bool:
-    """The staff token admits anyone. Otherwise the real client (ocsweb.lib.client_address)
+    """The staff token admits anyone. Otherwise the real client (core.client_address)
     must be known and inside `networks`: a request through a trusted proxy is judged by the
     address the proxy names, never by the proxy's own (loopback) address; one that carries
     X-Forwarded-For from a sender that is not a trusted proxy, or comes from a trusted proxy that

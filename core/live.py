@@ -9,7 +9,7 @@ Two backends with one contract:
 A lease has an expiry, it is not a counter: if the gateway process that holds it dies, the
 lease runs out and the capacity comes back. Running requests renew their leases. The same
 mechanism bounds a worker's slots (resource "worker:<id>") and a student's or key's concurrent
-requests (resource "conc:user:<id>", "conc:key:<id>": see ocsweb/quota.py, whose admission step
+requests (resource "conc:user:<id>", "conc:key:<id>": see core/quota.py, whose admission step
 both backends run atomically).
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from redis.exceptions import RedisError
 
-from ocsweb.quota import (
+from core.quota import (
     ADMIT_LUA,
     TOKEN_COUNTER_TTL_MS,
     QuotaAsk,

@@ -12,10 +12,9 @@ from rest_framework.views import APIView
 
 from accounts.audit import acting_user
 from accounts.models import ApiKey, User
-from accounts.selectors import keys_visible_to, people_visible_to, usage_summary
-from accounts.services import key_issue, key_revoke
-
-MAX_ACTIVE_KEYS = 10
+from accounts.selectors import keys_visible_to, people_visible_to
+from inference.selectors import usage_summary
+from accounts.services import TooManyKeys, key_issue, key_revoke
 
 
 class KeySerializer(serializers.ModelSerializer):
@@ -48,10 +47,10 @@ class KeyListView(APIView):
         viewer = _viewer(request)
         new = NewKeySerializer(data=request.data)
         new.is_valid(raise_exception=True)
-        if viewer.api_keys.filter(revoked_at__isnull=True).count() >= MAX_ACTIVE_KEYS:
-            return Response({"detail": f"You already have {MAX_ACTIVE_KEYS} active keys; revoke one first."},
-                            status=409)
-        key, raw = key_issue(user=viewer, name=new.validated_data["name"])
+        try:
+            key, raw = key_issue(user=viewer, name=new.validated_data["name"])
+        except TooManyKeys as refused:
+            return Response({"detail": str(refused)}, status=409)
         data: dict[str, Any] = {**KeySerializer(key).data, "key": raw,
                                 "warning": "Copy the key now: it is shown only this once."}
         return Response(data, status=201)

@@ -1,0 +1,64 @@
+"""The floors of the codebase (docs/architecture.md, "Layers"): every arrow points down.
+
+An arrow is an import (at module level or inside a function: an import moved into a function to
+dodge a cycle is still a cycle) or a model named by string ("fleet.Pool" in a foreign key).
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Bottom to top. An app may use the ones before it, never one after it.
+LAYERS = ["core", "fleet", "accounts", "inference", "research", "lessons", "portal", "ocsweb"]
+MODEL_REFERENCE = re.compile(r"([a-z]+)\.[A-Z]\w*")
+
+
+def arrows_of(path: Path) -> list[tuple[str, int]]:
+    """(target app, line) for each reference this file makes to an app of LAYERS."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name.split(".")[0], node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.module.split(".")[0], node.lineno))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "migrations" not in path.parts:
+            if match := MODEL_REFERENCE.fullmatch(node.value):
+                found.append((match.group(1), node.lineno))
+    return [(target, line) for target, line in found if target in LAYERS]
+
+
+def upward_arrows(root: Path = ROOT) -> list[str]:
+    wrong = []
+    for app in LAYERS:
+        for path in sorted((root / app).rglob("*.py")):
+            for target, line in arrows_of(path):
+                if LAYERS.index(target) > LAYERS.index(app):
+                    wrong.append(f"{path.relative_to(root)}:{line}: {app} -> {target}")
+    return wrong
+
+
+def test_no_arrow_points_up() -> None:
+    assert upward_arrows() == []
+
+
+def test_the_check_sees_imports_inside_functions_and_string_foreign_keys(tmp_path: Path) -> None:
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "helper.py").write_text("def f():\n    from accounts.models import User\n")
+    (tmp_path / "fleet").mkdir()
+    (tmp_path / "fleet" / "models.py").write_text("owner = ForeignKey('accounts.User')\n")
+    (tmp_path / "accounts").mkdir()
+    (tmp_path / "accounts" / "views.py").write_text("from ocsweb.settings import X\nfrom fleet.models import Pool\n")
+    assert upward_arrows(tmp_path) == [
+        "core/helper.py:2: core -> accounts",
+        "fleet/models.py:1: fleet -> accounts",
+        "accounts/views.py:1: accounts -> ocsweb",
+    ]
+
+
+def test_every_app_is_on_a_floor() -> None:
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "scripts", "deploy", "docs"}
+    assert packages <= set(LAYERS), f"place {packages - set(LAYERS)} in LAYERS and docs/architecture.md"
