@@ -18,9 +18,9 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
-from core.keys import hash_matches, parse_prefix
 from accounts.limits import Caps, Policy, resolve
 from core.db import fresh_connection
+from core.keys import hash_matches, parse_prefix
 from core.live import live_state
 
 GENERATION = "keys"

@@ -50,7 +50,10 @@ class User(AbstractUser, LimitFields):
 
     @property
     def is_teacher(self) -> bool:
-        return self.role == self.Role.TEACHER
+        """The one notion of "teacher" for pages, APIs, the fleet websocket and commands: an
+        active account with the staff flag (a teacher, or an admin). The role is a label for
+        people; the flag is access, so removing it takes teacher access away everywhere."""
+        return self.is_active and self.is_staff
 
 
 class ApiKey(LimitFields):

@@ -3,10 +3,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
-
-from django.contrib.auth.base_user import AbstractBaseUser
 
 from fleet.models import CatalogModel, Pool, Worker, WorkerEvent
 from fleet.signals import teacher_action

@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from core import errors
+from core.db import fresh_connection
+from core.live import LiveStateUnavailable, live_state, worker_resource
 from fleet.models import PoolEvent
 from fleet.scheduler import Decision, WorkerView, rank_workers
 from fleet.selectors import fleet_snapshot
-from core import errors
 from inference.fair_queue import FairQueue
 from inference.metrics import QUEUE_WAIT
-from core.db import fresh_connection
-from core.live import LiveStateUnavailable, live_state, worker_resource
 
 log = logging.getLogger("ocs.admission")
 

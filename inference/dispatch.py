@@ -22,9 +22,10 @@ from typing import Any
 
 from django.conf import settings
 
+from core import errors
+from core.live import live_state
 from fleet.scheduler import ROUTABLE_STATES, WorkerView
 from fleet.selectors import fleet_snapshot, usable_pool_ids
-from core import errors
 from inference import upstream
 from inference.admission import Slot, Want, acquire_slot, rank
 from inference.metrics import FIRST_BYTE, count_tokens
@@ -32,7 +33,6 @@ from inference.protocols.base import Protocol, StreamTransform
 from inference.request_log import RequestRecord
 from inference.upstream import TRANSPORT_ERRORS, UpstreamResponse
 from inference.usage import UsageSniffer
-from core.live import live_state
 
 log = logging.getLogger("ocs.dispatch")
 

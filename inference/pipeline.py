@@ -13,16 +13,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import replace
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
+from dataclasses import replace
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 
-from fleet.scheduler import conversation_key
 from core import errors
+from core.live import LiveStateUnavailable
+from core.redact import redact
+from fleet.scheduler import conversation_key
 from inference import dispatch
 from inference.admission import Want
 from inference.auth import authenticate
@@ -33,8 +35,6 @@ from inference.protocols.base import Call, Plan, Protocol, Target
 from inference.quota_gate import admit, charge_refusal, check_access, reservation
 from inference.request_log import RequestRecord
 from inference.validation import output_cap
-from core.redact import redact
-from core.live import LiveStateUnavailable
 
 log = logging.getLogger("ocs.api")
 

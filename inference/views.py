@@ -11,8 +11,8 @@ from typing import Any
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from fleet.selectors import ModelView, fleet_snapshot, models_for_pool
 from core import errors
+from fleet.selectors import ModelView, fleet_snapshot, models_for_pool
 from inference import pipeline
 from inference.auth import authenticate, key_from_headers
 from inference.openapi import openapi_document

@@ -6,11 +6,11 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from core.live import LiveStateUnavailable, live_state
+from core.private_access import private_access_allowed
 from fleet.scheduler import ROUTABLE_STATES
 from fleet.selectors import fleet_snapshot
 from inference.metrics import QUEUE_DEPTH, WORKER_BUSY, WORKER_SLOTS, WORKER_STATE
-from core.private_access import private_access_allowed
-from core.live import LiveStateUnavailable, live_state
 
 
 async def healthz(request: HttpRequest) -> JsonResponse:

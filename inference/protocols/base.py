@@ -15,7 +15,6 @@ from typing import Any
 from core.errors import ApiError
 
 
-
 class StreamTransform:
     """Turns a worker's stream into the client's: `feed` gets the worker's bytes as they arrive
     (cut anywhere) and yields what the client gets; `end` runs once the worker's stream ended

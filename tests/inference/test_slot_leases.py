@@ -10,13 +10,13 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
+from core import live
+from core.live import InProcessLiveState, LiveStateUnavailable, worker_resource
 from fleet.scheduler import WorkerView
 from inference import dispatch, upstream
 from inference.admission import Lease, Slot, Want
 from inference.protocols import openai_chat
 from inference.request_log import RequestRecord
-from core import live
-from core.live import InProcessLiveState, LiveStateUnavailable, worker_resource
 
 
 class Clock:

@@ -97,8 +97,8 @@ def test_no_raw_key_reaches_the_database_or_the_gateway_log(gateway, worker, stu
 @pytest.mark.django_db(transaction=True)
 def test_daily_rollups_sum_per_student_and_class_and_pruning_keeps_them(student, other_student) -> None:  # noqa: ANN001
     from accounts.models import Classroom
-    from inference.selectors import class_daily_usage
     from inference.models import DailyUsage, RequestLog
+    from inference.selectors import class_daily_usage
     from inference.tasks import prune_request_log, rollup_usage
 
     room = Classroom.objects.create(name="7b")

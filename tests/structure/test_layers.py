@@ -62,3 +62,10 @@ def test_the_check_sees_imports_inside_functions_and_string_foreign_keys(tmp_pat
 def test_every_app_is_on_a_floor() -> None:
     packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "scripts", "deploy", "docs"}
     assert packages <= set(LAYERS), f"place {packages - set(LAYERS)} in LAYERS and docs/architecture.md"
+
+
+def test_one_decorator_guards_every_teacher_page() -> None:
+    """lessons, research and the teacher's pages answer "not a teacher" the same way."""
+    copies = [str(path.relative_to(ROOT)) for app in LAYERS for path in (ROOT / app).rglob("*.py")
+              if "def staff_required" in path.read_text()]
+    assert copies == ["accounts/access.py"]

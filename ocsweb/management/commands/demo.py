@@ -28,8 +28,17 @@ from accounts.services import key_issue, key_revoke, user_ensure
 from fleet.agent.config import AgentConfig, WorkerConfig
 from fleet.agent.runner import RigAgentRunner
 from fleet.embedded import PER_SLOT_CONTEXT
-from fleet.local_worker import DEFAULT_MODEL_ID, NATIVE_CONTEXT, LaunchOptions, die_with_parent, context_options, \
-    find_default_model, find_llama_server, free_port, local_threads
+from fleet.local_worker import (
+    DEFAULT_MODEL_ID,
+    NATIVE_CONTEXT,
+    LaunchOptions,
+    context_options,
+    die_with_parent,
+    find_default_model,
+    find_llama_server,
+    free_port,
+    local_threads,
+)
 from fleet.models import Worker
 from fleet.rigs import rig_create, rig_workers_reset
 
