@@ -15,7 +15,7 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         user = self.scope.get("user")
-        if user is None or not user.is_authenticated or not user.is_staff or not user.is_active:
+        if not is_teacher(user):
             await self.close(code=FORBIDDEN)
             return
         await self.accept()
