@@ -18,7 +18,7 @@ from inference.auth import authenticate, key_from_headers
 from inference.openapi import openapi_document
 from inference.protocols import anthropic, ollama, openai_chat, openai_completions, responses
 from inference.protocols.base import Protocol
-from inference.request_log import RequestRecord
+from inference.request_context import RequestContext
 
 View = Callable[..., Coroutine[Any, Any, HttpResponseBase]]
 
@@ -31,18 +31,12 @@ def _method_not_allowed(request: HttpRequest, protocol: Protocol, methods: tuple
     return response
 
 
-def generating(protocol: Protocol, *, methods: tuple[str, ...] = ("POST",), generates: bool = True,
-               key_in_path: bool = False) -> View:
-    """A route whose requests go through the pipeline."""
-
-    @csrf_exempt
-    async def view(request: HttpRequest, key: str | None = None) -> HttpResponseBase:
-        if request.method not in methods:
-            return _method_not_allowed(request, protocol, methods)
-        raw_key = key if key_in_path else key_from_headers(request.headers)
-        return await pipeline.serve(request, protocol, raw_key=raw_key, generates=generates)
-
-    return view
+async def _generate(request: HttpRequest, protocol: Protocol, *, raw_key: str | None,
+                    methods: tuple[str, ...] = ("POST",), generates: bool = True) -> HttpResponseBase:
+    """A request that goes through the pipeline (inference/pipeline.py serve())."""
+    if request.method not in methods:
+        return _method_not_allowed(request, protocol, methods)
+    return await pipeline.serve(request, protocol, raw_key=raw_key, generates=generates)
 
 
 def answering(protocol: Protocol, *methods: str) -> Callable[[View], View]:
@@ -55,7 +49,7 @@ def answering(protocol: Protocol, *methods: str) -> Callable[[View], View]:
         async def view(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponseBase:
             if request.method not in methods:
                 return _method_not_allowed(request, protocol, methods)
-            record = pipeline.new_record(request, protocol)
+            record = pipeline.new_context(request, protocol)
             status, error_code = 500, "internal_error"
             try:
                 response = await handler(request, record, *args, **kwargs)
@@ -76,7 +70,7 @@ def answering(protocol: Protocol, *methods: str) -> Callable[[View], View]:
     return decorate
 
 
-async def visible_models(record: RequestRecord, raw_key: str | None) -> list[ModelView]:
+async def visible_models(record: RequestContext, raw_key: str | None) -> list[ModelView]:
     """The catalogue models this key may use."""
     identity = await authenticate(raw_key)
     record.identify(identity)
@@ -86,13 +80,26 @@ async def visible_models(record: RequestRecord, raw_key: str | None) -> list[Mod
 
 # --- OpenAI ----------------------------------------------------------------------------------
 
-chat_completions = generating(openai_chat.PROTOCOL)
-completions = generating(openai_completions.PROTOCOL)
-responses_create = generating(responses.PROTOCOL)
+@csrf_exempt
+async def chat_completions(request: HttpRequest) -> HttpResponseBase:
+    """POST /v1/chat/completions"""
+    return await _generate(request, openai_chat.PROTOCOL, raw_key=key_from_headers(request.headers))
+
+
+@csrf_exempt
+async def completions(request: HttpRequest) -> HttpResponseBase:
+    """POST /v1/completions"""
+    return await _generate(request, openai_completions.PROTOCOL, raw_key=key_from_headers(request.headers))
+
+
+@csrf_exempt
+async def responses_create(request: HttpRequest) -> HttpResponseBase:
+    """POST /v1/responses"""
+    return await _generate(request, responses.PROTOCOL, raw_key=key_from_headers(request.headers))
 
 
 @answering(openai_chat.PROTOCOL, "GET")
-async def models_list(request: HttpRequest, record: RequestRecord) -> HttpResponseBase:
+async def models_list(request: HttpRequest, record: RequestContext) -> HttpResponseBase:
     return JsonResponse(ollama.openai_model_list(await visible_models(record, key_from_headers(request.headers))))
 
 
@@ -104,39 +111,51 @@ async def openapi(request: HttpRequest) -> HttpResponseBase:
 
 
 @answering(openai_chat.PROTOCOL, "GET", "POST", "PUT", "PATCH", "DELETE")
-async def not_found(request: HttpRequest, record: RequestRecord, rest: str = "", key: str = "") -> HttpResponseBase:
+async def not_found(request: HttpRequest, record: RequestContext, rest: str = "", key: str = "") -> HttpResponseBase:
     raise errors.ApiError(404, f"Unknown API route: {request.method} {record.path}", code="unknown_url")
 
 
 # --- Anthropic -------------------------------------------------------------------------------
 
-messages = generating(anthropic.PROTOCOL)
-count_tokens = generating(anthropic.COUNT_TOKENS, generates=False)
+@csrf_exempt
+async def messages(request: HttpRequest) -> HttpResponseBase:
+    """POST /v1/messages"""
+    return await _generate(request, anthropic.PROTOCOL, raw_key=key_from_headers(request.headers))
+
+
+@csrf_exempt
+async def count_tokens(request: HttpRequest) -> HttpResponseBase:
+    """POST /v1/messages/count_tokens: the prompt is measured by a worker, nothing is generated."""
+    return await _generate(request, anthropic.COUNT_TOKENS, raw_key=key_from_headers(request.headers),
+                           generates=False)
 
 
 # --- Copilot's Ollama provider, under /ollama/<key>/ (no auth header: the key is in the path) ---
 
-ollama_chat_completions = generating(openai_chat.OLLAMA_CHAT, key_in_path=True)
+@csrf_exempt
+async def ollama_chat_completions(request: HttpRequest, key: str) -> HttpResponseBase:
+    """POST /ollama/<key>/v1/chat/completions"""
+    return await _generate(request, openai_chat.OLLAMA_CHAT, raw_key=key)
 
 
 @answering(openai_chat.OLLAMA_CHAT, "GET")
-async def ollama_version(request: HttpRequest, record: RequestRecord, key: str) -> HttpResponseBase:
+async def ollama_version(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
     identity = await authenticate(key)
     record.identify(identity)
     return JsonResponse(ollama.version())
 
 
 @answering(openai_chat.OLLAMA_CHAT, "GET")
-async def ollama_tags(request: HttpRequest, record: RequestRecord, key: str) -> HttpResponseBase:
+async def ollama_tags(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
     return JsonResponse(ollama.tags(await visible_models(record, key)))
 
 
 @answering(openai_chat.OLLAMA_CHAT, "POST")
-async def ollama_show(request: HttpRequest, record: RequestRecord, key: str) -> HttpResponseBase:
+async def ollama_show(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
     models = {m.public_id: m for m in await visible_models(record, key)}
     return JsonResponse(ollama.show(request.body, models))
 
 
 @answering(openai_chat.OLLAMA_CHAT, "GET")
-async def ollama_models_list(request: HttpRequest, record: RequestRecord, key: str) -> HttpResponseBase:
+async def ollama_models_list(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
     return JsonResponse(ollama.openai_model_list(await visible_models(record, key)))

@@ -5,6 +5,7 @@ from typing import Any
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from accounts.access import is_teacher
 from portal.fleet_live import CHANGES_GROUP, GROUP, publisher
 
 FORBIDDEN = 4403

@@ -7,7 +7,6 @@ from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
 
 from accounts.login_throttle import login_locked
-from accounts.models import Classroom, User
 from fleet.models import Pool
 
 
@@ -80,12 +79,3 @@ class RequestFilterForm(forms.Form):
 
 class MoveWorkerForm(forms.Form):
     pool = forms.ModelChoiceField(queryset=Pool.objects.order_by("name"), to_field_name="name")
-
-
-class ClassChoiceForm(forms.Form):
-    classroom = forms.ModelChoiceField(queryset=Classroom.objects.order_by("name"), required=False)
-
-
-def user_label(user: User) -> str:
-    full = user.get_full_name()
-    return f"{full} ({user.username})" if full else user.username

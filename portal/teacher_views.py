@@ -20,14 +20,14 @@ from accounts.audit import acting_user, audit_record
 from accounts.models import ApiKey, AuditEvent, Classroom, User
 from accounts.selectors import student_policy
 from accounts.services import key_revoke, limits_set, user_set_active
-from fleet.models import Pool, Worker
+from fleet.models import Worker
 from fleet.services import worker_disable, worker_drain, worker_enable, worker_move
 from inference.models import RequestLog
 from inference.selectors import class_daily_usage
 from portal import selectors
 from portal.csv_import import CsvProblem, parse_students_csv
 from portal.fleet_status import fleet_status
-from portal.forms import ImportStudentsForm, LimitsForm, RequestFilterForm
+from portal.forms import ImportStudentsForm, LimitsForm, MoveWorkerForm, RequestFilterForm
 from portal.services import set_password_path, students_import
 from portal.stats import bar_heights
 from portal.views import site_root
@@ -246,10 +246,11 @@ def worker_action(request: HttpRequest, worker_id: int, action: str) -> HttpResp
     worker = get_object_or_404(Worker.objects.select_related("pool"), id=worker_id)
     actor = acting_user(request)
     if action == "move":
-        pool = Pool.objects.filter(name=request.POST.get("pool", "")).first()
-        if pool is None:
+        form = MoveWorkerForm(request.POST)
+        if not form.is_valid():
             messages.error(request, "Choose a pool that exists.")
         else:
+            pool = form.cleaned_data["pool"]
             worker_move(worker=worker, pool=pool, actor=actor)
             messages.success(request, f"{worker.name} is now in pool {pool.name}.")
     elif action in WORKER_ACTIONS:

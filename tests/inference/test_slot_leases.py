@@ -16,7 +16,7 @@ from fleet.scheduler import WorkerView
 from inference import dispatch, upstream
 from inference.admission import Lease, Slot, Want
 from inference.protocols import openai_chat
-from inference.request_log import RequestRecord
+from inference.request_context import RequestContext
 
 
 class Clock:
@@ -94,7 +94,7 @@ def test_a_cancel_before_the_stream_is_handed_over_frees_the_slot(monkeypatch: p
     monkeypatch.setattr(state, "set_affinity", set_affinity)
 
     async def scenario() -> int:
-        record = RequestRecord(client="openai", path="/v1/chat/completions")
+        record = RequestContext(client="openai", path="/v1/chat/completions")
         record.want = Want(user_id=1, pool_id=1, model_id="m", conversation="c1")
         task = asyncio.ensure_future(dispatch.open_stream(path="/v1/chat/completions", body={}, record=record,
                                                           protocol=openai_chat.PROTOCOL))

@@ -63,11 +63,12 @@ def test_sigterm_during_load_leaves_a_row_for_every_request_that_got_a_response(
 @pytest.mark.django_db(transaction=True)
 def test_a_row_the_database_refuses_is_dropped_without_losing_the_others() -> None:
     from inference.models import RequestLog
-    from inference.request_log import RequestLogWriter, RequestRecord
+    from inference.request_context import RequestContext
+    from inference.request_log import RequestLogWriter
 
     writer = RequestLogWriter(flush_every_s=600)
-    good = RequestRecord(client="openai", path="/v1/models").row(status=200, error_code="")
-    bad = RequestRecord(client="openai", path="/v1/models").row(status=-1, error_code="")  # violates a CHECK
+    good = RequestContext(client="openai", path="/v1/models").row(status=200, error_code="")
+    bad = RequestContext(client="openai", path="/v1/models").row(status=-1, error_code="")  # violates a CHECK
     for row in (good, bad, dict(good, path="/v1/chat/completions")):
         writer.submit(row)
     assert writer.flush() == 2 and writer.pending() == 0
