@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
-from accounts.limits import Caps, Policy, resolve
+from accounts.limits.resolution import Caps, Policy, resolve
 from core.db import fresh_connection
 from core.keys import hash_matches, parse_prefix
 from core.live import live_state

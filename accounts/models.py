@@ -9,7 +9,7 @@ from django.utils import timezone
 
 class LimitFields(models.Model):
     """Caps a teacher sets on a class, a student or a key. Empty = inherit from the level above
-    (key -> student -> class -> site defaults); see accounts/limits.py."""
+    (key -> student -> class -> site defaults); see accounts/limits/resolution.py."""
 
     requests_per_minute = models.PositiveIntegerField(
         null=True, blank=True, help_text="Requests in any 60-second window. Empty: inherit.")

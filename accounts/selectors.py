@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from accounts.key_cache import site_defaults
-from accounts.limits import UNSET, Policy, resolve
+from accounts.limits.resolution import UNSET, Policy, resolve
 from accounts.models import ApiKey, User
 
 

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 
+from accounts.limits.gate import admit, charge_refusal, check_access, reservation
 from core import errors
 from core.live import LiveStateUnavailable
 from core.redact import redact
@@ -32,7 +33,6 @@ from inference.catalogue import resolve_model
 from inference.client_tools import client_tool
 from inference.metrics import REFUSALS, REQUESTS
 from inference.protocols.base import Call, Plan, Protocol, Target
-from inference.quota_gate import admit, charge_refusal, check_access, reservation
 from inference.request_context import RequestContext
 from inference.validation import output_cap
 

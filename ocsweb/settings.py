@@ -155,7 +155,7 @@ OCS: GatewaySettings = {
     # How long a request waits for a free slot before it is refused with 429.
     "QUEUE_MAX_WAIT_S": env_float("OCS_QUEUE_MAX_WAIT_S", 30.0, minimum=0.0),
     # Site-wide default limits per student, where neither the student nor their class sets one
-    # (accounts/limits.py); 0 = no cap. Concurrency counts requests running or waiting.
+    # (accounts/limits/resolution.py); 0 = no cap. Concurrency counts requests running or waiting.
     "DEFAULT_REQUESTS_PER_MINUTE": env_int("OCS_DEFAULT_REQUESTS_PER_MINUTE", 60, minimum=0),
     "DEFAULT_TOKENS_PER_DAY": env_int("OCS_DEFAULT_TOKENS_PER_DAY", 2_000_000, minimum=0),
     "DEFAULT_CONCURRENCY": env_int("OCS_DEFAULT_CONCURRENCY", 8, minimum=0),

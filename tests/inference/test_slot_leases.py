@@ -11,10 +11,11 @@ from django.conf import settings
 from django.test import override_settings
 
 from core import live
+from core.lease import Lease
 from core.live import InProcessLiveState, LiveStateUnavailable, worker_resource
 from fleet.scheduler import WorkerView
 from inference import dispatch, upstream
-from inference.admission import Lease, Slot, Want
+from inference.admission import Slot, Want
 from inference.protocols import openai_chat
 from inference.request_context import RequestContext
 
@@ -39,6 +40,7 @@ def test_a_lease_whose_release_fails_stops_renewing_and_expires(monkeypatch: pyt
     state = FailingRelease(clock=clock)
     monkeypatch.setattr(live, "live_state", lambda: state)
     monkeypatch.setattr("inference.admission.live_state", lambda: state)
+    monkeypatch.setattr("core.lease.live_state", lambda: state)
 
     async def scenario() -> int:
         with override_settings(OCS={**settings.OCS, "SLOT_LEASE_S": 0.03}):
@@ -63,6 +65,7 @@ def test_a_cancel_before_the_stream_is_handed_over_frees_the_slot(monkeypatch: p
     state = InProcessLiveState()
     monkeypatch.setattr("inference.dispatch.live_state", lambda: state)
     monkeypatch.setattr("inference.admission.live_state", lambda: state)
+    monkeypatch.setattr("core.lease.live_state", lambda: state)
     reached = asyncio.Event()
 
     async def acquire_slot(want: Want) -> Slot:

@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from core.lease import Lease
 from inference import pipeline
-from inference.admission import Lease, Slot
+from inference.admission import Slot
 from inference.dispatch import OpenStream, relay
 from inference.protocols import openai_chat
 from inference.request_context import RequestContext
