@@ -18,7 +18,7 @@ import pytest
 from fleet.local_worker import free_port
 from tests.conftest import MODEL_ID, ROOT, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 
 
 def _read_until(process: subprocess.Popen[str], marker: str, timeout_s: float) -> list[str]:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import MODEL_ID
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 
 
 def test_the_document_describes_every_public_route(gateway) -> None:  # noqa: ANN001

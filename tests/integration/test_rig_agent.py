@@ -12,7 +12,7 @@ import pytest
 from fleet.local_worker import free_port
 from tests.conftest import ROOT, gateway_env, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 
 
 def agent_toml(gateway_url: str, token: str, port: int, *, name: str = "cpu-1") -> str:
