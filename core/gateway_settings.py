@@ -19,6 +19,7 @@ class GatewaySettings(TypedDict):
     UPSTREAM_MAX_STREAM_S: float
     UPSTREAM_MAX_TRIES: int
     KEY_CACHE_TTL_S: float
+    BAD_KEY_ALLOWANCE: int
     FLEET_CACHE_TTL_S: float
     MAX_BODY_BYTES: int
     DEFAULT_POOL: str

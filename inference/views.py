@@ -76,9 +76,9 @@ def answering(protocol: Protocol, *methods: str) -> Callable[[View], View]:
     return decorate
 
 
-async def visible_models(record: RequestRecord, raw_key: str | None) -> list[ModelView]:
+async def visible_models(request: HttpRequest, record: RequestRecord, raw_key: str | None) -> list[ModelView]:
     """The catalogue models this key may use."""
-    identity = await authenticate(raw_key)
+    identity = await authenticate(raw_key, request)
     record.identify(identity)
     snapshot = await fleet_snapshot(pool_id=identity.pool_id)
     return [m for m in models_for_pool(snapshot, identity.pool_id) if identity.policy.allows_model(m.public_id)]
@@ -93,7 +93,7 @@ responses_create = generating(responses.PROTOCOL)
 
 @answering(openai_chat.PROTOCOL, "GET")
 async def models_list(request: HttpRequest, record: RequestRecord) -> HttpResponseBase:
-    return JsonResponse(ollama.openai_model_list(await visible_models(record, key_from_headers(request.headers))))
+    return JsonResponse(ollama.openai_model_list(await visible_models(request, record, key_from_headers(request.headers))))
 
 
 async def openapi(request: HttpRequest) -> HttpResponseBase:
@@ -121,22 +121,22 @@ ollama_chat_completions = generating(openai_chat.OLLAMA_CHAT, key_in_path=True)
 
 @answering(openai_chat.OLLAMA_CHAT, "GET")
 async def ollama_version(request: HttpRequest, record: RequestRecord, key: str) -> HttpResponseBase:
-    identity = await authenticate(key)
+    identity = await authenticate(key, request)
     record.identify(identity)
     return JsonResponse(ollama.version())
 
 
 @answering(openai_chat.OLLAMA_CHAT, "GET")
 async def ollama_tags(request: HttpRequest, record: RequestRecord, key: str) -> HttpResponseBase:
-    return JsonResponse(ollama.tags(await visible_models(record, key)))
+    return JsonResponse(ollama.tags(await visible_models(request, record, key)))
 
 
 @answering(openai_chat.OLLAMA_CHAT, "POST")
 async def ollama_show(request: HttpRequest, record: RequestRecord, key: str) -> HttpResponseBase:
-    models = {m.public_id: m for m in await visible_models(record, key)}
+    models = {m.public_id: m for m in await visible_models(request, record, key)}
     return JsonResponse(ollama.show(request.body, models))
 
 
 @answering(openai_chat.OLLAMA_CHAT, "GET")
 async def ollama_models_list(request: HttpRequest, record: RequestRecord, key: str) -> HttpResponseBase:
-    return JsonResponse(ollama.openai_model_list(await visible_models(record, key)))
+    return JsonResponse(ollama.openai_model_list(await visible_models(request, record, key)))

@@ -179,6 +179,9 @@ OCS: GatewaySettings = {
     # In-process caches of keys and of the fleet snapshot, in seconds.
     "KEY_CACHE_TTL_S": env_float("OCS_KEY_CACHE_TTL_S", 1.0, minimum=0.0),
     "FLEET_CACHE_TTL_S": env_float("OCS_FLEET_CACHE_TTL_S", 1.0, minimum=0.0),
+    # Failed key lookups (401s) one client address may cause per minute in one gateway process
+    # before its requests with keys that do not exist get 429 (inference/auth.py); 0 = no limit.
+    "BAD_KEY_ALLOWANCE": env_int("OCS_BAD_KEY_ALLOWANCE", 300, minimum=0),
     # Largest request body accepted on the API, in bytes.
     "MAX_BODY_BYTES": env_int("OCS_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024),
     "DEFAULT_POOL": env_str("OCS_DEFAULT_POOL", "production") or "production",
