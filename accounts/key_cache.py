@@ -10,18 +10,22 @@ Unknown keys cost no query each: a prefix is looked up only if it is among the p
 exist, a set each process loads once and reloads only when
 - the live "keys-issued" generation changed (key_issue bumps it, in Redis for every process, so
   a freshly issued key works at once everywhere), or
+- the stamp file OCS_VAR_DIR/keys-issued changed (key_issue touches it too: without Redis, the
+  live state is each process's own, and `manage.py issue_key` is another process), or
 - a prefix it does not hold comes and the set is older than KEY_CACHE_TTL_S (the bound when the
-  process that issued a key could not reach this one).
+  process that issued a key could reach neither).
 Any number of well-formed unknown keys costs at most one query (`SELECT prefix`) per
 KEY_CACHE_TTL_S per process; a key that exists never waits for a reload.
 """
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -101,7 +105,18 @@ def _load(prefix: str) -> KeyIdentity | None:
 class _Prefixes:
     known: frozenset[str]
     loaded_at: float  # time.monotonic()
-    generation: int
+    generation: tuple[int, int]  # the live "keys-issued" generation, the stamp file's mtime
+
+
+def _stamp_path() -> Path:
+    return Path(settings.VAR_DIR) / "keys-issued"
+
+
+def _stamp() -> int:
+    try:
+        return _stamp_path().stat().st_mtime_ns
+    except OSError:
+        return 0
 
 
 _prefixes: _Prefixes | None = None
@@ -109,7 +124,7 @@ _prefixes_lock = threading.Lock()
 
 
 @fresh_connection
-def _load_prefixes(generation: int, stale_before: float) -> _Prefixes:
+def _load_prefixes(generation: tuple[int, int], stale_before: float) -> _Prefixes:
     """The prefixes that exist; one query, unless another thread loaded them meanwhile."""
     global _prefixes
     from accounts.models import ApiKey
@@ -133,7 +148,7 @@ async def prefix_exists(prefix: str, *, reload_stale: bool = True) -> bool:
     current = _prefixes
     if current is not None and prefix in current.known:
         return True
-    generation = await live_state().generation(ISSUED_GENERATION)
+    generation = (await live_state().generation(ISSUED_GENERATION), _stamp())
     now = time.monotonic()
     ttl = settings.OCS["KEY_CACHE_TTL_S"]
     if current is not None and current.generation == generation and (not reload_stale or now - current.loaded_at < ttl):
@@ -150,6 +165,12 @@ def key_prefixes_changed() -> None:
         live_state().bump_generation(ISSUED_GENERATION)
     except LiveStateUnavailable as exc:
         log.warning("new key not announced to the other processes: %s", exc)
+    try:
+        now = time.time_ns()
+        _stamp_path().touch()
+        os.utime(_stamp_path(), ns=(now, now))
+    except OSError as exc:
+        log.warning("new key not announced through %s: %s", _stamp_path(), exc)
 
 
 async def key_authenticate(raw: str) -> KeyIdentity | None:

@@ -14,6 +14,16 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
+def _request_log_written():  # noqa: ANN202
+    """The routes log each request in batches: write them while this test's database exists."""
+    yield
+    from inference import request_log
+
+    if request_log._writer is not None:
+        request_log._writer.flush()
+
+
+@pytest.fixture(autouse=True)
 def fresh(monkeypatch, settings) -> dict[str, int]:  # noqa: ANN001
     """A fresh bad-key counter, an allowance of 20, and counts of the key queries made."""
     monkeypatch.setattr(auth, "bad_keys", BadKeyCounter())
@@ -27,7 +37,7 @@ def fresh(monkeypatch, settings) -> dict[str, int]:  # noqa: ANN001
         calls["key"] += 1
         return load(prefix)
 
-    def counted_prefixes(generation: int, stale_before: float):  # noqa: ANN202
+    def counted_prefixes(generation: tuple[int, int], stale_before: float):  # noqa: ANN202
         calls["prefixes"] += 1
         return load_prefixes(generation, stale_before)
 
@@ -100,3 +110,17 @@ def test_the_bad_key_window_ends_and_a_zero_allowance_never_refuses() -> None:
     assert counter.retry_after_s("203.0.113.1", allowance=5) is None
     counter.failed("203.0.113.1")  # a new window
     assert counter.retry_after_s("203.0.113.1", allowance=5) is None
+
+
+def test_a_key_issued_by_another_process_without_redis_works_at_once(student, settings, monkeypatch) -> None:  # noqa: ANN001
+    """`manage.py issue_key` beside an embedded gateway: the live state is each process's own, so
+    only the stamp file in OCS_VAR_DIR tells the gateway."""
+    from accounts.services import key_issue
+    from core.live import live_state
+
+    settings.OCS = {**settings.OCS, "KEY_CACHE_TTL_S": 3600.0}
+    client = Client()
+    assert client.get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {random_key()}").status_code == 401
+    monkeypatch.setattr(type(live_state()), "bump_generation", lambda self, name: 0)  # another process's bump
+    _, raw = key_issue(user=student, name="from-the-command-line")
+    assert client.get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 200
