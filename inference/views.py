@@ -11,6 +11,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from accounts.key_cache import KeyIdentity
 from fleet.selectors import ModelView, fleet_snapshot, models_for_pool
 from core import errors
 from inference import pipeline
@@ -80,6 +81,10 @@ async def visible_models(request: HttpRequest, record: RequestRecord, raw_key: s
     """The catalogue models this key may use."""
     identity = await authenticate(raw_key, request)
     record.identify(identity)
+    return await models_of(identity)
+
+
+async def models_of(identity: KeyIdentity) -> list[ModelView]:
     snapshot = await fleet_snapshot(pool_id=identity.pool_id)
     return [m for m in models_for_pool(snapshot, identity.pool_id) if identity.policy.allows_model(m.public_id)]
 
@@ -97,10 +102,17 @@ async def models_list(request: HttpRequest, record: RequestRecord) -> HttpRespon
 
 
 async def openapi(request: HttpRequest) -> HttpResponseBase:
-    """Public: clients and tools read it before they have a key. Its `model` fields name the
-    catalogue's models."""
-    snapshot = await fleet_snapshot()
-    return JsonResponse(openapi_document(list(snapshot.models)))
+    """Public: clients and tools read it before they have a key, and then it names no model.
+    With a key, its `model` fields name the models that key may use (as /v1/models lists them);
+    a wrong key gets 401."""
+    raw_key = key_from_headers(request.headers)
+    if raw_key is None:
+        return JsonResponse(openapi_document())
+    try:
+        identity = await authenticate(raw_key, request)
+    except errors.ApiError as error:
+        return pipeline.error_response(openai_chat.PROTOCOL, error)
+    return JsonResponse(openapi_document([m.public_id for m in await models_of(identity)]))
 
 
 @answering(openai_chat.PROTOCOL, "GET", "POST", "PUT", "PATCH", "DELETE")
