@@ -84,7 +84,7 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
     response: HttpResponseBase
     try:
         # authenticate
-        identity = await authenticate(raw_key)
+        identity = await authenticate(raw_key, request)
         record.identify(identity)
         # check
         try:

@@ -11,6 +11,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from accounts.key_cache import KeyIdentity
 from core import errors
 from fleet.selectors import ModelView, fleet_snapshot, models_for_pool
 from inference import pipeline
@@ -70,10 +71,14 @@ def answering(protocol: Protocol, *methods: str) -> Callable[[View], View]:
     return decorate
 
 
-async def visible_models(record: RequestContext, raw_key: str | None) -> list[ModelView]:
+async def visible_models(request: HttpRequest, record: RequestContext, raw_key: str | None) -> list[ModelView]:
     """The catalogue models this key may use."""
-    identity = await authenticate(raw_key)
+    identity = await authenticate(raw_key, request)
     record.identify(identity)
+    return await models_of(identity)
+
+
+async def models_of(identity: KeyIdentity) -> list[ModelView]:
     snapshot = await fleet_snapshot(pool_id=identity.pool_id)
     return [m for m in models_for_pool(snapshot, identity.pool_id) if identity.policy.allows_model(m.public_id)]
 
@@ -100,14 +105,21 @@ async def responses_create(request: HttpRequest) -> HttpResponseBase:
 
 @answering(openai_chat.PROTOCOL, "GET")
 async def models_list(request: HttpRequest, record: RequestContext) -> HttpResponseBase:
-    return JsonResponse(ollama.openai_model_list(await visible_models(record, key_from_headers(request.headers))))
+    return JsonResponse(ollama.openai_model_list(await visible_models(request, record, key_from_headers(request.headers))))
 
 
 async def openapi(request: HttpRequest) -> HttpResponseBase:
-    """Public: clients and tools read it before they have a key. Its `model` fields name the
-    catalogue's models."""
-    snapshot = await fleet_snapshot()
-    return JsonResponse(openapi_document(list(snapshot.models)))
+    """Public: clients and tools read it before they have a key, and then it names no model.
+    With a key, its `model` fields name the models that key may use (as /v1/models lists them);
+    a wrong key gets 401."""
+    raw_key = key_from_headers(request.headers)
+    if raw_key is None:
+        return JsonResponse(openapi_document())
+    try:
+        identity = await authenticate(raw_key, request)
+    except errors.ApiError as error:
+        return pipeline.error_response(openai_chat.PROTOCOL, error)
+    return JsonResponse(openapi_document([m.public_id for m in await models_of(identity)]))
 
 
 @answering(openai_chat.PROTOCOL, "GET", "POST", "PUT", "PATCH", "DELETE")
@@ -140,22 +152,22 @@ async def ollama_chat_completions(request: HttpRequest, key: str) -> HttpRespons
 
 @answering(openai_chat.OLLAMA_CHAT, "GET")
 async def ollama_version(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
-    identity = await authenticate(key)
+    identity = await authenticate(key, request)
     record.identify(identity)
     return JsonResponse(ollama.version())
 
 
 @answering(openai_chat.OLLAMA_CHAT, "GET")
 async def ollama_tags(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
-    return JsonResponse(ollama.tags(await visible_models(record, key)))
+    return JsonResponse(ollama.tags(await visible_models(request, record, key)))
 
 
 @answering(openai_chat.OLLAMA_CHAT, "POST")
 async def ollama_show(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
-    models = {m.public_id: m for m in await visible_models(record, key)}
+    models = {m.public_id: m for m in await visible_models(request, record, key)}
     return JsonResponse(ollama.show(request.body, models))
 
 
 @answering(openai_chat.OLLAMA_CHAT, "GET")
 async def ollama_models_list(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
-    return JsonResponse(ollama.openai_model_list(await visible_models(record, key)))
+    return JsonResponse(ollama.openai_model_list(await visible_models(request, record, key)))

@@ -40,6 +40,8 @@ async def metrics(request: HttpRequest) -> HttpResponse:
         token=settings.OCS["METRICS_TOKEN"],
         networks=settings.OCS["METRICS_NETWORKS"],
         trusted_proxies=settings.OCS["TRUSTED_PROXIES"],
+        client_header=(request.headers.get(settings.OCS["CLIENT_ADDRESS_HEADER"])
+                       if settings.OCS["CLIENT_ADDRESS_HEADER"] else None),
     )
     if not allowed:
         return HttpResponse("metrics are readable from the private network or with the staff token\n",

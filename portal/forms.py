@@ -3,10 +3,9 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
 
-from accounts.login_throttle import login_locked
+from accounts.login_throttle import login_refusal, refusal_message
 from fleet.models import Pool
 
 
@@ -21,11 +20,10 @@ class PortalLoginForm(AuthenticationForm):
     }
 
     def clean(self) -> dict[str, Any]:
-        if login_locked(self.request, self.data.get("username")):
-            minutes = max(1, round(settings.OCS["LOGIN_LOCK_S"] / 60))
+        reason = login_refusal(self.request, self.data.get("username"))
+        if reason:
             raise forms.ValidationError(
-                f"Too many failed sign-ins. Try again in {minutes} minutes, or ask your teacher for a new "
-                "set-password link.", code="locked")
+                refusal_message(reason, remedy="ask your teacher for a new set-password link"), code="locked")
         return super().clean()
 
 
