@@ -64,6 +64,16 @@ class Sample:
     content: str = ""
 
 
+def server_root(base_url: str) -> str:
+    """The server's root from what a user may paste: `http://host:8081`, `https://gw/v1` (the
+    OCS_BASE_URL the demo prints, the base URL OpenAI clients take) or either with a trailing
+    slash all give the root, which the load generator appends `/v1/chat/completions` to."""
+    root = base_url.strip().rstrip("/")
+    while root.endswith("/v1"):
+        root = root[: -len("/v1")].rstrip("/")
+    return root
+
+
 @dataclass
 class Target:
     """Where to send requests: a llama-server root or the gateway (which needs `api_key`)."""
@@ -79,7 +89,7 @@ class Target:
 
     @property
     def chat_url(self) -> str:
-        return self.base_url.rstrip("/") + "/v1/chat/completions"
+        return server_root(self.base_url) + "/v1/chat/completions"
 
 
 def request_body(target: Target, messages: list[dict[str, str]], output_tokens: int) -> dict[str, Any]:

@@ -87,13 +87,33 @@ def test_gpu_telemetry_of_the_workers_rig_is_sampled_during_the_run(
     assert roof["bandwidth_gbs"] == 256 and roof["percent_of_ceiling"] > 0
 
 
-def test_through_the_gateway_with_a_key(transactional_db, gateway, worker, student_key) -> None:  # noqa: ANN001
+def test_through_the_gateway_with_a_key_and_the_v1_url_the_demo_prints(
+    transactional_db, gateway, worker, student_key,  # noqa: ANN001
+) -> None:
     _key, raw = student_key
-    bench("--base-url", gateway.url, "--api-key", raw, "--model", MODEL, "--requests", "2", "--prompt-tokens", "32",
+    bench("--base-url", gateway.url + "/v1/", "--api-key", raw, "--model", MODEL, "--requests", "2", "--prompt-tokens", "32",
           "--output-tokens", "4", "--warmup", "0")
     run = BenchmarkRun.objects.get()
     assert run.target == BenchmarkRun.Target.GATEWAY and run.status == BenchmarkRun.Status.DONE
     assert run.summary["completed"] == 2 and run.summary["ttft_ms"]["p50"] > 0
+
+
+@pytest.mark.parametrize("given", ["http://h:8081", "http://h:8081/", "http://h:8081/v1", "http://h:8081/v1/",
+                                   " http://h:8081/v1 "])
+def test_the_root_or_the_v1_url_reach_the_same_chat_route(given: str) -> None:
+    from research.loadgen import Target, server_root
+
+    assert server_root(given) == "http://h:8081"
+    assert Target(base_url=given, model=MODEL).chat_url == "http://h:8081/v1/chat/completions"
+    assert server_root("https://gw.example/ocs/v1") == "https://gw.example/ocs"
+
+
+def test_help_shows_the_key_format_students_get() -> None:
+    from core.keys import STUDENT_SCHEME
+    from research.management.commands.bench import Command
+
+    help_text = Command().create_parser("manage.py", "bench").format_help()
+    assert f"({STUDENT_SCHEME}-…)" in help_text and "sk-" not in help_text and "/v1" in help_text
 
 
 @pytest.mark.parametrize(

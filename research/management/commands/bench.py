@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from research import scenarios
 from research.bench_levels import BenchOptions, bench_levels, format_level_line
+from research.loadgen import server_root
 from research.metrics import parse_slo
 
 
@@ -44,8 +45,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--base-url", default="http://127.0.0.1:8081",
-                            help="llama-server root or the gateway's root (then give --api-key).")
-        parser.add_argument("--api-key", default=None, help="A gateway key (sk-…); not needed for a worker.")
+                            help="llama-server's root, or the gateway's root or /v1 URL (OCS_BASE_URL; then give --api-key).")
+        parser.add_argument("--api-key", default=None,
+                            help="A student key for the gateway (ocs-…); not needed for a worker.")
         parser.add_argument("--model", default="smollm2-135m-instruct")
         parser.add_argument("--requests", type=int, default=20, help="Measured requests per level.")
         parser.add_argument("--concurrency", default=None, help="Requests in flight; a list sweeps: 1,2,4,8.")
@@ -77,7 +79,7 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         bench = BenchOptions(
-            base_url=options["base_url"], api_key=options["api_key"], model=options["model"],
+            base_url=server_root(options["base_url"]), api_key=options["api_key"], model=options["model"],
             requests=options["requests"],
             concurrency=_positive_ints(options["concurrency"]) if options["concurrency"] else None,
             rates=_positive_floats(options["rate"]) if options["rate"] else None,
