@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.models import Gpu, Worker
-from research.loadgen import Target, calibrate_words
+from research.loadgen import Target, fit_prompt_words
 from research.metrics import Slo
 from research.models import BenchmarkRun, Experiment
 from research.progress import ProgressBar
@@ -86,12 +86,15 @@ def level_seed(group: str, label: str) -> int:
 
 
 def bench_levels(options: BenchOptions, *, out: Out, scenario: str = "", group: str | None = None,
-                 launch: dict[str, Any] | None = None, label_prefix: str = "") -> dict[str, Any]:
+                 launch: dict[str, Any] | None = None, label_prefix: str = "",
+                 cold_start: dict[str, Any] | None = None) -> dict[str, Any]:
     """Runs every level of `options` (each concurrency, or each rate) as one stored run of one
-    group; returns the report: {group, base_url, model, ..., levels: [level JSON, ...]}."""
+    group; returns the report: {group, base_url, model, ..., levels: [level JSON, ...]}.
+    `cold_start` (time_to_healthy_s, load_duration_s of a worker the caller just started) goes
+    into the first level's summary: that level holds the worker's first generations."""
     target = options.target()
     group = group or new_group()
-    words, measured_prompt = calibrate_words(target, prompt_tokens=options.prompt_tokens)
+    words, measured_prompt = fit_prompt_words(target, prompt_tokens=options.prompt_tokens)
     out(f"prompt: {words} words -> {measured_prompt} tokens as the server counts them "
         f"(wanted {options.prompt_tokens})")
     experiment = Experiment.objects.filter(pk=options.experiment_id).first() if options.experiment_id else None
@@ -109,6 +112,9 @@ def bench_levels(options: BenchOptions, *, out: Out, scenario: str = "", group: 
                             words=words, seed=level_seed(group, label))
         run = benchmark_run(target=target, workload=workload, group=group, label=label, scenario=scenario,
                             slo=options.slo, launch=launch, experiment=experiment, progress=ProgressBar(label))
+        if cold_start and level_number == 0:
+            run.summary["cold_start"] = cold_start
+            run.save(update_fields=["summary"])
         attach_roofline(run, bandwidth_gbs=options.bandwidth_gbs)
         report_levels.append(run.summary)
     return {
