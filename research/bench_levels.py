@@ -125,8 +125,10 @@ def bench_levels(options: BenchOptions, *, out: Out, scenario: str = "", group: 
         "prompt_tokens": options.prompt_tokens,
         "prompt_tokens_measured": measured_prompt,
         "output_tokens": options.output_tokens,
-        "definitions": "vLLM bench serve / AIPerf: TTFT to first content chunk; TPOT=(E2E-TTFT)/(n-1); "
-                       "ITL pooled gaps; times in ms",
+        "definitions": "vLLM bench serve / NVIDIA AIPerf: TTFT to the first content chunk; "
+                       "TPOT = (E2E - TTFT) / (output tokens - 1) per request (AIPerf's ITL); "
+                       "inter_chunk_latency = gaps between content chunks, all requests pooled "
+                       "(AIPerf's inter chunk latency, vLLM's ITL); times in ms",
         "levels": report_levels,
     }
 
@@ -145,7 +147,7 @@ def format_level_line(level: dict[str, Any]) -> str:
         f"{level.get('label') or ''}: {level['completed']}/{level['requests']} ok | "
         f"TTFT p50 {_ms(level['ttft_ms']['p50'])} p90 {_ms(level['ttft_ms']['p90'])} ms | "
         f"TPOT p50 {_ms(level['tpot_ms']['p50'])} p90 {_ms(level['tpot_ms']['p90'])} ms | "
-        f"ITL p90 {_ms(level['itl_ms']['p90'])} ms | E2E p90 {_ms(level['e2e_ms']['p90'])} ms | "
+        f"inter-chunk p90 {_ms(level['inter_chunk_latency_ms']['p90'])} ms | E2E p90 {_ms(level['e2e_ms']['p90'])} ms | "
         f"{level['request_throughput']:.2f} req/s, {level['output_throughput']:.1f} out tok/s"
         + (f" | gen {rate:.1f} tok/s" if rate is not None else "")
         + (f" ({pct:.0f}% of {roof['ceiling_tok_s']:.0f} ceiling)" if pct is not None else "")

@@ -102,7 +102,7 @@ class RequestSample(models.Model):
     ttft_ms = models.FloatField(null=True, blank=True)
     e2e_ms = models.FloatField()
     tpot_ms = models.FloatField(null=True, blank=True)
-    itls_ms = models.JSONField(default=list, blank=True)
+    inter_chunk_gaps_ms = models.JSONField(default=list, blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)

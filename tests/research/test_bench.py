@@ -35,7 +35,7 @@ def test_sweep_against_a_worker_stores_runs_samples_and_fills_the_json(
     for level, concurrency in zip(report["levels"], (1, 2)):
         assert level["concurrency"] == concurrency
         assert (level["completed"], level["failed"], level["warmup_dropped"]) == (3, 0, 1)
-        for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        for metric in ("ttft_ms", "tpot_ms", "inter_chunk_latency_ms", "e2e_ms"):
             assert all(isinstance(level[metric][stat], float) and level[metric][stat] > 0 for stat in STATS), metric
         for field in ("request_throughput", "output_throughput", "prompt_eval_rate", "generation_rate", "goodput"):
             assert isinstance(level[field], float) and level[field] > 0, field
@@ -54,7 +54,7 @@ def test_sweep_against_a_worker_stores_runs_samples_and_fills_the_json(
         assert run.llama_build
         samples = RequestSample.objects.filter(run=run)
         assert samples.count() == 4 and samples.filter(warmup=True).count() == 1
-        assert all(s.output_tokens == 8 and len(s.itls_ms) >= 1 and s.ttft_ms for s in samples)
+        assert all(s.output_tokens == 8 and len(s.inter_chunk_gaps_ms) >= 1 and s.ttft_ms for s in samples)
         assert run.summary == next(level for level in report["levels"] if level["run_id"] == run.pk)
     assert "concurrency 2" in printed and "TTFT p50" in printed
 

@@ -19,19 +19,19 @@ def test_per_request_ttft_tpot_e2e_and_gaps() -> None:
     assert A.ttft_s == pytest.approx(0.5)
     assert A.e2e_s == pytest.approx(1.2)
     assert A.tpot_s == pytest.approx(0.7 / 3)
-    assert A.itls_s == pytest.approx([0.1, 0.2, 0.3])
+    assert A.inter_chunk_gaps_s == pytest.approx([0.1, 0.2, 0.3])
     assert B.tpot_s is None  # one output token: no time per output token, as vLLM
-    assert B.itls_s == []
+    assert B.inter_chunk_gaps_s == []
 
 
 def test_summary_pools_gaps_across_requests_and_skips_one_token_tpot() -> None:
     summary = summarize([A, B, C, FAILED], duration_s=2.0)
     assert (summary.completed, summary.failed) == (3, 1)
     # Pooled ITL [100, 200, 300, 500]: p50 250, p90 at rank 2.7 -> 300 + 0.7 * 200 = 440, mean 275.
-    assert summary.itl_ms.count == 4
-    assert summary.itl_ms.p50 == pytest.approx(250)
-    assert summary.itl_ms.p90 == pytest.approx(440)
-    assert summary.itl_ms.mean == pytest.approx(275)
+    assert summary.inter_chunk_latency_ms.count == 4
+    assert summary.inter_chunk_latency_ms.p50 == pytest.approx(250)
+    assert summary.inter_chunk_latency_ms.p90 == pytest.approx(440)
+    assert summary.inter_chunk_latency_ms.mean == pytest.approx(275)
     # TPOT only from A and C: [233.33, 500].
     assert summary.tpot_ms.count == 2
     assert summary.tpot_ms.mean == pytest.approx((700 / 3 + 500) / 2)

@@ -41,7 +41,8 @@ def _positive_floats(text: str) -> list[float]:
 
 class Command(BaseCommand):
     help = ("Run a workload against a llama-server worker or the gateway (OpenAI chat, streaming), store "
-            "one run per load level and print TTFT, TPOT, ITL, E2E percentiles and throughputs.")
+            "one run per load level and print TTFT, TPOT (AIPerf's ITL), inter-chunk latency, E2E percentiles "
+            "and throughputs.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--base-url", default="http://127.0.0.1:8081",
