@@ -125,6 +125,11 @@ class GpuReport(serializers.Serializer):
     mem_clock_mhz = serializers.IntegerField(min_value=0, max_value=MAX_CLOCK_MHZ, allow_null=True)
     pcie_gen = serializers.IntegerField(min_value=0, max_value=MAX_PCIE_GEN, allow_null=True)
     pcie_width = serializers.IntegerField(min_value=0, max_value=MAX_PCIE_WIDTH, allow_null=True)
+    pcie_max_gen = serializers.IntegerField(min_value=0, max_value=MAX_PCIE_GEN, allow_null=True, required=False)
+    pcie_max_width = serializers.IntegerField(min_value=0, max_value=MAX_PCIE_WIDTH, allow_null=True,
+                                              required=False)
+    sampled_at = serializers.FloatField(min_value=0, allow_null=True, required=False,
+                                        help_text="The agent's clock when NVML was read, Unix seconds.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs["memory_used_mib"] > attrs["memory_total_mib"]:
@@ -146,6 +151,8 @@ class HeartbeatRequest(serializers.Serializer):
     gpu_status = serializers.CharField(max_length=200, allow_blank=True)
     gpus = GpuReport(many=True)
     workers = WorkerReport(many=True)
+    sent_at = serializers.FloatField(min_value=0, allow_null=True, required=False,
+                                     help_text="The agent's clock when it sent the heartbeat, Unix seconds.")
 
     def validate_gpus(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         _unique(value, "index", "GPU index", most=MAX_GPUS)

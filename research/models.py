@@ -117,7 +117,8 @@ class RequestSample(models.Model):
 
 
 class GpuSample(models.Model):
-    """A GPU's telemetry during a run, copied from the rig agent's latest report (fleet.Gpu)."""
+    """A GPU's telemetry during a run: each reading the rig agent took while the run went on, once,
+    `at` when the agent read it (on the control plane's clock, skew corrected)."""
 
     run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="gpu_samples")
     at = models.DateTimeField(db_index=True)
@@ -132,6 +133,8 @@ class GpuSample(models.Model):
     sm_clock_mhz = models.PositiveIntegerField(null=True, blank=True)
     pcie_gen = models.PositiveSmallIntegerField(null=True, blank=True)
     pcie_width = models.PositiveSmallIntegerField(null=True, blank=True)
+    pcie_max_gen = models.PositiveSmallIntegerField(null=True, blank=True)
+    pcie_max_width = models.PositiveSmallIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "rig", "gpu_index", "at"]

@@ -15,6 +15,7 @@ from accounts.models import User
 from fleet.models import Gpu, Pool, Worker
 from fleet.services import worker_move
 from research.gate import gate_decide
+from research.gpu_summary import summarize_gpus
 from research.loadgen import LevelResult, ProgressFn, Sample, Target, prompt_text, run_level, shared_prefix_prompt
 from research.metrics import Slo, mean_or_none, summarize
 from research.models import BenchmarkRun, Experiment, GpuSample, PoolSlo, PromotionCheck, RequestSample
@@ -81,13 +82,17 @@ def launch_from_props(props: dict[str, Any]) -> dict[str, Any]:
 
 
 class TelemetryRecorder:
-    """Copies the rig agent's latest GPU report (fleet.Gpu rows) every `interval_s` while a run
-    goes on; the agent's own heartbeat period bounds how fresh each sample is."""
+    """Looks at the rig agent's latest GPU report (fleet.Gpu rows) every `interval_s` while a run
+    goes on and keeps each reading once, dated by when the agent took it (`Gpu.sampled_at`);
+    readings taken before the run started are left out. The agent's heartbeat period bounds how
+    many readings a run gets. A row with no reading time (an older agent) is kept once."""
 
     def __init__(self, *, worker: Worker | None, interval_s: float = 1.0) -> None:
         self.worker = worker
         self.interval_s = interval_s
         self.rows: list[dict[str, Any]] = []
+        self.started_at = timezone.now()
+        self._seen: set[tuple[int, Any]] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -100,17 +105,24 @@ class TelemetryRecorder:
         return list(gpus)
 
     def sample_once(self) -> int:
+        """Keeps the readings not seen before; returns how many were new."""
         now = timezone.now()
-        gpus = self._gpus()
-        for gpu in gpus:
+        new = 0
+        for gpu in self._gpus():
+            reading = (gpu.pk, gpu.sampled_at)
+            if reading in self._seen or (gpu.sampled_at is not None and gpu.sampled_at < self.started_at):
+                continue
+            self._seen.add(reading)
+            new += 1
             self.rows.append({
-                "at": now, "rig": gpu.rig.name, "gpu_index": gpu.index, "name": gpu.name,
+                "at": gpu.sampled_at or now, "rig": gpu.rig.name, "gpu_index": gpu.index, "name": gpu.name,
                 "utilization_pct": gpu.utilization_pct, "memory_used_mib": gpu.memory_used_mib,
                 "memory_total_mib": gpu.memory_total_mib, "power_w": gpu.power_w,
                 "temperature_c": gpu.temperature_c, "sm_clock_mhz": gpu.sm_clock_mhz,
                 "pcie_gen": gpu.pcie_gen, "pcie_width": gpu.pcie_width,
+                "pcie_max_gen": gpu.pcie_max_gen, "pcie_max_width": gpu.pcie_max_width,
             })
-        return len(gpus)
+        return new
 
     def _loop(self) -> None:
         try:
@@ -121,6 +133,7 @@ class TelemetryRecorder:
             close_old_connections()
 
     def __enter__(self) -> "TelemetryRecorder":
+        self.started_at = timezone.now()
         if self.worker is not None and self.worker.rig_id is not None:
             self._thread = threading.Thread(target=self._loop, name="gpu-telemetry", daemon=True)
             self._thread.start()
@@ -239,6 +252,7 @@ def benchmark_run(
     RequestSample.objects.bulk_create([_sample_row(run, s, result.started_s) for s in result.samples])
     GpuSample.objects.bulk_create([GpuSample(run=run, **row) for row in telemetry.rows])
     run.summary = level_summary(result, run=run, slo=slo)
+    run.summary["gpus"] = summarize_gpus(telemetry.rows)
     measured_ok = run.summary["completed"]
     run.status = BenchmarkRun.Status.DONE if measured_ok else BenchmarkRun.Status.FAILED
     if not measured_ok:

@@ -3,6 +3,7 @@ Talks to the control plane over HTTPS with its rig token; needs no database."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,7 @@ class RigAgentRunner:
             try:
                 self._post("/agent/v1/heartbeat", {
                     "gpu_status": gpu_status, "gpus": [g.as_dict() for g in gpus], "workers": reports,
+                    "sent_at": round(time.time(), 3),
                 })
             except httpx.HTTPError as exc:
                 errors.append(f"heartbeat: {exc}")
@@ -120,7 +122,7 @@ class RigAgentRunner:
                 gpu_status, gpus = self.telemetry()
                 self._post("/agent/v1/heartbeat", {
                     "gpu_status": gpu_status, "gpus": [g.as_dict() for g in gpus],
-                    "workers": [s.report() for s in self.supervisors],
+                    "workers": [s.report() for s in self.supervisors], "sent_at": round(time.time(), 3),
                 })
             except httpx.HTTPError:
                 pass

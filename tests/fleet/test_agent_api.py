@@ -69,6 +69,34 @@ def test_heartbeat_stores_telemetry_and_a_crashed_process_takes_its_worker_down(
     assert rig[0].gpu_status == "8 GPU(s)" and rig[0].last_heartbeat_at is not None
 
 
+def test_gpu_samples_are_dated_by_when_the_agent_read_them_on_the_control_planes_clock(rig) -> None:  # noqa: ANN001
+    post("/agent/v1/register", {"agent_version": "v", "workers": WORKERS}, rig[1])
+    # The rig's clock is an hour behind; it read GPU 0 four seconds before sending, GPU 1 just now.
+    rig_now = timezone.now().timestamp() - 3600
+    gpus = [{**GPU, "sampled_at": rig_now - 4, "pcie_max_gen": 3, "pcie_max_width": 16},
+            {**GPU, "index": 1, "sampled_at": rig_now}]
+    before = timezone.now()
+    assert post("/agent/v1/heartbeat", {"gpu_status": "2 GPU(s)", "gpus": gpus, "workers": [],
+                                        "sent_at": rig_now}, rig[1]).status_code == 200
+    after = timezone.now()
+    first, second = Gpu.objects.filter(rig=rig[0]).order_by("index")
+    assert before - timedelta(seconds=4) <= first.sampled_at <= after - timedelta(seconds=4)
+    assert before <= second.sampled_at <= after
+    assert (first.pcie_gen, first.pcie_max_gen, first.pcie_max_width) == (1, 3, 16)
+    assert second.pcie_max_gen is None  # an agent that does not report it
+
+
+def test_a_sample_never_lands_after_its_heartbeat_arrived() -> None:
+    from fleet.rigs import sample_time
+
+    received = timezone.now()
+    # A rig clock running ahead, and a sample stamped after its heartbeat: clamped to arrival.
+    assert sample_time(sampled_at=2e9 + 5, sent_at=2e9, received=received) == received
+    assert sample_time(sampled_at=2e9 - 2.5, sent_at=2e9, received=received) == received - timedelta(seconds=2.5)
+    assert sample_time(sampled_at=None, sent_at=2e9, received=received) == received
+    assert sample_time(sampled_at=2e9, sent_at=None, received=received) == received
+
+
 def test_agent_endpoints_refuse_student_keys_wrong_tokens_and_no_token(rig, student) -> None:  # noqa: ANN001
     _key, student_raw = key_issue(user=student)
     _other_rig, other_token = rig_create(name="rig2", address="100.64.0.13")

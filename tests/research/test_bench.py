@@ -82,6 +82,10 @@ def test_gpu_telemetry_of_the_workers_rig_is_sampled_during_the_run(
     assert samples.exists()
     assert {s.gpu_index for s in samples} == {0, 1}  # only the worker's GPUs
     assert {s.memory_used_mib for s in samples} == {4000, 4001}
+    assert samples.count() == 2  # one reading per GPU, however often the recorder looked
+    gpus = run.summary["gpus"]
+    assert [(g["gpu_index"], g["memory_used_mib_max"], g["utilization_pct_mean"]) for g in gpus] == [
+        (0, 4000, 0), (1, 4001, 10)]
     # GTX 1070s are in the spec table: the roofline is beside the generation rate.
     roof = run.summary["roofline"]
     assert roof["bandwidth_gbs"] == 256 and roof["percent_of_ceiling"] > 0
