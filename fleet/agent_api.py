@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from fleet.gguf import GgufFacts
 from fleet.models import Rig
 from fleet.rigs import rig_authenticate, rig_heartbeat, rig_register
 
@@ -34,6 +35,7 @@ MAX_PCIE_GEN = 16
 MAX_PCIE_WIDTH = 64
 MAX_UPTIME_S = 10 * 365 * 86_400.0
 MAX_LAUNCH_JSON_CHARS = 4_096
+MAX_GGUF_JSON_CHARS = 16_384  # a 200-layer model's per-layer sizes fit several times over
 
 
 class RigAgent:
@@ -88,6 +90,8 @@ class WorkerDeclaration(serializers.Serializer):
     gpus = serializers.ListField(child=serializers.IntegerField(min_value=0, max_value=MAX_GPU_INDEX),
                                  max_length=MAX_GPUS, required=False)
     launch = serializers.DictField(required=False)
+    gguf = serializers.DictField(required=False, allow_null=True,
+                                 help_text="The model file's facts (fleet/gguf.py GgufFacts.as_dict()).")
 
     def validate_gpus(self, value: list[int]) -> list[int]:
         if len(value) != len(set(value)):
@@ -98,6 +102,16 @@ class WorkerDeclaration(serializers.Serializer):
         if len(json.dumps(value)) > MAX_LAUNCH_JSON_CHARS:
             raise serializers.ValidationError(f"the launch summary must fit in {MAX_LAUNCH_JSON_CHARS} characters")
         return value
+
+    def validate_gguf(self, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        if len(json.dumps(value)) > MAX_GGUF_JSON_CHARS:
+            raise serializers.ValidationError(f"the GGUF facts must fit in {MAX_GGUF_JSON_CHARS} characters")
+        try:
+            return GgufFacts.from_dict(value).as_dict()
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
 
 class RegisterRequest(serializers.Serializer):

@@ -63,7 +63,9 @@ def rig_register(*, rig: Rig, agent_version: str, workers: list[dict[str, Any]])
         )
         worker.rig = rig
         worker.gpu_indices = list(spec.get("gpus") or [])
-        worker.launch = spec.get("launch") or {}
+        # The model file's facts ride with the launch: runs copy it, so each run keeps the
+        # facts its roofline was computed from.
+        worker.launch = {**(spec.get("launch") or {}), **({"gguf": spec["gguf"]} if spec.get("gguf") else {})}
         worker.save(update_fields=["rig", "gpu_indices", "launch"])
         registered.append(worker)
     names = {w.name for w in registered}

@@ -13,7 +13,7 @@ from research.loadgen import Target, fit_prompt_words
 from research.metrics import Slo
 from research.models import BenchmarkRun, Experiment
 from research.progress import ProgressBar
-from research.roofline import gpu_spec, read_gguf, roofline_for_gguf
+from research.roofline import GgufFacts, gpu_spec, read_gguf, roofline_for_gguf
 from research.services import Workload, benchmark_run, new_group
 
 Out = Callable[[str], Any]
@@ -44,37 +44,67 @@ class BenchOptions:
         return Target(base_url=self.base_url, model=self.model, api_key=self.api_key, extra_body=self.extra_body)
 
 
-def worker_bandwidth_gbs(worker: Worker | None) -> tuple[float | None, int, str]:
-    """(one GPU's bandwidth from the spec table, GPU count, split mode) for a worker on a rig;
-    (None, 0, '') when its GPUs are unknown or not in the table."""
+def worker_bandwidths_gbs(worker: Worker | None) -> list[float]:
+    """One bandwidth per GPU of a worker on a rig, in its CUDA order (`gpu_indices`, which
+    `--tensor-split` follows), from the spec table by the names the agent reports; [] when its
+    GPUs are unknown or one is not in the table."""
     if worker is None or worker.rig_id is None or not worker.gpu_indices:
-        return None, 0, ""
-    names = set(Gpu.objects.filter(rig_id=worker.rig_id, index__in=list(worker.gpu_indices))
-                .values_list("name", flat=True))
+        return []
+    names = dict(Gpu.objects.filter(rig_id=worker.rig_id, index__in=list(worker.gpu_indices))
+                 .values_list("index", "name"))
     bandwidths = []
-    for name in names:
+    for index in worker.gpu_indices:
         try:
-            bandwidths.append(gpu_spec(name.replace("NVIDIA ", "").replace("GeForce ", "")).bandwidth_gbs)
+            bandwidths.append(gpu_spec(str(names.get(index, "")).replace("NVIDIA ", "").replace("GeForce ", ""))
+                              .bandwidth_gbs)
         except KeyError:
-            return None, 0, ""
-    split = str((worker.launch or {}).get("split_mode") or "layer")
-    return (min(bandwidths) if bandwidths else None), len(worker.gpu_indices), split
+            return []
+    return bandwidths
+
+
+def model_facts(launch: dict[str, Any]) -> tuple[GgufFacts | None, str]:
+    """The model's GGUF facts and where they came from: as the rig agent reported them
+    ('agent'; the control plane has no model file), else read from the model file when it is on
+    this machine ('file'); (None, '') when neither."""
+    reported = launch.get("gguf")
+    if isinstance(reported, dict):
+        try:
+            return GgufFacts.from_dict(reported), "agent"
+        except ValueError:
+            pass
+    model_path = launch.get("model_path")
+    if model_path and Path(str(model_path)).is_file():
+        return read_gguf(str(model_path)), "file"
+    return None, ""
 
 
 def attach_roofline(run: BenchmarkRun, *, bandwidth_gbs: float | None) -> None:
-    """Adds summary['roofline'] (ceiling and % of it) when the model file and a bandwidth are known."""
-    model_path = run.launch.get("model_path")
-    bandwidth, gpus, split = worker_bandwidth_gbs(run.worker)
-    if bandwidth_gbs is not None:
-        bandwidth, gpus, split = bandwidth_gbs, 1, "none"
-    if not model_path or not Path(str(model_path)).is_file() or bandwidth is None:
+    """Adds summary['roofline'] (ceiling and % of it) when the model's facts and a bandwidth are
+    known. Split mode and `--tensor-split` shares come from the worker's launch; `bandwidth_gbs`
+    replaces each GPU's bandwidth (the worker's GPU count and split stay)."""
+    facts, source = model_facts(run.launch)
+    if facts is None:
         return
-    facts = read_gguf(str(model_path))
+    split = str(run.launch.get("split_mode") or "layer")
+    gpu_count = len(run.worker.gpu_indices) if run.worker is not None and run.worker.gpu_indices else 0
+    bandwidths = [bandwidth_gbs] * max(gpu_count, 1) if bandwidth_gbs is not None else worker_bandwidths_gbs(run.worker)
+    if not bandwidths:
+        return
+    main_gpu = run.launch.get("main_gpu")
+    if split == "none" and isinstance(main_gpu, int) and 0 <= main_gpu < len(bandwidths):
+        bandwidths = [bandwidths[main_gpu]]
+    shares = [float(share) for share in run.launch.get("tensor_split") or []]
+    if len(shares) != len(bandwidths):
+        shares = []  # a split that does not match the GPUs: llama.cpp's own default, about equal
     context = int(run.summary.get("prompt_tokens_mean") or 0)
-    line = roofline_for_gguf(facts, bandwidth_gbs=bandwidth, gpus=max(gpus, 1), split_mode=split or "layer",
-                             context_tokens=context)
+    try:
+        line = roofline_for_gguf(facts, bandwidths_gbs=bandwidths, split_mode=split, shares=shares,
+                                 context_tokens=context)
+    except ValueError:
+        return
     rate = run.summary.get("generation_rate")
-    run.summary["roofline"] = {**line.as_dict(), "percent_of_ceiling": line.percent(rate)}
+    run.summary["roofline"] = {**line.as_dict(), "percent_of_ceiling": line.percent(rate),
+                               "model_facts_from": source}
     run.save(update_fields=["summary"])
 
 

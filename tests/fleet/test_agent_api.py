@@ -247,3 +247,43 @@ def test_a_heartbeat_cannot_touch_another_rigs_workers(rig) -> None:  # noqa: AN
     assert post("/agent/v1/heartbeat", body, other_token).status_code == 200
     worker = Worker.objects.get(name="rig1-a")
     assert (worker.state, worker.process_state, worker.process_pid) == ("healthy", "", None)
+
+
+def test_the_agent_reports_its_model_files_facts_and_the_worker_keeps_them(rig) -> None:  # noqa: ANN001
+    import httpx
+
+    from fleet.agent.config import AgentConfig, WorkerConfig
+    from fleet.agent.runner import RigAgentRunner
+    from fleet.gguf import read_gguf
+    from fleet.local_worker import find_default_model
+
+    def through_django(request: httpx.Request) -> httpx.Response:  # the real views, in process
+        answer = Client().post(request.url.path, request.content, content_type="application/json",
+                               HTTP_AUTHORIZATION=request.headers["authorization"])
+        return httpx.Response(answer.status_code, content=answer.content,
+                              headers={"content-type": answer["Content-Type"]})
+
+    model = find_default_model()
+    config = AgentConfig(control_plane_url="http://control-plane", token=rig[1], rig_name="rig1",
+                         address="100.64.0.12",
+                         workers=(WorkerConfig(name="rig1-a", model_id="smol", port=8080, model_path=str(model),
+                                               gpus=(0, 1)),
+                                  WorkerConfig(name="rig1-b", model_id="smol", port=8081,
+                                               model_path="/nonexistent.gguf")))
+    runner = RigAgentRunner(config, http=httpx.Client(transport=httpx.MockTransport(through_django)),
+                            telemetry=lambda: ("no GPUs", []))
+    for supervisor in runner.supervisors:
+        supervisor.tick = lambda: "stopped"  # type: ignore[method-assign]  # launch nothing
+    assert runner.run_round().registered
+    facts = read_gguf(model)
+    reported = Worker.objects.get(name="rig1-a").launch["gguf"]
+    assert reported == facts.as_dict() and reported["context_length"] == 8192 and len(reported["layer_bytes"]) == 30
+    assert "gguf" not in Worker.objects.get(name="rig1-b").launch  # unreadable file: registered all the same
+
+
+def test_malformed_gguf_facts_are_refused_with_the_reason(rig) -> None:  # noqa: ANN001
+    body = {"agent_version": "v", "workers": [{**WORKERS[0], "gguf": {"architecture": "llama"}}]}
+    response = post("/agent/v1/register", body, rig[1])
+    assert response.status_code == 400 and "workers[0].gguf" in response.json()["detail"]
+    too_big = {"agent_version": "v", "workers": [{**WORKERS[0], "gguf": {"layer_bytes": [1] * 10_000}}]}
+    assert "must fit" in post("/agent/v1/register", too_big, rig[1]).json()["detail"]

@@ -73,7 +73,14 @@ def test_gpu_telemetry_of_the_workers_rig_is_sampled_during_the_run(
     worker = worker_register(name="w-rig", base_url=llama_server, model_id=MODEL, pool_name="production", slots=4)
     worker.rig = rig
     worker.gpu_indices = [0, 1]
-    worker.save(update_fields=["rig", "gpu_indices"])
+    # The model file's facts as the rig agent reports them: the control plane has no such file.
+    from fleet.gguf import read_gguf
+    from fleet.local_worker import find_default_model
+
+    facts = read_gguf(find_default_model())
+    worker.launch = {"gguf": {**facts.as_dict(), "path": "/models/on-the-rig-only.gguf"}, "split_mode": "row",
+                     "tensor_split": [3, 1]}
+    worker.save(update_fields=["rig", "gpu_indices", "launch"])
     bench("--base-url", llama_server, "--model", MODEL, "--requests", "2", "--prompt-tokens", "32",
           "--output-tokens", "4", "--warmup", "0")
     run = BenchmarkRun.objects.get()
@@ -86,9 +93,12 @@ def test_gpu_telemetry_of_the_workers_rig_is_sampled_during_the_run(
     gpus = run.summary["gpus"]
     assert [(g["gpu_index"], g["memory_used_mib_max"], g["utilization_pct_mean"]) for g in gpus] == [
         (0, 4000, 0), (1, 4001, 10)]
-    # GTX 1070s are in the spec table: the roofline is beside the generation rate.
+    # GTX 1070s are in the spec table: the roofline is beside the generation rate, from the
+    # agent's facts; a row split of 3:1 waits for the GPU reading 3/4: 256 / 0.75 GB/s effective.
     roof = run.summary["roofline"]
-    assert roof["bandwidth_gbs"] == 256 and roof["percent_of_ceiling"] > 0
+    assert roof["model_facts_from"] == "agent" and roof["split_mode"] == "row" and roof["shares"] == [0.75, 0.25]
+    assert roof["bandwidth_gbs"] == pytest.approx(256 / 0.75) and roof["percent_of_ceiling"] > 0
+    assert roof["weight_gb"] == pytest.approx(facts.weight_bytes_per_token / 1e9)
 
 
 def test_through_the_gateway_with_a_key_and_the_v1_url_the_demo_prints(
