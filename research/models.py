@@ -8,6 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from fleet.models import Pool, Worker
+from research.gate import BaselineShape
 
 
 class Experiment(models.Model):
@@ -141,14 +142,24 @@ class GpuSample(models.Model):
 
 
 class PoolSlo(models.Model):
-    """A pool's service-level objectives: a worker joins it only if its latest run meets them."""
+    """A pool's service-level objectives and the baseline workload they are stated for: a worker
+    joins the pool only if its latest run of that shape meets them."""
 
     pool = models.OneToOneField(Pool, on_delete=models.CASCADE, related_name="research_slo")
     ttft_p90_ms = models.FloatField(help_text="Time to first token, 90th percentile, milliseconds.")
     tpot_p90_ms = models.FloatField(help_text="Time per output token, 90th percentile, milliseconds.")
+    baseline_prompt_tokens = models.PositiveIntegerField(default=256, help_text="Baseline shape: prompt tokens.")
+    baseline_output_tokens = models.PositiveIntegerField(default=64, help_text="Baseline shape: output tokens.")
+    baseline_concurrency = models.PositiveIntegerField(default=1, help_text="Baseline shape: requests in flight.")
+    baseline_min_requests = models.PositiveIntegerField(default=8, help_text="Baseline shape: fewest measured requests.")
 
     def __str__(self) -> str:
-        return f"{self.pool.name}: TTFT p90 <= {self.ttft_p90_ms:g} ms, TPOT p90 <= {self.tpot_p90_ms:g} ms"
+        return (f"{self.pool.name}: TTFT p90 <= {self.ttft_p90_ms:g} ms, TPOT p90 <= {self.tpot_p90_ms:g} ms "
+                f"on {self.shape().describe()}")
+
+    def shape(self) -> BaselineShape:
+        return BaselineShape(prompt_tokens=self.baseline_prompt_tokens, output_tokens=self.baseline_output_tokens,
+                             concurrency=self.baseline_concurrency, min_requests=self.baseline_min_requests)
 
 
 class PromotionCheck(models.Model):

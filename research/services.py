@@ -14,7 +14,7 @@ from django.utils import timezone
 from accounts.models import User
 from fleet.models import Gpu, Pool, Worker
 from fleet.services import worker_move
-from research.gate import gate_decide
+from research.gate import BaselineShape, gate_decide
 from research.gpu_summary import summarize_gpus
 from research.loadgen import LevelResult, ProgressFn, Sample, Target, prompt_text, run_level, shared_prefix_prompt
 from research.metrics import Slo, mean_or_none, summarize
@@ -271,11 +271,32 @@ def latest_run(*, worker: Worker) -> BenchmarkRun | None:
     return BenchmarkRun.objects.filter(worker_id=worker.id).exclude(status=BenchmarkRun.Status.RUNNING).first()
 
 
+def shape_mismatches(run: BenchmarkRun, shape: BaselineShape) -> list[str]:
+    return shape.mismatches(prompt_tokens=run.prompt_tokens, output_tokens=run.output_tokens,
+                            concurrency=run.concurrency, request_rate=run.request_rate, requests=run.requests)
+
+
+def latest_baseline_run(*, worker: Worker, shape: BaselineShape, scan: int = 200) -> BenchmarkRun | None:
+    """The worker's latest finished run (direct, not through the gateway) of `shape`; None when
+    none of its last `scan` runs is."""
+    runs = BenchmarkRun.objects.filter(worker_id=worker.id, target=BenchmarkRun.Target.WORKER).exclude(
+        status=BenchmarkRun.Status.RUNNING)[:scan]
+    return next((run for run in runs if not shape_mismatches(run, shape)), None)
+
+
+def baseline_workload(shape: BaselineShape) -> Workload:
+    return Workload(prompt_tokens=shape.prompt_tokens, output_tokens=shape.output_tokens,
+                    requests=shape.min_requests, warmup=1, concurrency=shape.concurrency)
+
+
 def promotion_check(*, worker: Worker, pool: Pool, actor: User | None = None) -> PromotionCheck:
-    """The gate: moves `worker` into `pool` only if its latest finished run meets the pool's SLOs.
-    Every check is recorded with its numbers and reasons, passed or not."""
+    """The gate: moves `worker` into `pool` only if its latest finished run of the pool's
+    baseline shape meets the pool's SLOs; runs of other shapes are not judged (the reasons say
+    so when the worker's latest run is one). Every check is recorded with the run it judged,
+    its numbers and reasons, passed or not."""
     slo = PoolSlo.objects.filter(pool_id=pool.id).first()
-    run = latest_run(worker=worker)
+    shape = slo.shape() if slo else BaselineShape()
+    run = latest_baseline_run(worker=worker, shape=shape)
     ttft = run.metric("ttft_ms", "p90") if run else None
     tpot = run.metric("tpot_ms", "p90") if run else None
     decision = gate_decide(
@@ -283,10 +304,15 @@ def promotion_check(*, worker: Worker, pool: Pool, actor: User | None = None) ->
         has_run=run is not None, run_ok=run is not None and run.status == BenchmarkRun.Status.DONE,
         ttft_p90_ms=ttft, tpot_p90_ms=tpot,
     )
+    reasons = list(decision.reasons)
+    newest = latest_run(worker=worker)
+    if run is None and newest is not None:
+        reasons.append(f"its latest run ({newest.pk}) is not of the baseline shape {shape.describe()}: "
+                       + "; ".join(shape_mismatches(newest, shape)))
     check = PromotionCheck.objects.create(
         worker=worker, pool=pool, run=run, passed=decision.passed, ttft_p90_ms=ttft, tpot_p90_ms=tpot,
         slo_ttft_p90_ms=slo.ttft_p90_ms if slo else None, slo_tpot_p90_ms=slo.tpot_p90_ms if slo else None,
-        reasons=list(decision.reasons),
+        reasons=reasons,
     )
     if decision.passed and worker.pool_id != pool.id:
         worker_move(worker=worker, pool=pool, actor=actor)
