@@ -48,6 +48,12 @@ def runs() -> list[BenchmarkRun]:
         for gpu in (0, 1):
             GpuSample.objects.create(run=first, at=origin + timedelta(seconds=second_no), rig="rig-a", gpu_index=gpu,
                                      utilization_pct=20 * gpu + second_no, memory_used_mib=4000 + gpu)
+    from research.gpu_summary import summarize_gpus
+
+    first.summary["gpus"] = summarize_gpus(
+        [{**row, "pcie_gen": 1, "pcie_width": 1, "pcie_max_gen": 3, "pcie_max_width": 16}
+         for row in GpuSample.objects.filter(run=first).values()])
+    first.save(update_fields=["summary"])
     return [first, second]
 
 
@@ -80,6 +86,7 @@ def test_teacher_sees_runs_experiments_and_charts(client: Client, teacher, runs)
     assert detail.count("<svg") == 6  # three latency histograms, tokens/s vs load, GPU util and memory
     assert "rig-a/gpu0" in detail and "rig-a/gpu1" in detail
     assert "Time to first token (ms)" in detail and "Tokens per second vs load" in detail
+    assert "<td>Gen1 x1</td>" in detail and "<td>Gen3 x16</td>" in detail and "<td>21 / 22</td>" in detail
     assert "Inter-chunk latency (ms)" in detail and "AIPerf's ITL" in detail and ">ITL" not in detail
     assert "<script" not in detail
     experiment = client.get(f"/research/experiments/{runs[0].experiment_id}/").content.decode()
