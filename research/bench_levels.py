@@ -2,6 +2,7 @@
 stored run, put the roofline beside the measured generation rate, and build the JSON report."""
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -117,14 +118,15 @@ def level_seed(group: str, label: str) -> int:
 
 def bench_levels(options: BenchOptions, *, out: Out, scenario: str = "", group: str | None = None,
                  launch: dict[str, Any] | None = None, label_prefix: str = "",
-                 cold_start: dict[str, Any] | None = None) -> dict[str, Any]:
+                 cold_start: dict[str, Any] | None = None, fitted: tuple[int, int] | None = None) -> dict[str, Any]:
     """Runs every level of `options` (each concurrency, or each rate) as one stored run of one
     group; returns the report: {group, base_url, model, ..., levels: [level JSON, ...]}.
     `cold_start` (time_to_healthy_s, load_duration_s of a worker the caller just started) goes
-    into the first level's summary: that level holds the worker's first generations."""
+    into the first level's summary: that level holds the worker's first generations. `fitted`:
+    (words, prompt tokens) already fitted, so nothing is sent before the first request."""
     target = options.target()
     group = group or new_group()
-    words, measured_prompt = fit_prompt_words(target, prompt_tokens=options.prompt_tokens)
+    words, measured_prompt = fitted or fit_prompt_words(target, prompt_tokens=options.prompt_tokens)
     out(f"prompt: {words} words -> {measured_prompt} tokens as the server counts them "
         f"(wanted {options.prompt_tokens})")
     experiment = Experiment.objects.filter(pk=options.experiment_id).first() if options.experiment_id else None
@@ -161,6 +163,33 @@ def bench_levels(options: BenchOptions, *, out: Out, scenario: str = "", group: 
                        "(AIPerf's inter chunk latency, vLLM's ITL); times in ms",
         "levels": report_levels,
     }
+
+
+def idle_levels(options: BenchOptions, *, gaps_s: list[float], out: Out,
+                sleep: Callable[[float], Any] = time.sleep) -> dict[str, Any]:
+    """Cold start after idle time: one request to warm the server ('before idle'), then for each
+    gap, `gaps_s[i]` seconds of nothing followed by one measured request ('idle N s'), each a
+    stored run of one group (scenario 'idle', `summary.idle_s`). Compare their TTFT with the
+    first run's: a server (or the GPUs' clocks, or the OS's page cache) that slows after idling
+    shows here. No warm-up requests: they would end the idle time."""
+    group = new_group()
+    single = options.with_changes(requests=1, warmup=0, concurrency=[1], rates=None)
+    fitted = fit_prompt_words(single.target(), prompt_tokens=options.prompt_tokens)  # once: none after a gap
+    reports = [bench_levels(single, out=out, scenario="idle", group=group, label_prefix="before idle", fitted=fitted)]
+    for gap in gaps_s:
+        out(f"idle for {gap:g} s ...")
+        sleep(gap)
+        report = bench_levels(single, out=out, scenario="idle", group=group, label_prefix=f"idle {gap:g} s",
+                              fitted=fitted)
+        run = BenchmarkRun.objects.get(pk=report["levels"][0]["run_id"])
+        run.summary["idle_s"] = gap
+        run.save(update_fields=["summary"])
+        report["levels"][0]["idle_s"] = gap
+        reports.append(report)
+    merged = dict(reports[0])
+    merged["scenario"] = "idle"
+    merged["levels"] = [level for report in reports for level in report["levels"]]
+    return merged
 
 
 def _ms(value: Any) -> str:

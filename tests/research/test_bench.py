@@ -177,3 +177,18 @@ def test_levels_of_one_group_get_prompts_of_their_own() -> None:
     short, long = (Workload(prompt_tokens=n, output_tokens=1, requests=1, words=n, seed=seed).prompts()[0][0]["content"]
                    for n, seed in ((50, level_seed("g", "ctx 50")), (500, level_seed("g", "ctx 500"))))
     assert not long.startswith(short[:60])  # not even the first words shared
+
+
+def test_idle_gaps_store_a_single_request_run_after_each(transactional_db, llama_server: str) -> None:  # noqa: ANN001
+    # 60,300,900 on a rig; fractions of a second here.
+    printed = bench("--base-url", llama_server, "--model", MODEL, "--idle", "0.2,0.5", "--prompt-tokens", "48",
+                    "--output-tokens", "4")
+    runs = list(BenchmarkRun.objects.order_by("started_at", "id"))
+    assert [run.label for run in runs] == ["before idle concurrency 1", "idle 0.2 s concurrency 1",
+                                           "idle 0.5 s concurrency 1"]
+    assert all((run.scenario, run.requests, run.warmup, run.summary["completed"]) == ("idle", 1, 0, 1) for run in runs)
+    assert [run.summary.get("idle_s") for run in runs] == [None, 0.2, 0.5] and len({run.group for run in runs}) == 1
+    assert (runs[2].started_at - runs[1].ended_at).total_seconds() >= 0.5
+    assert "idle for 0.5 s" in printed
+    with pytest.raises(CommandError, match="one request at a time"):
+        bench("--idle", "1", "--concurrency", "2")

@@ -14,7 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from research import scenarios
-from research.bench_levels import BenchOptions, bench_levels, format_level_line
+from research.bench_levels import BenchOptions, bench_levels, format_level_line, idle_levels
 from research.loadgen import server_root
 from research.metrics import parse_slo
 
@@ -36,6 +36,16 @@ def _positive_floats(text: str) -> list[float]:
         raise CommandError(f"--rate {text!r}: expected requests per second, e.g. 2 or 0.5,1,2") from None
     if not values or any(not v > 0 for v in values):
         raise CommandError(f"--rate {text!r}: rates must be positive")
+    return values
+
+
+def _idle_gaps(text: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CommandError(f"--idle {text!r}: expected seconds like 60,300,900") from None
+    if not values or any(not v >= 0 for v in values):
+        raise CommandError(f"--idle {text!r}: seconds cannot be negative")
     return values
 
 
@@ -65,6 +75,9 @@ class Command(BaseCommand):
         parser.add_argument("--bandwidth-gbs", type=float, default=None,
                             help="Memory bandwidth for the roofline (default: from the worker's GPUs).")
         parser.add_argument("--threads", type=int, default=None, help="Scenarios: llama-server --threads.")
+        parser.add_argument("--idle", default=None,
+                            help="Cold start after idle: seconds of nothing before each single measured request, "
+                                 "e.g. 60,300,900 (after one request to warm up).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["requests"] < 1:
@@ -75,6 +88,9 @@ class Command(BaseCommand):
             raise CommandError("--warmup cannot be negative")
         if options["concurrency"] and options["rate"]:
             raise CommandError("give --concurrency or --rate, not both")
+        idle = _idle_gaps(options["idle"]) if options["idle"] else None
+        if idle and (options["scenario"] or options["concurrency"] or options["rate"]):
+            raise CommandError("--idle sends one request at a time: not with --scenario, --concurrency or --rate")
         try:
             slo = parse_slo(options["goodput"]) if options["goodput"] else None
         except ValueError as exc:
@@ -89,7 +105,9 @@ class Command(BaseCommand):
             bandwidth_gbs=options["bandwidth_gbs"], threads=options["threads"],
         )
         try:
-            if options["scenario"]:
+            if idle:
+                report = idle_levels(bench, gaps_s=idle, out=self.stdout.write)
+            elif options["scenario"]:
                 report = scenarios.run_scenario(options["scenario"], bench, out=self.stdout.write)
             else:
                 if not bench.concurrency and not bench.rates:
