@@ -71,3 +71,22 @@ def test_bad_slo_text_is_a_plain_error(text: str) -> None:
 def test_empty_level_has_no_percentiles() -> None:
     summary = summarize([FAILED], duration_s=1.0, slo=Slo(ttft_ms=100))
     assert summary.ttft_ms.p50 is None and summary.completed == 0 and summary.goodput == 0
+
+
+def test_stored_runs_get_the_inter_chunk_latency_key_back_and_forth(db) -> None:  # noqa: ANN001
+    import importlib
+
+    from django.apps import apps
+
+    from research.models import BenchmarkRun
+
+    migration = importlib.import_module("research.migrations.0004_h19_inter_chunk_latency")
+    gaps = {"p50": 9.0, "p90": 12.0, "p99": 20.0, "mean": 10.0}
+    run = BenchmarkRun.objects.create(group="g", target="worker", base_url="http://w", model="m", prompt_tokens=1,
+                                      output_tokens=2, requests=1, summary={"itl_ms": gaps, "tpot_ms": gaps})
+    migration.forwards(apps, None)
+    run.refresh_from_db()
+    assert run.summary == {"inter_chunk_latency_ms": gaps, "tpot_ms": gaps}
+    migration.backwards(apps, None)
+    run.refresh_from_db()
+    assert run.summary == {"itl_ms": gaps, "tpot_ms": gaps}
