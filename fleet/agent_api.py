@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from fleet.gguf import GgufFacts
 from fleet.models import Rig
 from fleet.rigs import RigRefused, rig_authenticate, rig_heartbeat, rig_register
 
@@ -34,6 +35,7 @@ MAX_PCIE_GEN = 16
 MAX_PCIE_WIDTH = 64
 MAX_UPTIME_S = 10 * 365 * 86_400.0
 MAX_LAUNCH_JSON_CHARS = 4_096
+MAX_GGUF_JSON_CHARS = 16_384  # a 200-layer model's per-layer sizes fit several times over
 
 
 class RigAgent:
@@ -88,6 +90,8 @@ class WorkerDeclaration(serializers.Serializer):
     gpus = serializers.ListField(child=serializers.IntegerField(min_value=0, max_value=MAX_GPU_INDEX),
                                  max_length=MAX_GPUS, required=False)
     launch = serializers.DictField(required=False)
+    gguf = serializers.DictField(required=False, allow_null=True,
+                                 help_text="The model file's facts (fleet/gguf.py GgufFacts.as_dict()).")
 
     def validate_gpus(self, value: list[int]) -> list[int]:
         if len(value) != len(set(value)):
@@ -118,6 +122,16 @@ class WorkerDeclaration(serializers.Serializer):
                     f"{launch['context']} / {attrs['slots']} slots = {expected}")
         return attrs
 
+    def validate_gguf(self, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        if len(json.dumps(value)) > MAX_GGUF_JSON_CHARS:
+            raise serializers.ValidationError(f"the GGUF facts must fit in {MAX_GGUF_JSON_CHARS} characters")
+        try:
+            return GgufFacts.from_dict(value).as_dict()
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
 
 class RegisterRequest(serializers.Serializer):
     agent_version = serializers.CharField(max_length=50)
@@ -144,6 +158,11 @@ class GpuReport(serializers.Serializer):
     mem_clock_mhz = serializers.IntegerField(min_value=0, max_value=MAX_CLOCK_MHZ, allow_null=True)
     pcie_gen = serializers.IntegerField(min_value=0, max_value=MAX_PCIE_GEN, allow_null=True)
     pcie_width = serializers.IntegerField(min_value=0, max_value=MAX_PCIE_WIDTH, allow_null=True)
+    pcie_max_gen = serializers.IntegerField(min_value=0, max_value=MAX_PCIE_GEN, allow_null=True, required=False)
+    pcie_max_width = serializers.IntegerField(min_value=0, max_value=MAX_PCIE_WIDTH, allow_null=True,
+                                              required=False)
+    sampled_at = serializers.FloatField(min_value=0, allow_null=True, required=False,
+                                        help_text="The agent's clock when NVML was read, Unix seconds.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs["memory_used_mib"] > attrs["memory_total_mib"]:
@@ -165,6 +184,8 @@ class HeartbeatRequest(serializers.Serializer):
     gpu_status = serializers.CharField(max_length=200, allow_blank=True)
     gpus = GpuReport(many=True)
     workers = WorkerReport(many=True)
+    sent_at = serializers.FloatField(min_value=0, allow_null=True, required=False,
+                                     help_text="The agent's clock when it sent the heartbeat, Unix seconds.")
 
     def validate_gpus(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         _unique(value, "index", "GPU index", most=MAX_GPUS)

@@ -188,8 +188,10 @@ class LlamaServerProcess:
         binary: Path | None = None,
         gpus: tuple[int, ...] | None = None,
     ) -> None:
-        """`gpus`: the GPU indices this process may see (CUDA_VISIBLE_DEVICES); () hides every
-        GPU (a CPU worker); None leaves the environment as it is."""
+        """`gpus`: the GPU indices this process may see (CUDA_VISIBLE_DEVICES, numbered as NVML
+        and the agent's telemetry number them: CUDA_DEVICE_ORDER=PCI_BUS_ID, since CUDA's own
+        default order, fastest first, need not match); () hides every GPU (a CPU worker); None
+        leaves the environment as it is."""
         self.spec = spec
         self.log_path = log_path
         self.binary = binary
@@ -200,6 +202,7 @@ class LlamaServerProcess:
         binary = self.binary or find_llama_server()
         env = dict(os.environ)
         if self.gpus is not None:
+            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.gpus)
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(

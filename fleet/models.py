@@ -82,7 +82,11 @@ class Gpu(models.Model):
     mem_clock_mhz = models.PositiveIntegerField(null=True, blank=True)
     pcie_gen = models.PositiveSmallIntegerField(null=True, blank=True)
     pcie_width = models.PositiveSmallIntegerField(null=True, blank=True)
-    sampled_at = models.DateTimeField(null=True, blank=True)
+    pcie_max_gen = models.PositiveSmallIntegerField(null=True, blank=True, help_text="The link's maximum generation.")
+    pcie_max_width = models.PositiveSmallIntegerField(null=True, blank=True, help_text="The link's maximum width.")
+    sampled_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When the agent read NVML, on the control plane's clock (corrected for the rig's clock skew).")
 
     class Meta:
         ordering = ["rig", "index"]

@@ -1,7 +1,8 @@
 """Rigs and their agents: tokens, registration, heartbeats. State changes only."""
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Any
 
 from django.conf import settings
@@ -85,7 +86,9 @@ def rig_register(*, rig: Rig, agent_version: str, workers: list[dict[str, Any]])
         )
         worker.rig = rig
         worker.gpu_indices = list(spec.get("gpus") or [])
-        worker.launch = spec.get("launch") or {}
+        # The model file's facts ride with the launch: runs copy it, so each run keeps the
+        # facts its roofline was computed from.
+        worker.launch = {**(spec.get("launch") or {}), **({"gguf": spec["gguf"]} if spec.get("gguf") else {})}
         worker.save(update_fields=["rig", "gpu_indices", "launch"])
         registered.append(worker)
     names = {w.name for w in registered}
@@ -94,15 +97,29 @@ def rig_register(*, rig: Rig, agent_version: str, workers: list[dict[str, Any]])
     return registered
 
 
+def sample_time(*, sampled_at: float | None, sent_at: float | None, received: datetime) -> datetime:
+    """When a GPU sample was taken, on the control plane's clock. The agent stamps each sample and
+    the heartbeat with its own clock; received - sent_at is the rig's clock skew plus the transit
+    time, so sampled_at + that offset is never later than `received` (nor in the future), however
+    wrong the rig's clock. Without the agent's stamps (an older agent): `received`."""
+    if sampled_at is None or sent_at is None:
+        return received
+    offset_s = received.timestamp() - sent_at
+    corrected = datetime.fromtimestamp(sampled_at + offset_s, tz=dt_timezone.utc)
+    return min(corrected, received)
+
+
 @transaction.atomic
-def rig_heartbeat(*, rig: Rig, gpu_status: str, gpus: list[dict[str, Any]], workers: list[dict[str, Any]]) -> None:
+def rig_heartbeat(*, rig: Rig, gpu_status: str, gpus: list[dict[str, Any]], workers: list[dict[str, Any]],
+                  sent_at: float | None = None) -> None:
     now = timezone.now()
     rig.last_heartbeat_at = now
     rig.gpu_status = gpu_status[:200]
     rig.save(update_fields=["last_heartbeat_at", "gpu_status"])
     for sample in gpus:
-        fields = {k: v for k, v in sample.items() if k != "index"}
-        Gpu.objects.update_or_create(rig=rig, index=sample["index"], defaults={**fields, "sampled_at": now})
+        fields = {k: v for k, v in sample.items() if k not in ("index", "sampled_at")}
+        at = sample_time(sampled_at=sample.get("sampled_at"), sent_at=sent_at, received=now)
+        Gpu.objects.update_or_create(rig=rig, index=sample["index"], defaults={**fields, "sampled_at": at})
     Gpu.objects.filter(rig=rig).exclude(index__in=[g["index"] for g in gpus]).delete()
     by_name = {w.name: w for w in Worker.objects.filter(rig=rig)}
     for report in workers:

@@ -43,7 +43,8 @@ class GpuSampleAdmin(admin.ModelAdmin):
 
 @admin.register(PoolSlo)
 class PoolSloAdmin(admin.ModelAdmin):
-    list_display = ("pool", "ttft_p90_ms", "tpot_p90_ms")
+    list_display = ("pool", "ttft_p90_ms", "tpot_p90_ms", "baseline_prompt_tokens", "baseline_output_tokens",
+                    "baseline_concurrency", "baseline_min_requests")
 
 
 @admin.register(PromotionCheck)

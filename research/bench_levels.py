@@ -2,6 +2,7 @@
 stored run, put the roofline beside the measured generation rate, and build the JSON report."""
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -9,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from fleet.models import Gpu, Worker
-from research.loadgen import Target, calibrate_words
+from research.loadgen import Target, fit_prompt_words
 from research.metrics import Slo
 from research.models import BenchmarkRun, Experiment
 from research.progress import ProgressBar
-from research.roofline import gpu_spec, read_gguf, roofline_for_gguf
+from research.roofline import GgufFacts, gpu_spec, read_gguf, roofline_for_gguf
 from research.services import Workload, benchmark_run, new_group
 
 Out = Callable[[str], Any]
@@ -44,37 +45,67 @@ class BenchOptions:
         return Target(base_url=self.base_url, model=self.model, api_key=self.api_key, extra_body=self.extra_body)
 
 
-def worker_bandwidth_gbs(worker: Worker | None) -> tuple[float | None, int, str]:
-    """(one GPU's bandwidth from the spec table, GPU count, split mode) for a worker on a rig;
-    (None, 0, '') when its GPUs are unknown or not in the table."""
+def worker_bandwidths_gbs(worker: Worker | None) -> list[float]:
+    """One bandwidth per GPU of a worker on a rig, in its CUDA order (`gpu_indices`, which
+    `--tensor-split` follows), from the spec table by the names the agent reports; [] when its
+    GPUs are unknown or one is not in the table."""
     if worker is None or worker.rig_id is None or not worker.gpu_indices:
-        return None, 0, ""
-    names = set(Gpu.objects.filter(rig_id=worker.rig_id, index__in=list(worker.gpu_indices))
-                .values_list("name", flat=True))
+        return []
+    names = dict(Gpu.objects.filter(rig_id=worker.rig_id, index__in=list(worker.gpu_indices))
+                 .values_list("index", "name"))
     bandwidths = []
-    for name in names:
+    for index in worker.gpu_indices:
         try:
-            bandwidths.append(gpu_spec(name.replace("NVIDIA ", "").replace("GeForce ", "")).bandwidth_gbs)
+            bandwidths.append(gpu_spec(str(names.get(index, "")).replace("NVIDIA ", "").replace("GeForce ", ""))
+                              .bandwidth_gbs)
         except KeyError:
-            return None, 0, ""
-    split = str((worker.launch or {}).get("split_mode") or "layer")
-    return (min(bandwidths) if bandwidths else None), len(worker.gpu_indices), split
+            return []
+    return bandwidths
+
+
+def model_facts(launch: dict[str, Any]) -> tuple[GgufFacts | None, str]:
+    """The model's GGUF facts and where they came from: as the rig agent reported them
+    ('agent'; the control plane has no model file), else read from the model file when it is on
+    this machine ('file'); (None, '') when neither."""
+    reported = launch.get("gguf")
+    if isinstance(reported, dict):
+        try:
+            return GgufFacts.from_dict(reported), "agent"
+        except ValueError:
+            pass
+    model_path = launch.get("model_path")
+    if model_path and Path(str(model_path)).is_file():
+        return read_gguf(str(model_path)), "file"
+    return None, ""
 
 
 def attach_roofline(run: BenchmarkRun, *, bandwidth_gbs: float | None) -> None:
-    """Adds summary['roofline'] (ceiling and % of it) when the model file and a bandwidth are known."""
-    model_path = run.launch.get("model_path")
-    bandwidth, gpus, split = worker_bandwidth_gbs(run.worker)
-    if bandwidth_gbs is not None:
-        bandwidth, gpus, split = bandwidth_gbs, 1, "none"
-    if not model_path or not Path(str(model_path)).is_file() or bandwidth is None:
+    """Adds summary['roofline'] (ceiling and % of it) when the model's facts and a bandwidth are
+    known. Split mode and `--tensor-split` shares come from the worker's launch; `bandwidth_gbs`
+    replaces each GPU's bandwidth (the worker's GPU count and split stay)."""
+    facts, source = model_facts(run.launch)
+    if facts is None:
         return
-    facts = read_gguf(str(model_path))
+    split = str(run.launch.get("split_mode") or "layer")
+    gpu_count = len(run.worker.gpu_indices) if run.worker is not None and run.worker.gpu_indices else 0
+    bandwidths = [bandwidth_gbs] * max(gpu_count, 1) if bandwidth_gbs is not None else worker_bandwidths_gbs(run.worker)
+    if not bandwidths:
+        return
+    main_gpu = run.launch.get("main_gpu")
+    if split == "none" and isinstance(main_gpu, int) and 0 <= main_gpu < len(bandwidths):
+        bandwidths = [bandwidths[main_gpu]]
+    shares = [float(share) for share in run.launch.get("tensor_split") or []]
+    if len(shares) != len(bandwidths):
+        shares = []  # a split that does not match the GPUs: llama.cpp's own default, about equal
     context = int(run.summary.get("prompt_tokens_mean") or 0)
-    line = roofline_for_gguf(facts, bandwidth_gbs=bandwidth, gpus=max(gpus, 1), split_mode=split or "layer",
-                             context_tokens=context)
+    try:
+        line = roofline_for_gguf(facts, bandwidths_gbs=bandwidths, split_mode=split, shares=shares,
+                                 context_tokens=context)
+    except ValueError:
+        return
     rate = run.summary.get("generation_rate")
-    run.summary["roofline"] = {**line.as_dict(), "percent_of_ceiling": line.percent(rate)}
+    run.summary["roofline"] = {**line.as_dict(), "percent_of_ceiling": line.percent(rate),
+                               "model_facts_from": source}
     run.save(update_fields=["summary"])
 
 
@@ -86,12 +117,16 @@ def level_seed(group: str, label: str) -> int:
 
 
 def bench_levels(options: BenchOptions, *, out: Out, scenario: str = "", group: str | None = None,
-                 launch: dict[str, Any] | None = None, label_prefix: str = "") -> dict[str, Any]:
+                 launch: dict[str, Any] | None = None, label_prefix: str = "",
+                 cold_start: dict[str, Any] | None = None, fitted: tuple[int, int] | None = None) -> dict[str, Any]:
     """Runs every level of `options` (each concurrency, or each rate) as one stored run of one
-    group; returns the report: {group, base_url, model, ..., levels: [level JSON, ...]}."""
+    group; returns the report: {group, base_url, model, ..., levels: [level JSON, ...]}.
+    `cold_start` (time_to_healthy_s, load_duration_s of a worker the caller just started) goes
+    into the first level's summary: that level holds the worker's first generations. `fitted`:
+    (words, prompt tokens) already fitted, so nothing is sent before the first request."""
     target = options.target()
     group = group or new_group()
-    words, measured_prompt = calibrate_words(target, prompt_tokens=options.prompt_tokens)
+    words, measured_prompt = fitted or fit_prompt_words(target, prompt_tokens=options.prompt_tokens)
     out(f"prompt: {words} words -> {measured_prompt} tokens as the server counts them "
         f"(wanted {options.prompt_tokens})")
     experiment = Experiment.objects.filter(pk=options.experiment_id).first() if options.experiment_id else None
@@ -109,6 +144,9 @@ def bench_levels(options: BenchOptions, *, out: Out, scenario: str = "", group: 
                             words=words, seed=level_seed(group, label))
         run = benchmark_run(target=target, workload=workload, group=group, label=label, scenario=scenario,
                             slo=options.slo, launch=launch, experiment=experiment, progress=ProgressBar(label))
+        if cold_start and level_number == 0:
+            run.summary["cold_start"] = cold_start
+            run.save(update_fields=["summary"])
         attach_roofline(run, bandwidth_gbs=options.bandwidth_gbs)
         report_levels.append(run.summary)
     return {
@@ -119,10 +157,39 @@ def bench_levels(options: BenchOptions, *, out: Out, scenario: str = "", group: 
         "prompt_tokens": options.prompt_tokens,
         "prompt_tokens_measured": measured_prompt,
         "output_tokens": options.output_tokens,
-        "definitions": "vLLM bench serve / AIPerf: TTFT to first content chunk; TPOT=(E2E-TTFT)/(n-1); "
-                       "ITL pooled gaps; times in ms",
+        "definitions": "vLLM bench serve / NVIDIA AIPerf: TTFT to the first content chunk; "
+                       "TPOT = (E2E - TTFT) / (output tokens - 1) per request (AIPerf's ITL); "
+                       "inter_chunk_latency = gaps between content chunks, all requests pooled "
+                       "(AIPerf's inter chunk latency, vLLM's ITL); times in ms",
         "levels": report_levels,
     }
+
+
+def idle_levels(options: BenchOptions, *, gaps_s: list[float], out: Out,
+                sleep: Callable[[float], Any] = time.sleep) -> dict[str, Any]:
+    """Cold start after idle time: one request to warm the server ('before idle'), then for each
+    gap, `gaps_s[i]` seconds of nothing followed by one measured request ('idle N s'), each a
+    stored run of one group (scenario 'idle', `summary.idle_s`). Compare their TTFT with the
+    first run's: a server (or the GPUs' clocks, or the OS's page cache) that slows after idling
+    shows here. No warm-up requests: they would end the idle time."""
+    group = new_group()
+    single = options.with_changes(requests=1, warmup=0, concurrency=[1], rates=None)
+    fitted = fit_prompt_words(single.target(), prompt_tokens=options.prompt_tokens)  # once: none after a gap
+    reports = [bench_levels(single, out=out, scenario="idle", group=group, label_prefix="before idle", fitted=fitted)]
+    for gap in gaps_s:
+        out(f"idle for {gap:g} s ...")
+        sleep(gap)
+        report = bench_levels(single, out=out, scenario="idle", group=group, label_prefix=f"idle {gap:g} s",
+                              fitted=fitted)
+        run = BenchmarkRun.objects.get(pk=report["levels"][0]["run_id"])
+        run.summary["idle_s"] = gap
+        run.save(update_fields=["summary"])
+        report["levels"][0]["idle_s"] = gap
+        reports.append(report)
+    merged = dict(reports[0])
+    merged["scenario"] = "idle"
+    merged["levels"] = [level for report in reports for level in report["levels"]]
+    return merged
 
 
 def _ms(value: Any) -> str:
@@ -139,7 +206,7 @@ def format_level_line(level: dict[str, Any]) -> str:
         f"{level.get('label') or ''}: {level['completed']}/{level['requests']} ok | "
         f"TTFT p50 {_ms(level['ttft_ms']['p50'])} p90 {_ms(level['ttft_ms']['p90'])} ms | "
         f"TPOT p50 {_ms(level['tpot_ms']['p50'])} p90 {_ms(level['tpot_ms']['p90'])} ms | "
-        f"ITL p90 {_ms(level['itl_ms']['p90'])} ms | E2E p90 {_ms(level['e2e_ms']['p90'])} ms | "
+        f"inter-chunk p90 {_ms(level['inter_chunk_latency_ms']['p90'])} ms | E2E p90 {_ms(level['e2e_ms']['p90'])} ms | "
         f"{level['request_throughput']:.2f} req/s, {level['output_throughput']:.1f} out tok/s"
         + (f" | gen {rate:.1f} tok/s" if rate is not None else "")
         + (f" ({pct:.0f}% of {roof['ceiling_tok_s']:.0f} ceiling)" if pct is not None else "")

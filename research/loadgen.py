@@ -6,8 +6,9 @@ saw. Two load modes, as vLLM's `bench serve`: a fixed number of requests in flig
 first, one at a time, and are marked so the summary leaves them out.
 
 Prompts are built deterministically from a fixed list of common words (about one token each with
-a leading space); `calibrate_words` fits the word count to a wanted prompt-token count from the
-server's own `usage.prompt_tokens`, so the chat template's overhead is counted too.
+a leading space); `fit_prompt_words` fits the word count to a wanted prompt-token count with the
+server's own token count (chat template included), which generates nothing: `bench --requests 1
+--warmup 0` sends exactly one generation.
 """
 from __future__ import annotations
 
@@ -64,6 +65,16 @@ class Sample:
     content: str = ""
 
 
+def server_root(base_url: str) -> str:
+    """The server's root from what a user may paste: `http://host:8081`, `https://gw/v1` (the
+    OCS_BASE_URL the demo prints, the base URL OpenAI clients take) or either with a trailing
+    slash all give the root, which the load generator appends `/v1/chat/completions` to."""
+    root = base_url.strip().rstrip("/")
+    while root.endswith("/v1"):
+        root = root[: -len("/v1")].rstrip("/")
+    return root
+
+
 @dataclass
 class Target:
     """Where to send requests: a llama-server root or the gateway (which needs `api_key`)."""
@@ -79,7 +90,7 @@ class Target:
 
     @property
     def chat_url(self) -> str:
-        return self.base_url.rstrip("/") + "/v1/chat/completions"
+        return server_root(self.base_url) + "/v1/chat/completions"
 
 
 def request_body(target: Target, messages: list[dict[str, str]], output_tokens: int) -> dict[str, Any]:
@@ -274,29 +285,51 @@ async def run_level(
     return LevelResult(samples=samples, started_s=started, ended_s=ended)
 
 
-async def measure_prompt_tokens(target: Target, messages: list[dict[str, str]]) -> int:
-    """The server's count of a prompt's tokens (template included), from a one-token request."""
-    async with httpx.AsyncClient(timeout=target.timeout_s) as client:
-        sample = await stream_one(client, target, messages=messages, output_tokens=1, index=0, warmup=True)
-    if sample.error:
-        raise RuntimeError(f"could not measure the prompt: {sample.error}")
-    if not sample.timing.prompt_tokens:
-        raise RuntimeError("the server reported no prompt token count (usage.prompt_tokens)")
-    return sample.timing.prompt_tokens
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 
 
-def calibrate_words(target: Target, *, prompt_tokens: int, seed: int = 0) -> tuple[int, int]:
+async def count_prompt_tokens(target: Target, messages: list[dict[str, str]]) -> int:
+    """The server's count of a chat prompt's tokens, chat template included, without generating:
+    llama-server's native `/v1/messages/count_tokens` (the gateway relays it, so the same call
+    works with a key), else llama-server's `/apply-template` then `/tokenize`. Neither runs the
+    model, so a cold run's measured request stays the first generation the worker performs."""
+    root = server_root(target.base_url)
+    async with httpx.AsyncClient(timeout=min(target.timeout_s, 60.0)) as client:
+        try:
+            response = await client.post(root + COUNT_TOKENS_PATH, headers=target.headers(),
+                                         json={"model": target.model, "messages": messages})
+            if response.status_code == 200 and isinstance(response.json().get("input_tokens"), int):
+                return int(response.json()["input_tokens"])
+            refused = f"HTTP {response.status_code}: {response.text[:200]}"
+            templated = await client.post(root + "/apply-template", headers=target.headers(),
+                                          json={"messages": messages})
+            if templated.status_code != 200:
+                raise RuntimeError(f"could not count the prompt's tokens: {COUNT_TOKENS_PATH} {refused}")
+            tokens = await client.post(root + "/tokenize", headers=target.headers(),
+                                       json={"content": templated.json()["prompt"], "add_special": True,
+                                             "parse_special": True})
+            tokens.raise_for_status()
+            return len(tokens.json()["tokens"])
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise RuntimeError(f"could not count the prompt's tokens: {type(exc).__name__}: {exc}") from None
+
+
+def fit_prompt_words(target: Target, *, prompt_tokens: int, seed: int = 0) -> tuple[int, int]:
     """Finds a word count whose prompt the server counts as close to `prompt_tokens` as possible
-    (at most 4 tries); returns (words, measured prompt tokens)."""
+    (at most 6 counts, no generation); returns (words, the server's prompt tokens for it)."""
     words = max(prompt_tokens - 20, 1)
     best: tuple[int, int] | None = None
-    for _ in range(4):
+    tried: set[int] = set()
+    for _ in range(6):
+        tried.add(words)
         messages = [{"role": "user", "content": prompt_text(words=words, seed=seed)}]
-        measured = asyncio.run(measure_prompt_tokens(target, messages))
+        measured = asyncio.run(count_prompt_tokens(target, messages))
         if best is None or abs(measured - prompt_tokens) < abs(best[1] - prompt_tokens):
             best = (words, measured)
         if measured == prompt_tokens:
             break
         words = max(1, words + (prompt_tokens - measured))
+        if words in tried:
+            break
     assert best is not None
     return best

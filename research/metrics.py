@@ -1,13 +1,16 @@
 """Serving metrics from client-side stream timings: pure maths, no Django, no I/O.
 
-Definitions are vLLM `bench serve`'s and NVIDIA AIPerf's (docs/research/results-cpu-smollm2.md
-says where other tools differ):
+Definitions are vLLM `bench serve`'s and NVIDIA AIPerf's, which name two of them differently
+(docs/research/results-cpu-smollm2.md says where other tools differ):
 
 - TTFT: first streamed content chunk received minus request sent.
-- ITL: every gap between consecutive content chunks, pooled across all requests.
-- TPOT: per request, (E2E - TTFT) / (output tokens - 1). A request with fewer than two output
-  tokens has no TPOT and is left out of the TPOT statistics (vLLM does the same); it still counts
-  for TTFT, E2E, throughput and goodput (with no TPOT to miss, only its TTFT SLO applies).
+- TPOT: per request, (E2E - TTFT) / (output tokens - 1). AIPerf calls this ITL (inter-token
+  latency); vLLM calls it TPOT. A request with fewer than two output tokens has no TPOT and is
+  left out of the TPOT statistics (vLLM does the same); it still counts for TTFT, E2E,
+  throughput and goodput (with no TPOT to miss, only its TTFT SLO applies).
+- Inter-chunk latency: every gap between consecutive content chunks, pooled across all
+  requests. AIPerf's "inter chunk latency"; vLLM calls the same pooled gaps ITL. A chunk may hold
+  several tokens (speculative decoding, a batching server), so this is not a per-token time.
 - E2E: request sent to last byte.
 - Request throughput = completed requests / wall time; output throughput = output tokens / wall time.
 - Goodput = completed requests that met every SLO set, per second of wall time.
@@ -57,8 +60,9 @@ class RequestTiming:
         return (self.e2e_s - ttft) / (self.output_tokens - 1)
 
     @property
-    def itls_s(self) -> list[float]:
-        """Gaps between consecutive content chunks (one fewer than the chunks)."""
+    def inter_chunk_gaps_s(self) -> list[float]:
+        """Gaps between consecutive content chunks (one fewer than the chunks): the inter-chunk
+        latency's samples (vLLM's ITL), not AIPerf's ITL (that is TPOT)."""
         chunks = self.chunk_times_s
         return [later - earlier for earlier, later in zip(chunks, chunks[1:])]
 
@@ -154,7 +158,7 @@ class Summary:
     duration_s: float
     ttft_ms: Distribution
     tpot_ms: Distribution
-    itl_ms: Distribution
+    inter_chunk_latency_ms: Distribution
     e2e_ms: Distribution
     request_throughput: float
     output_throughput: float
@@ -173,7 +177,7 @@ def summarize(timings: Sequence[RequestTiming], *, duration_s: float, slo: Slo |
     done = [t for t in timings if t.ok]
     ttfts = [t.ttft_s * 1000 for t in done if t.ttft_s is not None]
     tpots = [tpot * 1000 for t in done if (tpot := t.tpot_s) is not None]
-    itls = [gap * 1000 for t in done for gap in t.itls_s]
+    gaps = [gap * 1000 for t in done for gap in t.inter_chunk_gaps_s]
     e2es = [t.e2e_s * 1000 for t in done]
     output_tokens = sum(t.output_tokens for t in done)
     good: int | None = None
@@ -187,7 +191,7 @@ def summarize(timings: Sequence[RequestTiming], *, duration_s: float, slo: Slo |
         duration_s=duration_s,
         ttft_ms=Distribution.of(ttfts),
         tpot_ms=Distribution.of(tpots),
-        itl_ms=Distribution.of(itls),
+        inter_chunk_latency_ms=Distribution.of(gaps),
         e2e_ms=Distribution.of(e2es),
         request_throughput=len(done) / duration_s,
         output_throughput=output_tokens / duration_s,

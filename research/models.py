@@ -8,6 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from fleet.models import Pool, Worker
+from research.gate import BaselineShape
 
 
 class Experiment(models.Model):
@@ -102,7 +103,7 @@ class RequestSample(models.Model):
     ttft_ms = models.FloatField(null=True, blank=True)
     e2e_ms = models.FloatField()
     tpot_ms = models.FloatField(null=True, blank=True)
-    itls_ms = models.JSONField(default=list, blank=True)
+    inter_chunk_gaps_ms = models.JSONField(default=list, blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -117,7 +118,8 @@ class RequestSample(models.Model):
 
 
 class GpuSample(models.Model):
-    """A GPU's telemetry during a run, copied from the rig agent's latest report (fleet.Gpu)."""
+    """A GPU's telemetry during a run: each reading the rig agent took while the run went on, once,
+    `at` when the agent read it (on the control plane's clock, skew corrected)."""
 
     run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="gpu_samples")
     at = models.DateTimeField(db_index=True)
@@ -132,20 +134,32 @@ class GpuSample(models.Model):
     sm_clock_mhz = models.PositiveIntegerField(null=True, blank=True)
     pcie_gen = models.PositiveSmallIntegerField(null=True, blank=True)
     pcie_width = models.PositiveSmallIntegerField(null=True, blank=True)
+    pcie_max_gen = models.PositiveSmallIntegerField(null=True, blank=True)
+    pcie_max_width = models.PositiveSmallIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "rig", "gpu_index", "at"]
 
 
 class PoolSlo(models.Model):
-    """A pool's service-level objectives: a worker joins it only if its latest run meets them."""
+    """A pool's service-level objectives and the baseline workload they are stated for: a worker
+    joins the pool only if its latest run of that shape meets them."""
 
     pool = models.OneToOneField(Pool, on_delete=models.CASCADE, related_name="research_slo")
     ttft_p90_ms = models.FloatField(help_text="Time to first token, 90th percentile, milliseconds.")
     tpot_p90_ms = models.FloatField(help_text="Time per output token, 90th percentile, milliseconds.")
+    baseline_prompt_tokens = models.PositiveIntegerField(default=256, help_text="Baseline shape: prompt tokens.")
+    baseline_output_tokens = models.PositiveIntegerField(default=64, help_text="Baseline shape: output tokens.")
+    baseline_concurrency = models.PositiveIntegerField(default=1, help_text="Baseline shape: requests in flight.")
+    baseline_min_requests = models.PositiveIntegerField(default=8, help_text="Baseline shape: fewest measured requests.")
 
     def __str__(self) -> str:
-        return f"{self.pool.name}: TTFT p90 <= {self.ttft_p90_ms:g} ms, TPOT p90 <= {self.tpot_p90_ms:g} ms"
+        return (f"{self.pool.name}: TTFT p90 <= {self.ttft_p90_ms:g} ms, TPOT p90 <= {self.tpot_p90_ms:g} ms "
+                f"on {self.shape().describe()}")
+
+    def shape(self) -> BaselineShape:
+        return BaselineShape(prompt_tokens=self.baseline_prompt_tokens, output_tokens=self.baseline_output_tokens,
+                             concurrency=self.baseline_concurrency, min_requests=self.baseline_min_requests)
 
 
 class PromotionCheck(models.Model):

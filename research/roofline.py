@@ -7,21 +7,29 @@ Single-stream decode is memory-bandwidth bound: each generated token reads every
 
 Units: GB means 10**9 bytes and GB/s 10**9 bytes per second, as GPU data sheets count them.
 
-Split modes (llama.cpp `--split-mode`):
-- `none`, `layer` (the default): one GPU works at a time (layer split is a pipeline), so the
-  effective bandwidth is one GPU's, however many GPUs hold the model.
-- `row`, `tensor`: every GPU reads its share of each matrix at once, so the ideal effective
-  bandwidth is the sum; the ceiling is an upper bound that PCIe synchronisation (x1 risers)
-  keeps far away in practice.
+Split modes (llama.cpp `--split-mode`), with GPU i holding share s_i of the weights
+(`--tensor-split`, normalised; equal shares when it is not set) and reading at B_i:
+- `none`: one GPU holds and reads everything: time per token = W / B.
+- `layer` (the default): a pipeline, one GPU works at a time, each on its own layers:
+  time per token = sum over GPUs of s_i x W / B_i. With equal cards that is W / B, however many.
+- `row`, `tensor`: every GPU reads its share of each matrix at once and waits for the others:
+  time per token = max over GPUs of s_i x W / B_i, so the slowest share decides; an upper bound
+  that PCIe synchronisation (x1 risers) keeps far away in practice.
+The ceiling is then 1 / time per token; the effective bandwidth reported is W / time.
 
-What a token reads: every tensor except the token embedding table, of which a token reads one
-row; a model with tied embeddings (no `output.weight`) reads the whole table again as its output
-projection, so it is counted then.
+What a token reads is `GgufFacts.weight_bytes_per_token` (fleet/gguf.py, which reads the file;
+the rig agent reports the same facts, so none of this needs the file on this machine).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from fleet.gguf import KV_BYTES_PER_ELEMENT, GgufFacts, kv_bytes_per_token, read_gguf
+
+__all__ = ["GB", "GPU_SPECS", "KV_BYTES_PER_ELEMENT", "SPLIT_MODES", "GgufFacts", "GpuSpec", "Roofline",
+           "decode_ceiling_tok_s", "effective_bandwidth_gbs", "gpu_spec", "kv_bytes_per_token", "normalized_shares",
+           "percent_of_ceiling", "read_gguf", "roofline", "roofline_for_gguf", "split_roofline"]
 
 GB = 1e9
 
@@ -70,12 +78,38 @@ def gpu_spec(name: str) -> GpuSpec:
 
 
 def effective_bandwidth_gbs(*, bandwidth_gbs: float, gpus: int, split_mode: str) -> float:
-    """One GPU's bandwidth for `none`/`layer`; the sum for `row`/`tensor` (an upper bound)."""
+    """Equal cards, equal shares: one GPU's bandwidth for `none`/`layer`; the sum for
+    `row`/`tensor` (an upper bound)."""
     if split_mode not in SPLIT_MODES:
         raise ValueError(f"split mode {split_mode!r}: expected one of {', '.join(SPLIT_MODES)}")
     if gpus < 1 or bandwidth_gbs <= 0:
         raise ValueError("need at least one GPU and a positive bandwidth")
     return bandwidth_gbs * (gpus if split_mode in ("row", "tensor") else 1)
+
+
+def normalized_shares(shares: Sequence[float], gpus: int) -> tuple[float, ...]:
+    """`--tensor-split` proportions as fractions summing to 1 (equal when none are given)."""
+    if gpus < 1:
+        raise ValueError("need at least one GPU")
+    if not shares:
+        return tuple(1.0 / gpus for _ in range(gpus))
+    if len(shares) != gpus or any(share < 0 for share in shares) or sum(shares) <= 0:
+        raise ValueError(f"tensor split {list(shares)}: needs {gpus} non-negative shares, not all zero")
+    total = float(sum(shares))
+    return tuple(share / total for share in shares)
+
+
+def seconds_per_byte(*, bandwidths_gbs: Sequence[float], split_mode: str, shares: Sequence[float] = ()) -> float:
+    """Seconds to read one byte of the model's per-token reads across its GPUs (module docstring)."""
+    if split_mode not in SPLIT_MODES:
+        raise ValueError(f"split mode {split_mode!r}: expected one of {', '.join(SPLIT_MODES)}")
+    if not bandwidths_gbs or any(b <= 0 for b in bandwidths_gbs):
+        raise ValueError("need at least one GPU and a positive bandwidth")
+    if split_mode == "none":
+        return 1.0 / (bandwidths_gbs[0] * GB)
+    fractions = normalized_shares(shares, len(bandwidths_gbs))
+    times = [fraction / (bandwidth * GB) for fraction, bandwidth in zip(fractions, bandwidths_gbs)]
+    return sum(times) if split_mode == "layer" else max(times)
 
 
 def decode_ceiling_tok_s(*, bytes_per_token: float, bandwidth_gbs: float) -> float:
@@ -89,107 +123,6 @@ def percent_of_ceiling(*, measured_tok_s: float, ceiling_tok_s: float) -> float:
     return 100.0 * measured_tok_s / ceiling_tok_s
 
 
-KV_BYTES_PER_ELEMENT = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
-
-
-def kv_bytes_per_token(*, layers: int, kv_heads: int, head_dim: int, cache_type: str = "f16") -> float:
-    """2 (K and V) x attention layers x KV heads x head dim x bytes per element."""
-    return 2 * layers * kv_heads * head_dim * KV_BYTES_PER_ELEMENT[cache_type]
-
-
-@dataclass(frozen=True)
-class GgufFacts:
-    """What the roofline needs from a GGUF: sizes in bytes, shape from the metadata."""
-
-    path: str
-    architecture: str
-    name: str
-    file_type: int | None
-    file_bytes: int
-    tensor_bytes: int
-    token_embedding_bytes: int
-    tied_embeddings: bool
-    layers: int
-    embedding_length: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    context_length: int
-    vocab_size: int
-    parameters: int
-
-    @property
-    def weight_bytes_per_token(self) -> int:
-        """Weights a decode step reads (see the module docstring for the embedding rule)."""
-        if self.tied_embeddings:
-            return self.tensor_bytes
-        return self.tensor_bytes - self.token_embedding_bytes
-
-    def kv_bytes_per_token(self, cache_type: str = "f16") -> float:
-        return kv_bytes_per_token(
-            layers=self.layers, kv_heads=self.kv_heads, head_dim=self.head_dim, cache_type=cache_type
-        )
-
-
-def read_gguf(path: Path | str) -> GgufFacts:
-    """Reads the tensor sizes and the shape metadata of a GGUF file (with PyPI's `gguf`)."""
-    from gguf import GGUFReader  # numpy-heavy; imported only when a file is read
-
-    reader = GGUFReader(str(path))
-
-    def field(key: str) -> object | None:
-        found = reader.fields.get(key)
-        if found is None or not found.data:
-            return None
-        return found.contents()
-
-    architecture = str(field("general.architecture") or "llama")
-
-    def arch_int(key: str, default: int = 0) -> int:
-        value = field(f"{architecture}.{key}")
-        if isinstance(value, list):  # per-layer arrays (some models): take the largest
-            value = max(value) if value else None
-        return int(value) if isinstance(value, (int, float)) else default
-
-    tensor_bytes = 0
-    parameters = 0
-    token_embedding_bytes = 0
-    has_output = False
-    vocab = 0
-    for tensor in reader.tensors:
-        tensor_bytes += int(tensor.n_bytes)
-        parameters += int(tensor.n_elements)
-        if tensor.name == "token_embd.weight":
-            token_embedding_bytes = int(tensor.n_bytes)
-            vocab = int(max(tensor.shape))
-        elif tensor.name == "output.weight":
-            has_output = True
-    layers = arch_int("block_count")
-    embedding = arch_int("embedding_length")
-    heads = arch_int("attention.head_count", 1)
-    kv_heads = arch_int("attention.head_count_kv", heads)
-    head_dim = arch_int("attention.key_length", embedding // heads if heads else 0)
-    file_type = field("general.file_type")
-    return GgufFacts(
-        path=str(path),
-        architecture=architecture,
-        name=str(field("general.name") or Path(path).stem),
-        file_type=int(file_type) if isinstance(file_type, int) else None,
-        file_bytes=Path(path).stat().st_size,
-        tensor_bytes=tensor_bytes,
-        token_embedding_bytes=token_embedding_bytes,
-        tied_embeddings=not has_output,
-        layers=layers,
-        embedding_length=embedding,
-        heads=heads,
-        kv_heads=kv_heads,
-        head_dim=head_dim,
-        context_length=arch_int("context_length"),
-        vocab_size=vocab,
-        parameters=parameters,
-    )
-
-
 @dataclass(frozen=True)
 class Roofline:
     """A decode ceiling and the numbers it came from (bytes, GB/s, tokens/s)."""
@@ -200,6 +133,8 @@ class Roofline:
     gpus: int
     split_mode: str
     ceiling_tok_s: float
+    shares: tuple[float, ...] = ()
+    gpu_bandwidths_gbs: tuple[float, ...] = field(default_factory=tuple)
 
     @property
     def bytes_per_token(self) -> float:
@@ -210,7 +145,7 @@ class Roofline:
             return None
         return percent_of_ceiling(measured_tok_s=measured_tok_s, ceiling_tok_s=self.ceiling_tok_s)
 
-    def as_dict(self) -> dict[str, float | int | str]:
+    def as_dict(self) -> dict[str, float | int | str | list[float]]:
         return {
             "weight_gb": self.weight_bytes / GB,
             "kv_gb": self.kv_bytes / GB,
@@ -218,6 +153,8 @@ class Roofline:
             "gpus": self.gpus,
             "split_mode": self.split_mode,
             "ceiling_tok_s": self.ceiling_tok_s,
+            "shares": [round(share, 4) for share in self.shares],
+            "gpu_bandwidths_gbs": list(self.gpu_bandwidths_gbs),
         }
 
 
@@ -231,33 +168,66 @@ def roofline(
     context_tokens: int = 0,
 ) -> Roofline:
     """The single-stream decode ceiling for `weight_bytes` of weights read per token, plus the KV
-    cache of `context_tokens` already in context (`kv_bytes_per_token_read` bytes each)."""
+    cache of `context_tokens` already in context (`kv_bytes_per_token_read` bytes each), on
+    `gpus` equal cards of `bandwidth_gbs` with equal shares."""
+    if gpus < 1:
+        raise ValueError("need at least one GPU and a positive bandwidth")
+    return split_roofline(weight_bytes=weight_bytes, bandwidths_gbs=[bandwidth_gbs] * gpus, split_mode=split_mode,
+                          kv_bytes_per_token_read=kv_bytes_per_token_read, context_tokens=context_tokens)
+
+
+def split_roofline(
+    *,
+    weight_bytes: float,
+    bandwidths_gbs: Sequence[float],
+    split_mode: str = "layer",
+    shares: Sequence[float] = (),
+    kv_bytes_per_token_read: float = 0.0,
+    context_tokens: int = 0,
+) -> Roofline:
+    """The ceiling on the worker's own GPUs: `bandwidths_gbs` one per GPU in CUDA order,
+    `shares` its `--tensor-split` (module docstring: layer split sums the GPUs' times, row and
+    tensor split wait for the slowest share). The KV reads are split like the weights."""
     kv_bytes = kv_bytes_per_token_read * max(context_tokens, 0)
-    effective = effective_bandwidth_gbs(bandwidth_gbs=bandwidth_gbs, gpus=gpus, split_mode=split_mode)
+    per_byte = seconds_per_byte(bandwidths_gbs=bandwidths_gbs, split_mode=split_mode, shares=shares)
+    bytes_per_token = weight_bytes + kv_bytes
+    if bytes_per_token <= 0:
+        raise ValueError("bytes per token must be positive")
+    effective = 1.0 / per_byte / GB
+    used = 1 if split_mode == "none" else len(bandwidths_gbs)
     return Roofline(
         weight_bytes=weight_bytes,
         kv_bytes=kv_bytes,
         bandwidth_gbs=effective,
-        gpus=gpus,
+        gpus=len(bandwidths_gbs),
         split_mode=split_mode,
-        ceiling_tok_s=decode_ceiling_tok_s(bytes_per_token=weight_bytes + kv_bytes, bandwidth_gbs=effective),
+        ceiling_tok_s=decode_ceiling_tok_s(bytes_per_token=bytes_per_token, bandwidth_gbs=effective),
+        shares=(1.0,) if split_mode == "none" else normalized_shares(shares, used),
+        gpu_bandwidths_gbs=tuple(float(b) for b in bandwidths_gbs),
     )
 
 
 def roofline_for_gguf(
     facts: GgufFacts,
     *,
-    bandwidth_gbs: float,
+    bandwidth_gbs: float | None = None,
     gpus: int = 1,
     split_mode: str = "layer",
     context_tokens: int = 0,
     cache_type: str = "f16",
+    bandwidths_gbs: Sequence[float] = (),
+    shares: Sequence[float] = (),
 ) -> Roofline:
-    return roofline(
+    """The roofline of a model from its GGUF facts: on `gpus` cards of `bandwidth_gbs`, or on the
+    cards of `bandwidths_gbs` (one per GPU) with `shares`."""
+    per_gpu = list(bandwidths_gbs) or ([bandwidth_gbs] * gpus if bandwidth_gbs is not None else [])
+    if not per_gpu:
+        raise ValueError("give bandwidth_gbs or bandwidths_gbs")
+    return split_roofline(
         weight_bytes=facts.weight_bytes_per_token,
-        bandwidth_gbs=bandwidth_gbs,
-        gpus=gpus,
+        bandwidths_gbs=per_gpu,
         split_mode=split_mode,
+        shares=shares,
         kv_bytes_per_token_read=facts.kv_bytes_per_token(cache_type),
         context_tokens=context_tokens,
     )

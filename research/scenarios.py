@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import tempfile
 import time
@@ -160,8 +161,24 @@ def allocation(options: BenchOptions, out: Out) -> Report:
     return _merge(reports, "allocation", [{"engine_only": engine}])
 
 
+def load_duration_s(log_path: Path | None) -> float | None:
+    """Seconds from llama-server's start to its "model loaded" line, from the log's own
+    timestamps (`M.SS.mmm.uuu` since the process started); None without a log or the line."""
+    if log_path is None or not log_path.is_file():
+        return None
+    for line in log_path.read_text(errors="replace").splitlines():
+        if "model loaded" in line:
+            match = re.match(r"\s*(\d+)\.(\d{2})\.(\d{3})\.(\d{3}) ", line)
+            if match:
+                minutes, seconds, millis, micros = (int(part) for part in match.groups())
+                return minutes * 60 + seconds + millis / 1000 + micros / 1_000_000
+    return None
+
+
 def cold_vs_warm(options: BenchOptions, out: Out) -> Report:
-    """Start the worker (time to /health 200), the first request's TTFT, then warm requests."""
+    """Start the worker twice; each time a cold run (one request, no warm-up: the first
+    generation the fresh process performs; its summary holds time to /health 200 and the load
+    duration) and then a warm run of `--requests` requests."""
     group = new_group()
     reports = []
     results = []
@@ -169,28 +186,21 @@ def cold_vs_warm(options: BenchOptions, out: Out) -> Report:
         with local_server(slots=1, context=4096, options=LaunchOptions(threads=_threads(options))) as (
             process, healthy_s,
         ):
-            target = Target(base_url=process.spec.base_url, model=DEFAULT_MODEL_ID)
-            words = max(options.prompt_tokens - 20, 1)
-            first = asyncio.run(_one(target, prompt_text(words=words, seed=999 + attempt), options.output_tokens))
-            report = bench_levels(_on(options, process).with_changes(concurrency=[1], rates=None, warmup=0), out=out,
-                                  scenario="cold-vs-warm", group=group, launch=launch_config(process.spec),
-                                  label_prefix=f"start {attempt + 1} warm")
-            warm_p50 = report["levels"][0]["ttft_ms"]["p50"]
-            results.append({"start": attempt + 1, "time_to_healthy_s": healthy_s, "first_ttft_ms": first,
+            on_it = _on(options, process).with_changes(concurrency=[1], rates=None)
+            cold_start = {"time_to_healthy_s": healthy_s, "load_duration_s": load_duration_s(process.log_path)}
+            cold = bench_levels(on_it.with_changes(requests=1, warmup=0), out=out, scenario="cold-vs-warm",
+                                group=group, launch=launch_config(process.spec),
+                                label_prefix=f"start {attempt + 1} cold", cold_start=cold_start)
+            warm = bench_levels(on_it.with_changes(warmup=0), out=out, scenario="cold-vs-warm", group=group,
+                                launch=launch_config(process.spec), label_prefix=f"start {attempt + 1} warm")
+            first = cold["levels"][0]["ttft_ms"]["p50"]
+            warm_p50 = warm["levels"][0]["ttft_ms"]["p50"]
+            results.append({"start": attempt + 1, **cold_start, "first_ttft_ms": first,
                             "warm_ttft_p50_ms": warm_p50})
             out(f"start {attempt + 1}: healthy after {healthy_s:.2f} s, first TTFT {first:.0f} ms, "
                 f"warm TTFT p50 {warm_p50:.0f} ms")
-            reports.append(report)
+            reports += [cold, warm]
     return _merge(reports, "cold-vs-warm", results)
-
-
-async def _one(target: Target, text: str, output_tokens: int) -> float:
-    async with httpx.AsyncClient(timeout=target.timeout_s) as client:
-        sample = await stream_one(client, target, messages=[{"role": "user", "content": text}],
-                                  output_tokens=output_tokens, index=0, warmup=True)
-    if sample.timing.ttft_s is None:
-        raise RuntimeError(f"first request failed: {sample.error}")
-    return sample.timing.ttft_s * 1000
 
 
 def prefix_reuse(options: BenchOptions, out: Out) -> Report:

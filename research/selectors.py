@@ -18,7 +18,7 @@ COMPARED: list[tuple[str, str, str, str, bool]] = [
     ("TTFT p90", "ttft_ms", "p90", "ms", False),
     ("TPOT p50", "tpot_ms", "p50", "ms", False),
     ("TPOT p90", "tpot_ms", "p90", "ms", False),
-    ("ITL p90", "itl_ms", "p90", "ms", False),
+    ("Inter-chunk latency p90", "inter_chunk_latency_ms", "p90", "ms", False),
     ("E2E p90", "e2e_ms", "p90", "ms", False),
     ("Requests per second", "request_throughput", "", "req/s", True),
     ("Output tokens per second", "output_throughput", "", "tok/s", True),
@@ -207,6 +207,7 @@ def run_json(run: BenchmarkRun, *, with_samples: bool = True) -> dict[str, Any]:
                 base_url=run.base_url, launch=run.launch, llama_build=run.llama_build, warmup=run.warmup,
                 summary=run.summary, experiment=run.experiment_id)
     if with_samples:
-        data["samples"] = [{name: getattr(s, name) for name in SAMPLE_FIELDS} | {"itls_ms": s.itls_ms}
+        data["samples"] = [{name: getattr(s, name) for name in SAMPLE_FIELDS}
+                           | {"inter_chunk_gaps_ms": s.inter_chunk_gaps_ms}
                            for s in RequestSample.objects.filter(run=run)]
     return data

@@ -14,7 +14,8 @@ from django.utils import timezone
 from accounts.models import User
 from fleet.models import Gpu, Pool, Worker
 from fleet.services import worker_move
-from research.gate import gate_decide
+from research.gate import BaselineShape, gate_decide
+from research.gpu_summary import summarize_gpus
 from research.loadgen import LevelResult, ProgressFn, Sample, Target, prompt_text, run_level, shared_prefix_prompt
 from research.metrics import Slo, mean_or_none, summarize
 from research.models import BenchmarkRun, Experiment, GpuSample, PoolSlo, PromotionCheck, RequestSample
@@ -81,13 +82,17 @@ def launch_from_props(props: dict[str, Any]) -> dict[str, Any]:
 
 
 class TelemetryRecorder:
-    """Copies the rig agent's latest GPU report (fleet.Gpu rows) every `interval_s` while a run
-    goes on; the agent's own heartbeat period bounds how fresh each sample is."""
+    """Looks at the rig agent's latest GPU report (fleet.Gpu rows) every `interval_s` while a run
+    goes on and keeps each reading once, dated by when the agent took it (`Gpu.sampled_at`);
+    readings taken before the run started are left out. The agent's heartbeat period bounds how
+    many readings a run gets. A row with no reading time (an older agent) is kept once."""
 
     def __init__(self, *, worker: Worker | None, interval_s: float = 1.0) -> None:
         self.worker = worker
         self.interval_s = interval_s
         self.rows: list[dict[str, Any]] = []
+        self.started_at = timezone.now()
+        self._seen: set[tuple[int, Any]] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -100,17 +105,24 @@ class TelemetryRecorder:
         return list(gpus)
 
     def sample_once(self) -> int:
+        """Keeps the readings not seen before; returns how many were new."""
         now = timezone.now()
-        gpus = self._gpus()
-        for gpu in gpus:
+        new = 0
+        for gpu in self._gpus():
+            reading = (gpu.pk, gpu.sampled_at)
+            if reading in self._seen or (gpu.sampled_at is not None and gpu.sampled_at < self.started_at):
+                continue
+            self._seen.add(reading)
+            new += 1
             self.rows.append({
-                "at": now, "rig": gpu.rig.name, "gpu_index": gpu.index, "name": gpu.name,
+                "at": gpu.sampled_at or now, "rig": gpu.rig.name, "gpu_index": gpu.index, "name": gpu.name,
                 "utilization_pct": gpu.utilization_pct, "memory_used_mib": gpu.memory_used_mib,
                 "memory_total_mib": gpu.memory_total_mib, "power_w": gpu.power_w,
                 "temperature_c": gpu.temperature_c, "sm_clock_mhz": gpu.sm_clock_mhz,
                 "pcie_gen": gpu.pcie_gen, "pcie_width": gpu.pcie_width,
+                "pcie_max_gen": gpu.pcie_max_gen, "pcie_max_width": gpu.pcie_max_width,
             })
-        return len(gpus)
+        return new
 
     def _loop(self) -> None:
         try:
@@ -121,6 +133,7 @@ class TelemetryRecorder:
             close_old_connections()
 
     def __enter__(self) -> "TelemetryRecorder":
+        self.started_at = timezone.now()
         if self.worker is not None and self.worker.rig_id is not None:
             self._thread = threading.Thread(target=self._loop, name="gpu-telemetry", daemon=True)
             self._thread.start()
@@ -153,7 +166,7 @@ def level_summary(result: LevelResult, *, run: BenchmarkRun, slo: Slo | None) ->
         "output_tokens_mean": mean_or_none([s.timing.output_tokens for s in ok]),
         "ttft_ms": summary.ttft_ms.as_dict(),
         "tpot_ms": summary.tpot_ms.as_dict(),
-        "itl_ms": summary.itl_ms.as_dict(),
+        "inter_chunk_latency_ms": summary.inter_chunk_latency_ms.as_dict(),
         "e2e_ms": summary.e2e_ms.as_dict(),
         "request_throughput": summary.request_throughput,
         "output_throughput": summary.output_throughput,
@@ -176,7 +189,8 @@ def _sample_row(run: BenchmarkRun, sample: Sample, origin_s: float) -> RequestSa
         run=run, index=sample.index, warmup=sample.warmup, ok=timing.ok, error=sample.error[:300],
         sent_ms=(timing.sent_s - origin_s) * 1000, ttft_ms=None if ttft is None else ttft * 1000,
         e2e_ms=timing.e2e_s * 1000, tpot_ms=None if tpot is None else tpot * 1000,
-        itls_ms=[round(gap * 1000, 3) for gap in timing.itls_s], prompt_tokens=timing.prompt_tokens,
+        inter_chunk_gaps_ms=[round(gap * 1000, 3) for gap in timing.inter_chunk_gaps_s],
+        prompt_tokens=timing.prompt_tokens,
         output_tokens=timing.output_tokens, cached_tokens=sample.cached_tokens,
         prompt_per_second=sample.prompt_per_second, predicted_per_second=sample.predicted_per_second,
         draft_n=sample.draft_n, draft_n_accepted=sample.draft_n_accepted,
@@ -238,6 +252,7 @@ def benchmark_run(
     RequestSample.objects.bulk_create([_sample_row(run, s, result.started_s) for s in result.samples])
     GpuSample.objects.bulk_create([GpuSample(run=run, **row) for row in telemetry.rows])
     run.summary = level_summary(result, run=run, slo=slo)
+    run.summary["gpus"] = summarize_gpus(telemetry.rows)
     measured_ok = run.summary["completed"]
     run.status = BenchmarkRun.Status.DONE if measured_ok else BenchmarkRun.Status.FAILED
     if not measured_ok:
@@ -256,11 +271,32 @@ def latest_run(*, worker: Worker) -> BenchmarkRun | None:
     return BenchmarkRun.objects.filter(worker_id=worker.id).exclude(status=BenchmarkRun.Status.RUNNING).first()
 
 
+def shape_mismatches(run: BenchmarkRun, shape: BaselineShape) -> list[str]:
+    return shape.mismatches(prompt_tokens=run.prompt_tokens, output_tokens=run.output_tokens,
+                            concurrency=run.concurrency, request_rate=run.request_rate, requests=run.requests)
+
+
+def latest_baseline_run(*, worker: Worker, shape: BaselineShape, scan: int = 200) -> BenchmarkRun | None:
+    """The worker's latest finished run (direct, not through the gateway) of `shape`; None when
+    none of its last `scan` runs is."""
+    runs = BenchmarkRun.objects.filter(worker_id=worker.id, target=BenchmarkRun.Target.WORKER).exclude(
+        status=BenchmarkRun.Status.RUNNING)[:scan]
+    return next((run for run in runs if not shape_mismatches(run, shape)), None)
+
+
+def baseline_workload(shape: BaselineShape) -> Workload:
+    return Workload(prompt_tokens=shape.prompt_tokens, output_tokens=shape.output_tokens,
+                    requests=shape.min_requests, warmup=1, concurrency=shape.concurrency)
+
+
 def promotion_check(*, worker: Worker, pool: Pool, actor: User | None = None) -> PromotionCheck:
-    """The gate: moves `worker` into `pool` only if its latest finished run meets the pool's SLOs.
-    Every check is recorded with its numbers and reasons, passed or not."""
+    """The gate: moves `worker` into `pool` only if its latest finished run of the pool's
+    baseline shape meets the pool's SLOs; runs of other shapes are not judged (the reasons say
+    so when the worker's latest run is one). Every check is recorded with the run it judged,
+    its numbers and reasons, passed or not."""
     slo = PoolSlo.objects.filter(pool_id=pool.id).first()
-    run = latest_run(worker=worker)
+    shape = slo.shape() if slo else BaselineShape()
+    run = latest_baseline_run(worker=worker, shape=shape)
     ttft = run.metric("ttft_ms", "p90") if run else None
     tpot = run.metric("tpot_ms", "p90") if run else None
     decision = gate_decide(
@@ -268,10 +304,15 @@ def promotion_check(*, worker: Worker, pool: Pool, actor: User | None = None) ->
         has_run=run is not None, run_ok=run is not None and run.status == BenchmarkRun.Status.DONE,
         ttft_p90_ms=ttft, tpot_p90_ms=tpot,
     )
+    reasons = list(decision.reasons)
+    newest = latest_run(worker=worker)
+    if run is None and newest is not None:
+        reasons.append(f"its latest run ({newest.pk}) is not of the baseline shape {shape.describe()}: "
+                       + "; ".join(shape_mismatches(newest, shape)))
     check = PromotionCheck.objects.create(
         worker=worker, pool=pool, run=run, passed=decision.passed, ttft_p90_ms=ttft, tpot_p90_ms=tpot,
         slo_ttft_p90_ms=slo.ttft_p90_ms if slo else None, slo_tpot_p90_ms=slo.tpot_p90_ms if slo else None,
-        reasons=list(decision.reasons),
+        reasons=reasons,
     )
     if decision.passed and worker.pool_id != pool.id:
         worker_move(worker=worker, pool=pool, actor=actor)

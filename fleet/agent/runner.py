@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +84,7 @@ class RigAgentRunner:
                 "name": s.worker.name, "model_id": s.worker.model_id, "port": s.worker.port,
                 "slots": s.worker.slots, "context_per_slot": s.worker.context // s.worker.slots,
                 "pool": s.worker.pool, "gpus": list(s.worker.gpus), "launch": s.worker.launch_summary(),
+                "gguf": s.gguf(),
             }
             for s in self.supervisors
         ]
@@ -107,6 +109,7 @@ class RigAgentRunner:
             try:
                 self._post("/agent/v1/heartbeat", {
                     "gpu_status": gpu_status, "gpus": [g.as_dict() for g in gpus], "workers": reports,
+                    "sent_at": round(time.time(), 3),
                 })
             except httpx.HTTPError as exc:
                 errors.append(f"heartbeat: {exc}")
@@ -124,7 +127,7 @@ class RigAgentRunner:
                 gpu_status, gpus = self.telemetry()
                 self._post("/agent/v1/heartbeat", {
                     "gpu_status": gpu_status, "gpus": [g.as_dict() for g in gpus],
-                    "workers": [s.report() for s in self.supervisors],
+                    "workers": [s.report() for s in self.supervisors], "sent_at": round(time.time(), 3),
                 })
             except httpx.HTTPError:
                 pass

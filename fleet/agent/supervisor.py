@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from fleet.agent.config import WorkerConfig
+from fleet.gguf import gguf_report
 from fleet.local_worker import LlamaServerProcess, LlamaServerSpec, find_default_model
 
 BACKOFF_FIRST_S = 1.0
@@ -55,6 +56,15 @@ class WorkerSupervisor:
         self.next_start_at = 0.0
         self.running_since: float | None = None
         self.started_at: float | None = None  # clock() when the current process was launched
+        self._gguf: dict[str, Any] | None = None
+        self._gguf_read = False
+
+    def gguf(self) -> dict[str, Any] | None:
+        """The model file's facts (fleet/gguf.py), read once: what the control plane's roofline
+        and context plan work from, since it does not have the file."""
+        if not self._gguf_read:
+            self._gguf, self._gguf_read = gguf_report(self.spec.model_path), True
+        return self._gguf
 
     def tick(self) -> str:
         now = self.clock()

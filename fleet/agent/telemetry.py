@@ -3,9 +3,15 @@
 Every metric a card may not support (a GTX 1070 lacks some power and PCIe readings under some
 drivers) is read on its own and becomes None, so one missing sensor never hides the rest.
 With no pynvml, no driver or no GPU the answer is ("no GPUs (why)", []).
+
+Each sample carries `sampled_at`, the agent's own wall clock (Unix seconds) when it was read, so
+the control plane dates it by when it was measured, not when the heartbeat arrived. PCIe links
+are reported twice: the current generation and width (a card drops its link to Gen1 at idle)
+and the maximum the card and slot can train to (what a riser allows under load).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import Any, Callable
@@ -25,6 +31,9 @@ class GpuSample:
     mem_clock_mhz: int | None
     pcie_gen: int | None
     pcie_width: int | None
+    pcie_max_gen: int | None = None
+    pcie_max_width: int | None = None
+    sampled_at: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -34,18 +43,20 @@ def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def read_gpus(nvml: ModuleType | None = None) -> tuple[str, list[GpuSample]]:
-    """(status, samples). `nvml` is the pynvml module; tests pass a fake of it."""
+def read_gpus(nvml: ModuleType | None = None, *,
+              clock: Callable[[], float] = time.time) -> tuple[str, list[GpuSample]]:
+    """(status, samples). `nvml` is the pynvml module; tests pass a fake of it. `clock`: the
+    wall clock each sample is stamped with (Unix seconds)."""
     if nvml is None:
         try:
             import pynvml
         except ImportError:
             return "no GPUs (pynvml not installed)", []
         nvml = pynvml
-    return _read_all(nvml)
+    return _read_all(nvml, clock)
 
 
-def _read_all(nvml: ModuleType) -> tuple[str, list[GpuSample]]:
+def _read_all(nvml: ModuleType, clock: Callable[[], float]) -> tuple[str, list[GpuSample]]:
     try:
         nvml.nvmlInit()
     except Exception as exc:  # NVMLError_LibraryNotFound / DriverNotLoaded on a CPU machine
@@ -54,7 +65,7 @@ def _read_all(nvml: ModuleType) -> tuple[str, list[GpuSample]]:
         count = nvml.nvmlDeviceGetCount()
         if count == 0:
             return "no GPUs", []
-        samples = [_sample(nvml, index) for index in range(count)]
+        samples = [_sample(nvml, index, clock) for index in range(count)]
         return f"{count} GPU(s)", samples
     finally:
         try:
@@ -63,8 +74,9 @@ def _read_all(nvml: ModuleType) -> tuple[str, list[GpuSample]]:
             pass
 
 
-def _sample(nvml: ModuleType, index: int) -> GpuSample:
+def _sample(nvml: ModuleType, index: int, clock: Callable[[], float]) -> GpuSample:
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    sampled_at = clock()
 
     def optional(read: Callable[[], Any]) -> Any:
         try:
@@ -88,4 +100,7 @@ def _sample(nvml: ModuleType, index: int) -> GpuSample:
         mem_clock_mhz=optional(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
         pcie_gen=optional(lambda: nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
         pcie_width=optional(lambda: nvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
+        pcie_max_gen=optional(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
+        pcie_max_width=optional(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(handle)),
+        sampled_at=round(sampled_at, 3),
     )

@@ -72,6 +72,34 @@ def test_heartbeat_stores_telemetry_and_a_crashed_process_takes_its_worker_down(
     assert rig[0].gpu_status == "8 GPU(s)" and rig[0].last_heartbeat_at is not None
 
 
+def test_gpu_samples_are_dated_by_when_the_agent_read_them_on_the_control_planes_clock(rig) -> None:  # noqa: ANN001
+    post("/agent/v1/register", {"agent_version": "v", "workers": WORKERS}, rig[1])
+    # The rig's clock is an hour behind; it read GPU 0 four seconds before sending, GPU 1 just now.
+    rig_now = timezone.now().timestamp() - 3600
+    gpus = [{**GPU, "sampled_at": rig_now - 4, "pcie_max_gen": 3, "pcie_max_width": 16},
+            {**GPU, "index": 1, "sampled_at": rig_now}]
+    before = timezone.now()
+    assert post("/agent/v1/heartbeat", {"gpu_status": "2 GPU(s)", "gpus": gpus, "workers": [],
+                                        "sent_at": rig_now}, rig[1]).status_code == 200
+    after = timezone.now()
+    first, second = Gpu.objects.filter(rig=rig[0]).order_by("index")
+    assert before - timedelta(seconds=4) <= first.sampled_at <= after - timedelta(seconds=4)
+    assert before <= second.sampled_at <= after
+    assert (first.pcie_gen, first.pcie_max_gen, first.pcie_max_width) == (1, 3, 16)
+    assert second.pcie_max_gen is None  # an agent that does not report it
+
+
+def test_a_sample_never_lands_after_its_heartbeat_arrived() -> None:
+    from fleet.rigs import sample_time
+
+    received = timezone.now()
+    # A rig clock running ahead, and a sample stamped after its heartbeat: clamped to arrival.
+    assert sample_time(sampled_at=2e9 + 5, sent_at=2e9, received=received) == received
+    assert sample_time(sampled_at=2e9 - 2.5, sent_at=2e9, received=received) == received - timedelta(seconds=2.5)
+    assert sample_time(sampled_at=None, sent_at=2e9, received=received) == received
+    assert sample_time(sampled_at=2e9, sent_at=None, received=received) == received
+
+
 def test_agent_endpoints_refuse_student_keys_wrong_tokens_and_no_token(rig, student) -> None:  # noqa: ANN001
     _key, student_raw = key_issue(user=student)
     _other_rig, other_token = rig_create(name="rig2", address="100.64.0.13")
@@ -255,3 +283,43 @@ def test_a_rigs_report_never_lowers_the_catalogues_context(rig) -> None:  # noqa
 def test_reported_values_that_contradict_the_launch_are_refused(rig, declaration, reason) -> None:  # noqa: ANN001
     response = post("/agent/v1/register", {"agent_version": "v", "workers": [{**WORKERS[0], **declaration}]}, rig[1])
     assert response.status_code == 400 and reason in response.json()["detail"], response.json()
+
+
+def test_the_agent_reports_its_model_files_facts_and_the_worker_keeps_them(rig) -> None:  # noqa: ANN001
+    import httpx
+
+    from fleet.agent.config import AgentConfig, WorkerConfig
+    from fleet.agent.runner import RigAgentRunner
+    from fleet.gguf import read_gguf
+    from fleet.local_worker import find_default_model
+
+    def through_django(request: httpx.Request) -> httpx.Response:  # the real views, in process
+        answer = Client().post(request.url.path, request.content, content_type="application/json",
+                               HTTP_AUTHORIZATION=request.headers["authorization"])
+        return httpx.Response(answer.status_code, content=answer.content,
+                              headers={"content-type": answer["Content-Type"]})
+
+    model = find_default_model()
+    config = AgentConfig(control_plane_url="http://control-plane", token=rig[1], rig_name="rig1",
+                         address="100.64.0.12",
+                         workers=(WorkerConfig(name="rig1-a", model_id="qwen-7b", port=8080, model_path=str(model),
+                                               gpus=(0, 1)),
+                                  WorkerConfig(name="rig1-b", model_id="qwen-7b", port=8081,
+                                               model_path="/nonexistent.gguf")))
+    runner = RigAgentRunner(config, http=httpx.Client(transport=httpx.MockTransport(through_django)),
+                            telemetry=lambda: ("no GPUs", []))
+    for supervisor in runner.supervisors:
+        supervisor.tick = lambda: "stopped"  # type: ignore[method-assign]  # launch nothing
+    assert runner.run_round().registered
+    facts = read_gguf(model)
+    reported = Worker.objects.get(name="rig1-a").launch["gguf"]
+    assert reported == facts.as_dict() and reported["context_length"] == 8192 and len(reported["layer_bytes"]) == 30
+    assert "gguf" not in Worker.objects.get(name="rig1-b").launch  # unreadable file: registered all the same
+
+
+def test_malformed_gguf_facts_are_refused_with_the_reason(rig) -> None:  # noqa: ANN001
+    body = {"agent_version": "v", "workers": [{**WORKERS[0], "gguf": {"architecture": "llama"}}]}
+    response = post("/agent/v1/register", body, rig[1])
+    assert response.status_code == 400 and "workers[0].gguf" in response.json()["detail"]
+    too_big = {"agent_version": "v", "workers": [{**WORKERS[0], "gguf": {"layer_bytes": [1] * 10_000}}]}
+    assert "must fit" in post("/agent/v1/register", too_big, rig[1]).json()["detail"]

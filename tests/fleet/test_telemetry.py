@@ -63,18 +63,28 @@ class FakeNvml:
     def nvmlDeviceGetCurrPcieLinkWidth(self, handle: int) -> int:
         return 1
 
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: int) -> int:
+        if handle == 1:
+            raise NVMLError("Not Supported")
+        return 3
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: int) -> int:
+        return 16
+
 
 def test_reports_what_nvml_says_for_each_gpu() -> None:
     fake = FakeNvml()
-    status, gpus = read_gpus(fake)
+    status, gpus = read_gpus(fake, clock=lambda: 1_790_000_000.1234)
     assert status == "2 GPU(s)" and fake.shutdowns == 1
     first, second = gpus
     assert first.as_dict() == {
         "index": 0, "name": "NVIDIA GeForce GTX 1070", "uuid": "GPU-0000-0", "memory_total_mib": 8192,
         "memory_used_mib": 1000, "utilization_pct": 14, "temperature_c": 60, "power_w": 95.5,
         "sm_clock_mhz": 1683, "mem_clock_mhz": 4004, "pcie_gen": 1, "pcie_width": 1,
+        # The link idles at Gen1 x1; the card and slot can train to Gen3 x16.
+        "pcie_max_gen": 3, "pcie_max_width": 16, "sampled_at": 1_790_000_000.123,
     }
-    assert second.power_w is None  # an unsupported sensor does not hide the others
+    assert second.power_w is None and second.pcie_max_gen is None  # an unsupported sensor hides nothing else
     assert (second.utilization_pct, second.memory_used_mib) == (28, 1001)
 
 

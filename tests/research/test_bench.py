@@ -37,7 +37,7 @@ def test_sweep_against_a_worker_stores_runs_samples_and_fills_the_json(
     for level, concurrency in zip(report["levels"], (1, 2)):
         assert level["concurrency"] == concurrency
         assert (level["completed"], level["failed"], level["warmup_dropped"]) == (3, 0, 1)
-        for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        for metric in ("ttft_ms", "tpot_ms", "inter_chunk_latency_ms", "e2e_ms"):
             assert all(isinstance(level[metric][stat], float) and level[metric][stat] > 0 for stat in STATS), metric
         for field in ("request_throughput", "output_throughput", "prompt_eval_rate", "generation_rate", "goodput"):
             assert isinstance(level[field], float) and level[field] > 0, field
@@ -56,7 +56,7 @@ def test_sweep_against_a_worker_stores_runs_samples_and_fills_the_json(
         assert run.llama_build
         samples = RequestSample.objects.filter(run=run)
         assert samples.count() == 4 and samples.filter(warmup=True).count() == 1
-        assert all(s.output_tokens == 8 and len(s.itls_ms) >= 1 and s.ttft_ms for s in samples)
+        assert all(s.output_tokens == 8 and len(s.inter_chunk_gaps_ms) >= 1 and s.ttft_ms for s in samples)
         assert run.summary == next(level for level in report["levels"] if level["run_id"] == run.pk)
     assert "concurrency 2" in printed and "TTFT p50" in printed
 
@@ -75,7 +75,14 @@ def test_gpu_telemetry_of_the_workers_rig_is_sampled_during_the_run(
     worker = worker_register(name="w-rig", base_url=llama_server, model_id=MODEL, pool_name="production", slots=4)
     worker.rig = rig
     worker.gpu_indices = [0, 1]
-    worker.save(update_fields=["rig", "gpu_indices"])
+    # The model file's facts as the rig agent reports them: the control plane has no such file.
+    from fleet.gguf import read_gguf
+    from fleet.local_worker import find_default_model
+
+    facts = read_gguf(find_default_model())
+    worker.launch = {"gguf": {**facts.as_dict(), "path": "/models/on-the-rig-only.gguf"}, "split_mode": "row",
+                     "tensor_split": [3, 1]}
+    worker.save(update_fields=["rig", "gpu_indices", "launch"])
     bench("--base-url", llama_server, "--model", MODEL, "--requests", "2", "--prompt-tokens", "32",
           "--output-tokens", "4", "--warmup", "0")
     run = BenchmarkRun.objects.get()
@@ -84,18 +91,45 @@ def test_gpu_telemetry_of_the_workers_rig_is_sampled_during_the_run(
     assert samples.exists()
     assert {s.gpu_index for s in samples} == {0, 1}  # only the worker's GPUs
     assert {s.memory_used_mib for s in samples} == {4000, 4001}
-    # GTX 1070s are in the spec table: the roofline is beside the generation rate.
+    assert samples.count() == 2  # one reading per GPU, however often the recorder looked
+    gpus = run.summary["gpus"]
+    assert [(g["gpu_index"], g["memory_used_mib_max"], g["utilization_pct_mean"]) for g in gpus] == [
+        (0, 4000, 0), (1, 4001, 10)]
+    # GTX 1070s are in the spec table: the roofline is beside the generation rate, from the
+    # agent's facts; a row split of 3:1 waits for the GPU reading 3/4: 256 / 0.75 GB/s effective.
     roof = run.summary["roofline"]
-    assert roof["bandwidth_gbs"] == 256 and roof["percent_of_ceiling"] > 0
+    assert roof["model_facts_from"] == "agent" and roof["split_mode"] == "row" and roof["shares"] == [0.75, 0.25]
+    assert roof["bandwidth_gbs"] == pytest.approx(256 / 0.75) and roof["percent_of_ceiling"] > 0
+    assert roof["weight_gb"] == pytest.approx(facts.weight_bytes_per_token / 1e9)
 
 
-def test_through_the_gateway_with_a_key(transactional_db, gateway, worker, student_key) -> None:  # noqa: ANN001
+def test_through_the_gateway_with_a_key_and_the_v1_url_the_demo_prints(
+    transactional_db, gateway, worker, student_key,  # noqa: ANN001
+) -> None:
     _key, raw = student_key
-    bench("--base-url", gateway.url, "--api-key", raw, "--model", MODEL, "--requests", "2", "--prompt-tokens", "32",
+    bench("--base-url", gateway.url + "/v1/", "--api-key", raw, "--model", MODEL, "--requests", "2", "--prompt-tokens", "32",
           "--output-tokens", "4", "--warmup", "0")
     run = BenchmarkRun.objects.get()
     assert run.target == BenchmarkRun.Target.GATEWAY and run.status == BenchmarkRun.Status.DONE
     assert run.summary["completed"] == 2 and run.summary["ttft_ms"]["p50"] > 0
+
+
+@pytest.mark.parametrize("given", ["http://h:8081", "http://h:8081/", "http://h:8081/v1", "http://h:8081/v1/",
+                                   " http://h:8081/v1 "])
+def test_the_root_or_the_v1_url_reach_the_same_chat_route(given: str) -> None:
+    from research.loadgen import Target, server_root
+
+    assert server_root(given) == "http://h:8081"
+    assert Target(base_url=given, model=MODEL).chat_url == "http://h:8081/v1/chat/completions"
+    assert server_root("https://gw.example/ocs/v1") == "https://gw.example/ocs"
+
+
+def test_help_shows_the_key_format_students_get() -> None:
+    from core.keys import STUDENT_SCHEME
+    from research.management.commands.bench import Command
+
+    help_text = Command().create_parser("manage.py", "bench").format_help()
+    assert f"({STUDENT_SCHEME}-…)" in help_text and "sk-" not in help_text and "/v1" in help_text
 
 
 @pytest.mark.parametrize(
@@ -145,3 +179,18 @@ def test_levels_of_one_group_get_prompts_of_their_own() -> None:
     short, long = (Workload(prompt_tokens=n, output_tokens=1, requests=1, words=n, seed=seed).prompts()[0][0]["content"]
                    for n, seed in ((50, level_seed("g", "ctx 50")), (500, level_seed("g", "ctx 500"))))
     assert not long.startswith(short[:60])  # not even the first words shared
+
+
+def test_idle_gaps_store_a_single_request_run_after_each(transactional_db, llama_server: str) -> None:  # noqa: ANN001
+    # 60,300,900 on a rig; fractions of a second here.
+    printed = bench("--base-url", llama_server, "--model", MODEL, "--idle", "0.2,0.5", "--prompt-tokens", "48",
+                    "--output-tokens", "4")
+    runs = list(BenchmarkRun.objects.order_by("started_at", "id"))
+    assert [run.label for run in runs] == ["before idle concurrency 1", "idle 0.2 s concurrency 1",
+                                           "idle 0.5 s concurrency 1"]
+    assert all((run.scenario, run.requests, run.warmup, run.summary["completed"]) == ("idle", 1, 0, 1) for run in runs)
+    assert [run.summary.get("idle_s") for run in runs] == [None, 0.2, 0.5] and len({run.group for run in runs}) == 1
+    assert (runs[2].started_at - runs[1].ended_at).total_seconds() >= 0.5
+    assert "idle for 0.5 s" in printed
+    with pytest.raises(CommandError, match="one request at a time"):
+        bench("--idle", "1", "--concurrency", "2")

@@ -19,19 +19,19 @@ def test_per_request_ttft_tpot_e2e_and_gaps() -> None:
     assert A.ttft_s == pytest.approx(0.5)
     assert A.e2e_s == pytest.approx(1.2)
     assert A.tpot_s == pytest.approx(0.7 / 3)
-    assert A.itls_s == pytest.approx([0.1, 0.2, 0.3])
+    assert A.inter_chunk_gaps_s == pytest.approx([0.1, 0.2, 0.3])
     assert B.tpot_s is None  # one output token: no time per output token, as vLLM
-    assert B.itls_s == []
+    assert B.inter_chunk_gaps_s == []
 
 
 def test_summary_pools_gaps_across_requests_and_skips_one_token_tpot() -> None:
     summary = summarize([A, B, C, FAILED], duration_s=2.0)
     assert (summary.completed, summary.failed) == (3, 1)
     # Pooled ITL [100, 200, 300, 500]: p50 250, p90 at rank 2.7 -> 300 + 0.7 * 200 = 440, mean 275.
-    assert summary.itl_ms.count == 4
-    assert summary.itl_ms.p50 == pytest.approx(250)
-    assert summary.itl_ms.p90 == pytest.approx(440)
-    assert summary.itl_ms.mean == pytest.approx(275)
+    assert summary.inter_chunk_latency_ms.count == 4
+    assert summary.inter_chunk_latency_ms.p50 == pytest.approx(250)
+    assert summary.inter_chunk_latency_ms.p90 == pytest.approx(440)
+    assert summary.inter_chunk_latency_ms.mean == pytest.approx(275)
     # TPOT only from A and C: [233.33, 500].
     assert summary.tpot_ms.count == 2
     assert summary.tpot_ms.mean == pytest.approx((700 / 3 + 500) / 2)
@@ -71,3 +71,22 @@ def test_bad_slo_text_is_a_plain_error(text: str) -> None:
 def test_empty_level_has_no_percentiles() -> None:
     summary = summarize([FAILED], duration_s=1.0, slo=Slo(ttft_ms=100))
     assert summary.ttft_ms.p50 is None and summary.completed == 0 and summary.goodput == 0
+
+
+def test_stored_runs_get_the_inter_chunk_latency_key_back_and_forth(db) -> None:  # noqa: ANN001
+    import importlib
+
+    from django.apps import apps
+
+    from research.models import BenchmarkRun
+
+    migration = importlib.import_module("research.migrations.0004_h19_inter_chunk_latency")
+    gaps = {"p50": 9.0, "p90": 12.0, "p99": 20.0, "mean": 10.0}
+    run = BenchmarkRun.objects.create(group="g", target="worker", base_url="http://w", model="m", prompt_tokens=1,
+                                      output_tokens=2, requests=1, summary={"itl_ms": gaps, "tpot_ms": gaps})
+    migration.forwards(apps, None)
+    run.refresh_from_db()
+    assert run.summary == {"inter_chunk_latency_ms": gaps, "tpot_ms": gaps}
+    migration.backwards(apps, None)
+    run.refresh_from_db()
+    assert run.summary == {"itl_ms": gaps, "tpot_ms": gaps}

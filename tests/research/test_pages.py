@@ -24,14 +24,14 @@ def _run(group: str, concurrency: int, throughput: float, tpot_p90: float, exper
         label=label or f"concurrency {concurrency}", ended_at=timezone.now(),
         summary={"ttft_ms": {"p50": 100.0, "p90": 150.0, "p99": 160.0, "mean": 110.0},
                  "tpot_ms": {"p50": tpot_p90 - 5, "p90": tpot_p90, "p99": tpot_p90, "mean": tpot_p90 - 4},
-                 "itl_ms": {"p50": 9.0, "p90": 12.0, "p99": 20.0, "mean": 10.0},
+                 "inter_chunk_latency_ms": {"p50": 9.0, "p90": 12.0, "p99": 20.0, "mean": 10.0},
                  "e2e_ms": {"p50": 200.0, "p90": 250.0, "p99": 260.0, "mean": 210.0},
                  "request_throughput": 2.0, "output_throughput": throughput, "generation_rate": 80.0,
                  "prompt_eval_rate": 500.0, "goodput": None, "completed": 3, "duration_s": 1.5},
     )
     for index in range(3):
         RequestSample.objects.create(run=run, index=index, sent_ms=index * 10.0, ttft_ms=100.0 + index * 20,
-                                     e2e_ms=200.0 + index, tpot_ms=10.0 + index, itls_ms=[9.0, 11.0],
+                                     e2e_ms=200.0 + index, tpot_ms=10.0 + index, inter_chunk_gaps_ms=[9.0, 11.0],
                                      prompt_tokens=64, output_tokens=8)
     return run
 
@@ -48,6 +48,12 @@ def runs() -> list[BenchmarkRun]:
         for gpu in (0, 1):
             GpuSample.objects.create(run=first, at=origin + timedelta(seconds=second_no), rig="rig-a", gpu_index=gpu,
                                      utilization_pct=20 * gpu + second_no, memory_used_mib=4000 + gpu)
+    from research.gpu_summary import summarize_gpus
+
+    first.summary["gpus"] = summarize_gpus(
+        [{**row, "pcie_gen": 1, "pcie_width": 1, "pcie_max_gen": 3, "pcie_max_width": 16}
+         for row in GpuSample.objects.filter(run=first).values()])
+    first.save(update_fields=["summary"])
     return [first, second]
 
 
@@ -80,6 +86,8 @@ def test_teacher_sees_runs_experiments_and_charts(client: Client, teacher, runs)
     assert detail.count("<svg") == 6  # three latency histograms, tokens/s vs load, GPU util and memory
     assert "rig-a/gpu0" in detail and "rig-a/gpu1" in detail
     assert "Time to first token (ms)" in detail and "Tokens per second vs load" in detail
+    assert "<td>Gen1 x1</td>" in detail and "<td>Gen3 x16</td>" in detail and "<td>21 / 22</td>" in detail
+    assert "Inter-chunk latency (ms)" in detail and "AIPerf's ITL" in detail and ">ITL" not in detail
     assert "<script" not in detail
     experiment = client.get(f"/research/experiments/{runs[0].experiment_id}/").content.decode()
     assert "Use 4 slots on the dev worker." in experiment and experiment.count("<svg") == 1

@@ -19,10 +19,11 @@ pytestmark = pytest.mark.django_db
 
 
 def _run(worker, *, ttft_p90: float, tpot_p90: float, minutes_ago: int = 0,  # noqa: ANN001
-         status: str = BenchmarkRun.Status.DONE) -> BenchmarkRun:
+         status: str = BenchmarkRun.Status.DONE, prompt_tokens: int = 256, output_tokens: int = 64,
+         requests: int = 8) -> BenchmarkRun:
     return BenchmarkRun.objects.create(
-        group="g", target="worker", base_url=worker.base_url, worker=worker, model="m", prompt_tokens=256,
-        output_tokens=64, concurrency=1, requests=8, status=status,
+        group="g", target="worker", base_url=worker.base_url, worker=worker, model="m", prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens, concurrency=1, requests=requests, status=status,
         started_at=timezone.now() - timedelta(minutes=minutes_ago),
         summary={"ttft_ms": {"p90": ttft_p90}, "tpot_ms": {"p90": tpot_p90}},
     )
@@ -68,7 +69,8 @@ def test_gate_refuses_without_a_run_or_without_slos(dev_worker) -> None:  # noqa
     pool, _ = Pool.objects.get_or_create(name="production")
     check = promotion_check(worker=dev_worker, pool=pool)
     assert not check.passed
-    assert check.reasons == ["the pool has no SLOs set (research: pool SLOs)", "the worker has no benchmark run"]
+    assert check.reasons == ["the pool has no SLOs set (research: pool SLOs)",
+                             "the worker has no benchmark run of the pool's baseline shape"]
 
 
 def test_gate_refuses_a_failed_latest_run(dev_worker, production) -> None:  # noqa: ANN001
@@ -87,3 +89,38 @@ def test_promote_worker_command_prints_the_refusal(dev_worker, production) -> No
     out = StringIO()
     call_command("promote_worker", "dev-1", stdout=out)
     assert "refused" in out.getvalue() and "TPOT p90 250.0 ms is above the SLO of 100 ms" in out.getvalue()
+
+
+def test_gate_judges_the_latest_run_of_the_baseline_shape_not_a_later_sweep(dev_worker, production) -> None:  # noqa: ANN001
+    baseline = _run(dev_worker, ttft_p90=900, tpot_p90=80, minutes_ago=60)
+    _run(dev_worker, ttft_p90=90_000, tpot_p90=400, minutes_ago=10, prompt_tokens=12_000)  # a context sweep
+    _run(dev_worker, ttft_p90=50, tpot_p90=5, output_tokens=2)  # a 2-token run
+    check = promotion_check(worker=dev_worker, pool=production)
+    assert check.passed and check.run_id == baseline.id and check.ttft_p90_ms == 900
+
+
+def test_gate_refuses_when_no_run_has_the_baseline_shape_and_names_the_latest(dev_worker, production) -> None:  # noqa: ANN001
+    sweep = _run(dev_worker, ttft_p90=10, tpot_p90=10, prompt_tokens=12_000)
+    _run(dev_worker, ttft_p90=10, tpot_p90=10, requests=2, minutes_ago=5)  # too few requests to judge
+    check = promotion_check(worker=dev_worker, pool=production)
+    assert not check.passed and check.run_id is None
+    assert check.reasons[0] == "the worker has no benchmark run of the pool's baseline shape"
+    assert check.reasons[1] == (f"its latest run ({sweep.pk}) is not of the baseline shape 256 in / 64 out, "
+                                "concurrency 1, at least 8 requests: 12000 prompt tokens, not 256")
+
+
+def test_a_pool_declares_its_own_baseline_shape(dev_worker, production) -> None:  # noqa: ANN001
+    PoolSlo.objects.filter(pool=production).update(baseline_prompt_tokens=1024, baseline_output_tokens=128,
+                                                   baseline_min_requests=4)
+    _run(dev_worker, ttft_p90=10, tpot_p90=10)  # the default shape: not this pool's
+    agent_shaped = _run(dev_worker, ttft_p90=1500, tpot_p90=90, prompt_tokens=1024, output_tokens=128, requests=4,
+                        minutes_ago=30)
+    check = promotion_check(worker=dev_worker, pool=production)
+    assert check.passed and check.run_id == agent_shaped.id
+
+
+def test_promote_worker_command_says_which_run_it_judged(dev_worker, production) -> None:  # noqa: ANN001
+    run = _run(dev_worker, ttft_p90=100, tpot_p90=50)
+    out = StringIO()
+    call_command("promote_worker", "dev-1", stdout=out)
+    assert f"judged run {run.pk} (concurrency 1, " in out.getvalue() and "passed" in out.getvalue()

@@ -7,7 +7,8 @@ from research.report import levels_table, results_table, throughput_vs_load, ttf
 def _level(label: str, concurrency: int, output: float, prompt: float = 256) -> dict:
     dist = {"p50": 10.0, "p90": 20.0, "p99": 30.0, "mean": 12.0}
     return {"label": label, "concurrency": concurrency, "completed": 8, "requests": 8, "ttft_ms": dist,
-            "tpot_ms": dist, "itl_ms": dist, "e2e_ms": dist, "request_throughput": 0.5, "output_throughput": output,
+            "tpot_ms": dist, "inter_chunk_latency_ms": dist, "e2e_ms": dist, "request_throughput": 0.5,
+            "output_throughput": output,
             "generation_rate": 30.0, "prompt_eval_rate": None, "goodput": None, "prompt_tokens_mean": prompt}
 
 
@@ -17,6 +18,13 @@ def test_levels_table_has_a_row_per_level_and_dashes_for_missing() -> None:
     assert len(lines) == 4
     assert lines[2].startswith("| concurrency 1 | 8/8 | 10 / 20 | 10.0 / 20.0 |") and "| 29.5 |" in lines[2]
     assert "| – |" in lines[3]  # no prompt eval rate reported
+    assert "inter-chunk p90 (ms)" in lines[0] and "ITL" not in lines[0]
+
+
+def test_a_report_written_before_the_rename_still_shows_its_inter_chunk_latency() -> None:
+    old = _level("concurrency 1", 1, 29.5)
+    old["itl_ms"] = old.pop("inter_chunk_latency_ms") | {"p90": 77.0}
+    assert "| 77.0 |" in levels_table([old]).splitlines()[2]
 
 
 def test_plots_draw_each_level() -> None:

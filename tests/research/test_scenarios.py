@@ -5,6 +5,7 @@ import json
 from io import StringIO
 from pathlib import Path
 
+import pytest
 from django.core.management import call_command
 
 from research.models import BenchmarkRun

@@ -14,7 +14,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from research import scenarios
-from research.bench_levels import BenchOptions, bench_levels, format_level_line
+from research.bench_levels import BenchOptions, bench_levels, format_level_line, idle_levels
+from research.loadgen import server_root
 from research.metrics import parse_slo
 
 
@@ -38,14 +39,26 @@ def _positive_floats(text: str) -> list[float]:
     return values
 
 
+def _idle_gaps(text: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CommandError(f"--idle {text!r}: expected seconds like 60,300,900") from None
+    if not values or any(not v >= 0 for v in values):
+        raise CommandError(f"--idle {text!r}: seconds cannot be negative")
+    return values
+
+
 class Command(BaseCommand):
     help = ("Run a workload against a llama-server worker or the gateway (OpenAI chat, streaming), store "
-            "one run per load level and print TTFT, TPOT, ITL, E2E percentiles and throughputs.")
+            "one run per load level and print TTFT, TPOT (AIPerf's ITL), inter-chunk latency, E2E percentiles "
+            "and throughputs.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--base-url", default="http://127.0.0.1:8081",
-                            help="llama-server root or the gateway's root (then give --api-key).")
-        parser.add_argument("--api-key", default=None, help="A gateway key (sk-…); not needed for a worker.")
+                            help="llama-server's root, or the gateway's root or /v1 URL (OCS_BASE_URL; then give --api-key).")
+        parser.add_argument("--api-key", default=None,
+                            help="A student key for the gateway (ocs-…); not needed for a worker.")
         parser.add_argument("--model", default="smollm2-135m-instruct")
         parser.add_argument("--requests", type=int, default=20, help="Measured requests per level.")
         parser.add_argument("--concurrency", default=None, help="Requests in flight; a list sweeps: 1,2,4,8.")
@@ -62,6 +75,9 @@ class Command(BaseCommand):
         parser.add_argument("--bandwidth-gbs", type=float, default=None,
                             help="Memory bandwidth for the roofline (default: from the worker's GPUs).")
         parser.add_argument("--threads", type=int, default=None, help="Scenarios: llama-server --threads.")
+        parser.add_argument("--idle", default=None,
+                            help="Cold start after idle: seconds of nothing before each single measured request, "
+                                 "e.g. 60,300,900 (after one request to warm up).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["requests"] < 1:
@@ -72,12 +88,15 @@ class Command(BaseCommand):
             raise CommandError("--warmup cannot be negative")
         if options["concurrency"] and options["rate"]:
             raise CommandError("give --concurrency or --rate, not both")
+        idle = _idle_gaps(options["idle"]) if options["idle"] else None
+        if idle and (options["scenario"] or options["concurrency"] or options["rate"]):
+            raise CommandError("--idle sends one request at a time: not with --scenario, --concurrency or --rate")
         try:
             slo = parse_slo(options["goodput"]) if options["goodput"] else None
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         bench = BenchOptions(
-            base_url=options["base_url"], api_key=options["api_key"], model=options["model"],
+            base_url=server_root(options["base_url"]), api_key=options["api_key"], model=options["model"],
             requests=options["requests"],
             concurrency=_positive_ints(options["concurrency"]) if options["concurrency"] else None,
             rates=_positive_floats(options["rate"]) if options["rate"] else None,
@@ -86,7 +105,9 @@ class Command(BaseCommand):
             bandwidth_gbs=options["bandwidth_gbs"], threads=options["threads"],
         )
         try:
-            if options["scenario"]:
+            if idle:
+                report = idle_levels(bench, gaps_s=idle, out=self.stdout.write)
+            elif options["scenario"]:
                 report = scenarios.run_scenario(options["scenario"], bench, out=self.stdout.write)
             else:
                 if not bench.concurrency and not bench.rates:

@@ -56,9 +56,9 @@ class Command(BaseCommand):
                 title=f"TTFT at {busiest['label']} (ms)")
             first = levels[0]
             first_samples = RequestSample.objects.filter(run_id=first["run_id"], warmup=False, ok=True)
-            charts["itl-histogram"] = report.latency_histogram(
-                [gap for s in first_samples for gap in s.itls_ms], level=first, key="itl_ms",
-                title=f"Gaps between tokens (ITL) at {first['label']} (ms)")
+            charts["inter-chunk-histogram"] = report.latency_histogram(
+                [gap for s in first_samples for gap in s.inter_chunk_gaps_ms], level=first,
+                key="inter_chunk_latency_ms", title=f"Gaps between chunks (inter-chunk latency) at {first['label']} (ms)")
         if name == "slots-sweep" and levels:
             charts["tokens-vs-slots"] = report.throughput_vs_load(levels, title="SmolLM2 on CPU: tokens/s vs slots (-np)")
         if name == "context-sweep" and levels:
