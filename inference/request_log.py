@@ -14,6 +14,7 @@ import atexit
 import logging
 import threading
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,6 +42,9 @@ class RequestRecord:
 
     client: str
     path: str
+    # Sent back as X-Request-Id and kept on the row: the class replay joins what a student saw to
+    # what the worker counted (cached tokens) by it, on the control plane.
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     user_agent: str = ""
     tool: str = ""  # inference/client_tools.py
     staff: bool = False  # the key belongs to a teacher or operator
@@ -89,6 +93,7 @@ class RequestRecord:
         want = self.want
         return {
             "at": self.at,
+            "request_id": self.request_id,
             "user_id": self.user_id,
             "key_id": self.key_id,
             "pool": self.pool[:50],
