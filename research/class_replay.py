@@ -180,9 +180,9 @@ async def send_turn(client: httpx.AsyncClient, plan: ReplayPlan, student: Studen
                     kind = data.get("type") if isinstance(data, dict) else None
                     if event in END_EVENTS or kind in END_EVENTS:
                         ended = True
-                    message = error_message(data)
-                    if message is not None:
-                        turn.refused_reason = refusal_reason(200, message)
+                    failure = error_message(data)
+                    if failure is not None:
+                        turn.refused_reason = refusal_reason(200, failure)
                         continue
                     has_content, text = content_of(data)
                     if has_content:
