@@ -18,6 +18,10 @@ Percentiles are research.metrics.percentile's (linear between closest ranks).
   some time in the window (sent, not yet ended), on the weighted service each received in the
   window: (Σx)² / (n·Σx²). 1 is perfectly even, 1/n is one student taking everything. The run's
   `jain_index` is the mean over windows with at least two such students and some service.
+- `jain_index_per_backlogged_s`: the same, on each student's service divided by the seconds of
+  the window they had a turn waiting or running (at least 0.1 s). The plain index counts a chat
+  student whose 40-token question was answered at once as "served less" than an agent whose
+  2,000-token turn ran all window; the rate does not, and a question left waiting still scores low.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from typing import Any
 from research.metrics import percentile
 
 WINDOW_S = 10.0
+MIN_BACKLOG_S = 0.1
 AGENT_PERSONAS = frozenset({"agent", "claude", "codex"})
 
 
@@ -141,20 +146,24 @@ def jain_windows(turns: Sequence[Turn], weights: Weights, *, window_s: float = W
         stop = start + window_s
         waiting = sorted({t.student for t in turns if t.sent_s < stop and t.end_s >= start})
         service = {student: 0.0 for student in waiting}
+        backlogged_s = {student: 0.0 for student in waiting}
         for turn in turns:
             if turn.student not in service:
                 continue
+            backlogged_s[turn.student] += max(0.0, min(turn.end_s, stop) - max(turn.sent_s, start))
             for piece_start, piece_end, amount in service_parts(turn, weights):
                 service[turn.student] += amount * _overlap(piece_start, piece_end, start, stop)
+        rates = [service[s] / max(min(backlogged_s[s], window_s), MIN_BACKLOG_S) for s in waiting]
         windows.append({"start_s": start, "students": len(waiting),
                         "jain": jain(list(service.values())) if len(waiting) >= 2 else None,
+                        "jain_rate": jain(rates) if len(waiting) >= 2 else None,
                         "service": service})
         start = stop
     return windows
 
 
-def jain_index(windows: Iterable[dict[str, Any]]) -> float | None:
-    found = [w["jain"] for w in windows if w["students"] >= 2 and w["jain"] is not None]
+def jain_index(windows: Iterable[dict[str, Any]], key: str = "jain") -> float | None:
+    found = [w[key] for w in windows if w["students"] >= 2 and w[key] is not None]
     return sum(found) / len(found) if found else None
 
 
@@ -238,7 +247,9 @@ def class_report(turns: Sequence[Turn], *, duration_s: float, weights: Weights,
         "per_student": per_student,
         "per_persona": per_persona,
         "jain_index": jain_index(windows),
-        "jain_windows": [{"start_s": w["start_s"], "students": w["students"], "jain": w["jain"]} for w in windows],
+        "jain_index_per_backlogged_s": jain_index(windows, "jain_rate"),
+        "jain_windows": [{"start_s": w["start_s"], "students": w["students"], "jain": w["jain"],
+                          "jain_rate": w["jain_rate"]} for w in windows],
         "cache_hit_rate": sum(t.reused_prompt_tokens for t in done) / prompt if prompt else None,
         "agent_cache_hit_rate": (sum(t.reused_prompt_tokens for t in agent_done) / agent_prompt
                                  if agent_prompt else None),
@@ -253,6 +264,21 @@ def turn_row(turn: Turn) -> dict[str, Any]:
     """One turn as stored with the run (the run page's plots read these)."""
     return {"student": turn.student, "persona": turn.persona, "sent_s": round(turn.sent_s, 3),
             "ttft_ms": None if turn.ttft_ms is None else round(turn.ttft_ms, 1), "e2e_ms": round(turn.e2e_ms, 1),
+            "queue_wait_ms": round(turn.queue_wait_s * 1000, 1),
             "completed": turn.completed, "refused_reason": turn.refused_reason, "prompt_tokens": turn.prompt_tokens,
             "reused_prompt_tokens": turn.reused_prompt_tokens, "output_tokens": turn.output_tokens,
             "worker": turn.worker, "request_id": turn.request_id}
+
+
+def turn_from_row(row: Mapping[str, Any]) -> Turn:
+    """A stored turn back (to recompute a report with other weights or windows)."""
+    ttft_ms = row.get("ttft_ms")
+    sent = float(row["sent_s"])
+    return Turn(student=row["student"], persona=row["persona"], sent_s=sent, end_s=sent + float(row["e2e_ms"]) / 1000,
+                first_token_s=None if ttft_ms is None else sent + float(ttft_ms) / 1000,
+                completed=bool(row["completed"]), refused_reason=row.get("refused_reason") or "",
+                prompt_tokens=int(row.get("prompt_tokens") or 0),
+                reused_prompt_tokens=int(row.get("reused_prompt_tokens") or 0),
+                output_tokens=int(row.get("output_tokens") or 0),
+                queue_wait_s=float(row.get("queue_wait_ms") or 0) / 1000, worker=row.get("worker") or "",
+                request_id=row.get("request_id") or "")

@@ -229,8 +229,10 @@ def replay_charts(run: BenchmarkRun) -> list[str]:
     share = svg.bar_chart([(row["student"], 100 * float(row.get("service_share") or 0)) for row in students],
                           title="Share of the weighted service received, per student", y_label="% of service",
                           groups=[row["persona"] for row in students])
-    windows = [w for w in run.summary.get("jain_windows") or [] if w.get("jain") is not None]
-    jain = svg.line_chart([svg.Series("Jain's index", [(float(w["start_s"]), float(w["jain"])) for w in windows])],
+    windows = run.summary.get("jain_windows") or []
+    jain = svg.line_chart([svg.Series(name, [(float(w["start_s"]), float(w[key])) for w in windows
+                                             if w.get(key) is not None])
+                           for name, key in (("by service", "jain"), ("per s waiting", "jain_rate"))],
                           title="Jain's index per 10 s window (students waiting)", x_label="seconds into the run",
                           y_label="index (1 = even)")
     return [ttft, share, jain]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from research.class_metrics import (Turn, Weights, aggregate, class_report, jain, jain_index, jain_windows,
-                                    parse_weights, service_parts, under_load)
+                                    parse_weights, service_parts, turn_from_row, turn_row, under_load)
 
 
 def turn(student: str, persona: str, sent: float, first: float | None, end: float, *, prompt: int = 100,
@@ -90,3 +90,21 @@ def test_weights_parse_and_refuse_nonsense() -> None:
     for bad in ("prompt", "decode:1", "output:x", "output:-1"):
         with pytest.raises(ValueError):
             parse_weights(bad)
+
+
+def test_the_rate_index_does_not_punish_a_short_question_answered_at_once() -> None:
+    # a runs all window on a long turn; b's short question is answered in 1 s, then b thinks
+    turns = [turn("a", "agent", 0.0, 0.0, 10.0, prompt=0, output=1000),
+             turn("b", "chat", 2.0, 2.0, 3.0, prompt=0, output=100)]
+    windows = jain_windows(turns, Weights(output_token=1), duration_s=10)
+    assert windows[0]["jain"] < 0.7  # by service received: b looks starved
+    assert windows[0]["jain_rate"] == pytest.approx(1.0)  # 100 tokens/s each while waiting
+    # left waiting 9 s for the same answer, b scores low on both
+    slow = [turns[0], turn("b", "chat", 0.5, 9.5, 10.0, prompt=0, output=100, wait=9.0)]
+    assert jain_windows(slow, Weights(output_token=1), duration_s=10)[0]["jain_rate"] < 0.7
+
+
+def test_a_stored_turn_comes_back_the_same() -> None:
+    one = turn("a", "agent", 1.5, 2.25, 4.0, prompt=900, reused=600, output=12, wait=0.5)
+    back = turn_from_row(turn_row(one))
+    assert back == one
