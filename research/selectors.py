@@ -226,7 +226,8 @@ def replay_charts(run: BenchmarkRun) -> list[str]:
                           title="Time to first token per persona, by when the turn was sent",
                           x_label="seconds into the run", y_label="TTFT (s)")
     students = sorted(run.summary.get("per_student") or [], key=lambda r: (r.get("persona", ""), r.get("student", "")))
-    share = svg.bar_chart([(row["student"], 100 * float(row.get("service_share") or 0)) for row in students],
+    share = svg.bar_chart([(row["student"].removeprefix("replay-"), 100 * float(row.get("service_share") or 0))
+                           for row in students],
                           title="Share of the weighted service received, per student", y_label="% of service",
                           groups=[row["persona"] for row in students])
     windows = run.summary.get("jain_windows") or []

@@ -158,7 +158,7 @@ def bar_chart(bars: Sequence[tuple[str, float]], *, title: str, y_label: str,
         if len(bars) <= 40:
             cx, cy = x + bar_w / 2, TOP + plot_h + 6
             parts.append(f'<text x="{cx:.1f}" y="{cy:.1f}" font-size="8" text-anchor="end" '
-                         f'transform="rotate(-60 {cx:.1f} {cy:.1f})">{escape(label[-14:])}</text>')
+                         f'transform="rotate(-45 {cx:.1f} {cy:.1f})">{escape(label[-10:])}</text>')
     for number, name in enumerate(names):
         legend_y = TOP + 14 * number + 8
         parts.append(f'<rect x="{WIDTH - RIGHT + 10}" y="{legend_y - 8}" width="10" height="10" '
