@@ -230,7 +230,7 @@ def class_replay_run(options: ReplayOptions, *, say: Callable[[str], Any] = lamb
         say(f"replaying {len(roster)} students for {options.duration_s:g} s against {plan.root} "
             f"({fleet['workers']} workers x {fleet['slots']} slots, context {fleet['context']})")
         sent, wall_s = asyncio.run(run_class(plan, progress=progress))
-    except Exception as exc:
+    except BaseException as exc:  # Ctrl-C too: the run is not left "running"
         run.status, run.error, run.ended_at = BenchmarkRun.Status.FAILED, f"{type(exc).__name__}: {exc}"[:2000], \
             timezone.now()
         run.save(update_fields=["status", "error", "ended_at"])
