@@ -6,24 +6,39 @@ Entries are cached per process by key prefix. An entry is used only while
 - the live "keys" generation is unchanged: revoking a key, disabling a student or changing
   limits bumps it, in Redis for every gateway process, so the change holds on the next request
   everywhere.
-Unknown keys are not cached: a freshly issued key works at once.
+Unknown keys cost no query each: a prefix is looked up only if it is among the prefixes that
+exist, a set each process loads once and reloads only when
+- the live "keys-issued" generation changed (key_issue bumps it, in Redis for every process, so
+  a freshly issued key works at once everywhere), or
+- the stamp file OCS_VAR_DIR/keys-issued changed (key_issue touches it too: without Redis, the
+  live state is each process's own, and `manage.py issue_key` is another process), or
+- a prefix it does not hold comes and the set is older than KEY_CACHE_TTL_S (the bound when the
+  process that issued a key could reach neither).
+Any number of well-formed unknown keys costs at most one query (`SELECT prefix`) per
+KEY_CACHE_TTL_S per process; a key that exists never waits for a reload.
 """
 from __future__ import annotations
 
+import logging
+import os
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
-from core.keys import hash_matches, parse_prefix
-from accounts.limits import Caps, Policy, resolve
+from accounts.limits.resolution import Caps, Policy, resolve
 from core.db import fresh_connection
-from core.live import live_state
+from core.keys import hash_matches, parse_prefix
+from core.live import LiveStateUnavailable, live_state
 
+log = logging.getLogger(__name__)
 GENERATION = "keys"
+ISSUED_GENERATION = "keys-issued"
 
 
 @dataclass(frozen=True)
@@ -86,6 +101,78 @@ def _load(prefix: str) -> KeyIdentity | None:
     )
 
 
+@dataclass(frozen=True)
+class _Prefixes:
+    known: frozenset[str]
+    loaded_at: float  # time.monotonic()
+    generation: tuple[int, int]  # the live "keys-issued" generation, the stamp file's mtime
+
+
+def _stamp_path() -> Path:
+    return Path(settings.VAR_DIR) / "keys-issued"
+
+
+def _stamp() -> int:
+    try:
+        return _stamp_path().stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+_prefixes: _Prefixes | None = None
+_prefixes_lock = threading.Lock()
+
+
+@fresh_connection
+def _load_prefixes(generation: tuple[int, int], stale_before: float) -> _Prefixes:
+    """The prefixes that exist; one query, unless another thread loaded them meanwhile."""
+    global _prefixes
+    from accounts.models import ApiKey
+
+    with _prefixes_lock:
+        current = _prefixes
+        if current is not None and current.generation == generation and current.loaded_at >= stale_before:
+            return current
+        loaded_at = time.monotonic()
+        current = _Prefixes(frozenset(ApiKey.objects.values_list("prefix", flat=True)), loaded_at, generation)
+        _prefixes = current
+        return current
+
+
+async def prefix_exists(prefix: str, *, reload_stale: bool = True) -> bool:
+    """Whether a key with this prefix may exist, with no query unless the set of prefixes is out
+    of date: a key was issued since (any process), or, with `reload_stale`, it is older than
+    KEY_CACHE_TTL_S and does not hold this prefix."""
+    if prefix in _cache:
+        return True
+    current = _prefixes
+    if current is not None and prefix in current.known:
+        return True
+    generation = (await live_state().generation(ISSUED_GENERATION), _stamp())
+    now = time.monotonic()
+    ttl = settings.OCS["KEY_CACHE_TTL_S"]
+    if current is not None and current.generation == generation and (not reload_stale or now - current.loaded_at < ttl):
+        return False
+    current = await sync_to_async(_load_prefixes, thread_sensitive=False)(generation, now - ttl)
+    return prefix in current.known
+
+
+def key_prefixes_changed() -> None:
+    """Called when a key is issued: every process reloads its set of prefixes on the next
+    unknown one. Without the live state the other processes still see the key within
+    KEY_CACHE_TTL_S: the key is issued all the same."""
+    try:
+        live_state().bump_generation(ISSUED_GENERATION)
+    except LiveStateUnavailable as exc:
+        log.warning("new key not announced to the other processes: %s", exc)
+    try:
+        now = time.time_ns()
+        _stamp_path().touch()
+        os.utime(_stamp_path(), ns=(now, now))
+    except OSError as exc:
+        log.warning("new key not announced through %s: %s", _stamp_path(), exc)
+
+
 async def key_authenticate(raw: str) -> KeyIdentity | None:
     """The identity behind a raw key, or None if it is malformed, unknown, revoked or expired."""
     prefix = parse_prefix(raw)
@@ -98,6 +185,8 @@ async def key_authenticate(raw: str) -> KeyIdentity | None:
     if cached and cached[2] == generation and now - cached[1] < settings.OCS["KEY_CACHE_TTL_S"]:
         identity = cached[0]
     else:
+        if not await prefix_exists(prefix):
+            return None
         identity = await sync_to_async(_load, thread_sensitive=False)(prefix)
         if identity is None:
             _cache.pop(prefix, None)

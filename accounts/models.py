@@ -9,7 +9,7 @@ from django.utils import timezone
 
 class LimitFields(models.Model):
     """Caps a teacher sets on a class, a student or a key. Empty = inherit from the level above
-    (key -> student -> class -> site defaults); see accounts/limits.py."""
+    (key -> student -> class -> site defaults); see accounts/limits/resolution.py."""
 
     requests_per_minute = models.PositiveIntegerField(
         null=True, blank=True, help_text="Requests in any 60-second window. Empty: inherit.")
@@ -55,7 +55,10 @@ class User(AbstractUser, LimitFields):
 
     @property
     def is_teacher(self) -> bool:
-        return self.role == self.Role.TEACHER
+        """The one notion of "teacher" for pages, APIs, the fleet websocket and commands: an
+        active account with the staff flag (a teacher, or an admin). The role is a label for
+        people; the flag is access, so removing it takes teacher access away everywhere."""
+        return self.is_active and self.is_staff
 
 
 class ApiKey(LimitFields):

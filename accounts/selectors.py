@@ -4,8 +4,8 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from accounts.key_cache import site_defaults
-from accounts.limits import UNSET, Policy, resolve
-from accounts.models import ApiKey, Classroom, User
+from accounts.limits.resolution import UNSET, Policy, resolve
+from accounts.models import ApiKey, User
 
 
 def keys_visible_to(viewer: User) -> QuerySet[ApiKey]:

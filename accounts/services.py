@@ -7,7 +7,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.audit import audit_record
-from accounts.key_cache import key_cache_invalidate
+from accounts.key_cache import key_cache_invalidate, key_prefixes_changed
 from accounts.models import ApiKey, Classroom, User
 from core.keys import generate_key
 from fleet.models import Pool
@@ -61,6 +61,10 @@ def key_issue(
                     secret_hash=new.secret_hash,
                     expires_at=expires_at,
                 )
+            # Now, for a caller that commits later (a test, an outer transaction), and again on
+            # commit, for a process that reloaded the prefixes in between and missed the row.
+            key_prefixes_changed()
+            transaction.on_commit(key_prefixes_changed)
             return key, new.raw
         except IntegrityError:  # prefix collision (~1 in 2^51): draw again
             continue

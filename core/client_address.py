@@ -5,11 +5,16 @@ X-Forwarded-For is a list the client starts and every proxy appends to
 can be believed, so the real client is the rightmost hop that is not one of our proxies
 (OCS_TRUSTED_PROXIES). A request that does not come from a trusted proxy is its own client, and
 any X-Forwarded-For it carries is a claim nobody vouches for.
+
+A proxy that names the client in a header of its own (Cloudflare's `CF-Connecting-IP`, which
+cloudflared passes on from Cloudflare's edge) is believed the same way: only when the setting
+names that header (OCS_CLIENT_ADDRESS_HEADER) and the request comes from a trusted proxy (the
+tunnel's cloudflared on loopback); from anyone else it is ignored.
 """
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -49,8 +54,11 @@ def address_in(address: Address | None, networks: Iterable[Network]) -> bool:
     return any(address.version == network.version and address in network for network in networks)
 
 
-def client_address(*, remote_addr: str, forwarded_for: str | None, trusted_proxies: tuple[str, ...]) -> str | None:
+def client_address(*, remote_addr: str, forwarded_for: str | None, trusted_proxies: tuple[str, ...],
+                   client_header: str | None = None) -> str | None:
     """The client's address, or None when it cannot be known:
+    - the peer is a trusted proxy and `client_header` (the value of the header the setting
+      names, e.g. CF-Connecting-IP) is an address: that address;
     - the peer is not a trusted proxy: the peer, unless it sent X-Forwarded-For (then it relays
       for someone it does not name credibly: unknown);
     - the peer is a trusted proxy: the rightmost hop of X-Forwarded-For that is not a trusted
@@ -64,6 +72,10 @@ def client_address(*, remote_addr: str, forwarded_for: str | None, trusted_proxi
         if hops:
             return None
         return str(peer) if peer is not None else None
+    if client_header:
+        named = parse_address(client_header)
+        if named is not None:
+            return str(named)
     if not hops:
         return None
     for hop in reversed(hops):
@@ -74,3 +86,20 @@ def client_address(*, remote_addr: str, forwarded_for: str | None, trusted_proxi
             return str(address)
     first = parse_address(hops[0])
     return str(first) if first is not None else None
+
+
+def meta_key(header: str) -> str:
+    """The WSGI/ASGI environ key of a header name: "CF-Connecting-IP" -> "HTTP_CF_CONNECTING_IP"."""
+    return "HTTP_" + header.strip().upper().replace("-", "_")
+
+
+def request_client_address(meta: Mapping[str, object], *, trusted_proxies: tuple[str, ...],
+                           client_header_name: str = "") -> str | None:
+    """client_address() of a request's META (REMOTE_ADDR, X-Forwarded-For and the header the
+    setting names), or None when it cannot be known."""
+    header_value = meta.get(meta_key(client_header_name)) if client_header_name else None
+    forwarded = meta.get("HTTP_X_FORWARDED_FOR")
+    return client_address(remote_addr=str(meta.get("REMOTE_ADDR") or ""),
+                          forwarded_for=str(forwarded) if forwarded is not None else None,
+                          trusted_proxies=trusted_proxies,
+                          client_header=str(header_value) if header_value is not None else None)

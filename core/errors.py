@@ -72,6 +72,19 @@ def queue_timeout(model: str, waited_s: float, retry_after_s: int) -> ApiError:
     )
 
 
+def too_many_bad_keys(retry_after_s: int) -> ApiError:
+    """An address that sent too many unknown or wrong keys (inference/auth.py)."""
+    return ApiError(
+        429,
+        "Too many requests with unknown or wrong API keys from your address. Retry after "
+        f"{retry_after_s} s with the key the portal shows you.",
+        type="requests",
+        code="too_many_bad_keys",
+        headers={"retry-after": str(retry_after_s)},
+        reason="bad_keys",
+    )
+
+
 def live_state_unavailable() -> ApiError:
     """Redis (slots, limits, key revocations) cannot be reached: try again shortly. Service
     resumes by itself when it returns; /readyz says why meanwhile."""

@@ -19,6 +19,7 @@ class GatewaySettings(TypedDict):
     UPSTREAM_MAX_STREAM_S: float
     UPSTREAM_MAX_TRIES: int
     KEY_CACHE_TTL_S: float
+    BAD_KEY_ALLOWANCE: int
     FLEET_CACHE_TTL_S: float
     MAX_BODY_BYTES: int
     DEFAULT_POOL: str
@@ -26,9 +27,11 @@ class GatewaySettings(TypedDict):
     METRICS_NETWORKS: list[str]
     METRICS_TOKEN: str
     TRUSTED_PROXIES: tuple[str, ...]
+    CLIENT_ADDRESS_HEADER: str
     RIG_SILENT_S: float
     EVENT_RETENTION_DAYS: int
     REQUEST_LOG_FLUSH_S: float
     REQUEST_LOG_RETENTION_DAYS: int
     LOGIN_MAX_FAILURES: int
     LOGIN_LOCK_S: float
+    LOGIN_SLOWDOWN_MAX_S: float

@@ -12,7 +12,7 @@ DEFAULT_PRIVATE_NETWORKS = ("127.0.0.0/8", "::1/128", "100.64.0.0/10")
 
 def private_access_allowed(
     *, remote_addr: str, forwarded_for: str | None, authorization: str, token: str, networks: list[str],
-    trusted_proxies: tuple[str, ...] = (),
+    trusted_proxies: tuple[str, ...] = (), client_header: str | None = None,
 ) -> bool:
     """The staff token admits anyone. Otherwise the real client (core.client_address)
     must be known and inside `networks`: a request through a trusted proxy is judged by the
@@ -23,7 +23,8 @@ def private_access_allowed(
         scheme, _, presented = authorization.partition(" ")
         if scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), token.encode()):
             return True
-    client = client_address(remote_addr=remote_addr, forwarded_for=forwarded_for, trusted_proxies=trusted_proxies)
+    client = client_address(remote_addr=remote_addr, forwarded_for=forwarded_for, trusted_proxies=trusted_proxies,
+                            client_header=client_header)
     if client is None:
         return False
     return address_in(parse_address(client), parse_networks(tuple(networks)))

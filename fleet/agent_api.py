@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.models import Rig
-from fleet.rigs import rig_authenticate, rig_heartbeat, rig_register
+from fleet.rigs import RigRefused, rig_authenticate, rig_heartbeat, rig_register
 
 # Bounds on what an agent may report (docs/agent-api.md). Generous for any rig a school could
 # own; they stop nonsense (a 1-token context, a negative pid) and values the database's columns
@@ -97,7 +97,26 @@ class WorkerDeclaration(serializers.Serializer):
     def validate_launch(self, value: dict[str, Any]) -> dict[str, Any]:
         if len(json.dumps(value)) > MAX_LAUNCH_JSON_CHARS:
             raise serializers.ValidationError(f"the launch summary must fit in {MAX_LAUNCH_JSON_CHARS} characters")
+        for name in ("context", "slots"):
+            if name in value and (isinstance(value[name], bool) or not isinstance(value[name], int)
+                                  or value[name] < 1):
+                raise serializers.ValidationError(f"`{name}` must be a positive integer")
         return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """The reported slots and context per slot must be those of the launch the same report
+        describes (llama-server's --parallel and --ctx-size / --parallel)."""
+        launch = attrs.get("launch") or {}
+        if "slots" in launch and launch["slots"] != attrs["slots"]:
+            raise serializers.ValidationError(
+                f"slots ({attrs['slots']}) is not the launch's ({launch['slots']})")
+        if "context" in launch and attrs.get("context_per_slot") is not None:
+            expected = launch["context"] // attrs["slots"]
+            if attrs["context_per_slot"] != expected:
+                raise serializers.ValidationError(
+                    f"context_per_slot ({attrs['context_per_slot']}) is not the launch's context "
+                    f"{launch['context']} / {attrs['slots']} slots = {expected}")
+        return attrs
 
 
 class RegisterRequest(serializers.Serializer):
@@ -197,6 +216,8 @@ class RegisterView(AgentView):
         rig = _rig(request)
         try:
             workers = rig_register(rig=rig, **body.validated_data)
+        except RigRefused as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
         except PermissionError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response({"rig": rig.name,

@@ -10,8 +10,8 @@ import httpx
 from asgiref.sync import sync_to_async
 from django.core.cache import cache
 
-from fleet.hysteresis import HealthTracker, Observation
 from core.live import LiveStateUnavailable, live_state
+from fleet.hysteresis import HealthTracker, Observation
 
 log = logging.getLogger(__name__)
 

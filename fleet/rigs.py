@@ -4,11 +4,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from core.keys import RIG_SCHEME, generate_key, hash_matches, parse_prefix
-from fleet.models import Gpu, Rig, Worker
+from fleet.models import CatalogModel, Gpu, Pool, Rig, Worker
 from fleet.services import worker_process_started, worker_register, worker_set_state
 
 PROCESS_DOWN_STATES = {"backoff", "crashed", "stopped"}
@@ -35,11 +36,31 @@ def rig_authenticate(raw_token: str) -> Rig | None:
     return rig
 
 
+class RigRefused(PermissionError):
+    """What a rig token may not do: name a pool or a model the teachers did not create."""
+
+
+def _check_declaration(*, rig: Rig, spec: dict[str, Any], existing: Worker | None) -> None:
+    """Rig agents report, teachers decide: a rig serves only catalogue models and, for a new
+    worker, joins only a pool that exists (its pool is the teacher's to change afterwards)."""
+    if not CatalogModel.objects.filter(public_id=spec["model_id"]).exists():
+        raise RigRefused(f"worker {spec['name']!r}: model {spec['model_id']!r} is not in the catalogue; a teacher "
+                         f"adds it first (manage.py create_rig {rig.name} --model {spec['model_id']}, or the admin)")
+    pool = spec.get("pool") or settings.OCS["DEFAULT_POOL"]
+    if pool == settings.OCS["DEFAULT_POOL"]:
+        Pool.objects.get_default()  # the installation's own pool (OCS_DEFAULT_POOL), always there
+    elif existing is None and not Pool.objects.filter(name=pool).exists():
+        raise RigRefused(f"worker {spec['name']!r}: pool {pool!r} does not exist; a teacher creates it first "
+                         f"(manage.py create_rig {rig.name} --pool {pool}, or the admin)")
+
+
 @transaction.atomic
 def rig_register(*, rig: Rig, agent_version: str, workers: list[dict[str, Any]]) -> list[Worker]:
     """The agent declares its workers. Base URLs come from the rig's address as the teacher set
     it, never from the agent, so a compromised agent cannot point the gateway elsewhere. A
-    worker that left the rig's config is taken out of service."""
+    worker that left the rig's config is taken out of service. Pools and catalogue models come
+    from the teachers' side only (RigRefused otherwise), and what a rig reports never changes
+    the catalogue (its context length stays the teacher's)."""
     rig.agent_version = agent_version[:50]
     rig.last_heartbeat_at = timezone.now()
     rig.save(update_fields=["agent_version", "last_heartbeat_at"])
@@ -51,14 +72,16 @@ def rig_register(*, rig: Rig, agent_version: str, workers: list[dict[str, Any]])
             # teacher registered by hand (rig None), which a token could otherwise repoint.
             owner = f"rig {existing.rig.name}" if existing.rig is not None else "no rig (registered by hand)"
             raise PermissionError(f"worker {spec['name']!r} belongs to {owner}, not to rig {rig.name}")
+        _check_declaration(rig=rig, spec=spec, existing=existing)
         worker = worker_register(
             name=spec["name"],
             base_url=f"http://{rig.address}:{spec['port']}",
             model_id=spec["model_id"],
-            pool_name=spec.get("pool") or "production",
+            pool_name=spec.get("pool") or settings.OCS["DEFAULT_POOL"],
             slots=spec["slots"],
             context_length=spec.get("context_per_slot") or None,
             keep_pool=True,
+            ensure_catalogue=False,
         )
         worker.rig = rig
         worker.gpu_indices = list(spec.get("gpus") or [])

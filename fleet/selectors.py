@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from fleet.scheduler import WorkerView
 from core.db import fresh_connection
+from fleet.scheduler import WorkerView
 
 
 @dataclass(frozen=True)

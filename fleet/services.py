@@ -3,10 +3,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
-
-from django.contrib.auth.base_user import AbstractBaseUser
 
 from fleet.models import CatalogModel, Pool, Worker, WorkerEvent
 from fleet.signals import teacher_action
@@ -42,6 +41,7 @@ def worker_register(
     state: str = Worker.State.STARTING,
     keep_pool: bool = False,
     process_started_at: datetime | None = None,
+    ensure_catalogue: bool = True,
 ) -> Worker:
     """Create or update a worker by name. Re-registering a worker is how a restarted one returns:
     it is `starting` again (whatever the last run left in its row) until a probe says it serves.
@@ -50,9 +50,17 @@ def worker_register(
     given explicitly is applied. With keep_pool, an existing worker stays in the pool a teacher
     may have moved it to. `process_started_at` is when its llama-server process started, if
     known: the cold start recorded when it turns healthy runs from it (unknown: from when the
-    worker became `starting`; given HEALTHY, none is recorded)."""
-    pool, _ = Pool.objects.get_or_create(name=pool_name)
-    model = catalog_model_ensure(public_id=model_id, context_length=context_length)
+    worker became `starting`; given HEALTHY, none is recorded).
+
+    With ensure_catalogue=False (a rig agent's report: fleet/rigs.py), the pool and the
+    catalogue model must exist already and the catalogue is left as it is: its context length is
+    never lowered to the worker's; the caller checked they exist."""
+    if ensure_catalogue:
+        pool, _ = Pool.objects.get_or_create(name=pool_name)
+        model = catalog_model_ensure(public_id=model_id, context_length=context_length)
+    else:
+        pool = Pool.objects.filter(name=pool_name).first() or Pool.objects.get_default()
+        model = CatalogModel.objects.get(public_id=model_id)
     with transaction.atomic():
         worker, created = Worker.objects.select_for_update().get_or_create(
             name=name,

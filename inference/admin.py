@@ -3,8 +3,8 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from inference.models import DailyUsage, RequestLog
 from core.numbers import rate_text
+from inference.models import DailyUsage, RequestLog
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

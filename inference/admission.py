@@ -19,14 +19,15 @@ from dataclasses import dataclass, field
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from core import errors
+from core.db import fresh_connection
+from core.lease import Lease
+from core.live import live_state, worker_resource
 from fleet.models import PoolEvent
 from fleet.scheduler import Decision, WorkerView, rank_workers
 from fleet.selectors import fleet_snapshot
-from core import errors
 from inference.fair_queue import FairQueue
 from inference.metrics import QUEUE_WAIT
-from core.db import fresh_connection
-from core.live import LiveStateUnavailable, live_state, worker_resource
 
 log = logging.getLogger("ocs.admission")
 
@@ -37,43 +38,6 @@ POLL_INTERVAL_S = 0.05
 PUMP_RETRY_S = 0.2
 WATCHDOG_S = 1.0
 LENT_EVENT_EVERY_S = 60.0
-
-
-@dataclass
-class Lease:
-    """A claimed unit of capacity (a worker slot, a key's concurrency), renewed while held."""
-
-    resource: str
-    lease_id: str
-    _keeper: asyncio.Task[None] | None = None
-    _released: bool = False
-
-    def keep(self) -> "Lease":
-        lease_s = settings.OCS["SLOT_LEASE_S"]
-
-        async def renew_forever() -> None:
-            while True:
-                await asyncio.sleep(lease_s / 3)
-                try:
-                    await live_state().renew(self.resource, self.lease_id, lease_s)
-                except LiveStateUnavailable:
-                    pass  # try again next time; the request itself goes on
-
-        self._keeper = asyncio.ensure_future(renew_forever())
-        return self
-
-    async def release(self) -> None:
-        """Stop renewing, then free. If live state cannot be reached, the lease runs out by
-        itself within SLOT_LEASE_S: nothing renews it any more."""
-        if self._released:
-            return
-        self._released = True
-        if self._keeper is not None:
-            self._keeper.cancel()
-        try:
-            await live_state().release(self.resource, self.lease_id)
-        except LiveStateUnavailable:
-            log.warning("could not release %s (live state unavailable): it expires by itself", self.resource)
 
 
 @dataclass

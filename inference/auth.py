@@ -1,17 +1,28 @@
-"""Finding the API key in a request, the way each client sends it."""
+"""Finding the API key in a request, the way each client sends it, and refusing it.
+
+Failed key lookups (401s) are counted per client address in each gateway process, over fixed
+windows of BAD_KEY_WINDOW_S; past OCS_BAD_KEY_ALLOWANCE in a window, a request from that address
+whose key's prefix does not exist is refused with 429 and Retry-After before anything is looked
+up. A key whose prefix exists is always checked: a valid key is never slowed, even from an
+address that sent many bad ones (a school's NAT)."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import HttpRequest
 from django.utils import timezone
 
-from accounts.key_cache import KeyIdentity, key_authenticate
+from accounts.key_cache import KeyIdentity, key_authenticate, prefix_exists
 from accounts.models import ApiKey
 from core import errors
+from core.client_address import request_client_address
 from core.db import fresh_connection
+from core.keys import parse_prefix
 
 LAST_USED_RESOLUTION_S = 60.0
 _last_touched: dict[int, float] = {}
@@ -28,11 +39,66 @@ def key_from_headers(headers: Mapping[str, str]) -> str | None:
     return api_key or None
 
 
-async def authenticate(raw_key: str | None) -> KeyIdentity:
-    if not raw_key:
-        raise errors.invalid_api_key()
-    identity = await key_authenticate(raw_key)
+BAD_KEY_WINDOW_S = 60.0
+
+
+class BadKeyCounter:
+    """Failed key lookups per address over fixed windows of `window_s`; holds at most
+    `max_addresses` addresses (past that it starts afresh: an attacker with that many addresses
+    is not slowed by a per-address count anyway)."""
+
+    def __init__(self, *, window_s: float = BAD_KEY_WINDOW_S, max_addresses: int = 100_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._window_s, self._max, self._clock = window_s, max_addresses, clock
+        self._counts: dict[str, tuple[float, int]] = {}  # address -> (window start, failures)
+
+    def failed(self, address: str) -> None:
+        now = self._clock()
+        start, count = self._counts.get(address, (now, 0))
+        if now - start >= self._window_s:
+            start, count = now, 0
+        if len(self._counts) >= self._max and address not in self._counts:
+            self._counts.clear()
+        self._counts[address] = (start, count + 1)
+
+    def retry_after_s(self, address: str, *, allowance: int) -> int | None:
+        """Whole seconds until this address's window ends, when it used up its allowance; else None."""
+        if allowance <= 0 or address not in self._counts:
+            return None
+        start, count = self._counts[address]
+        left = self._window_s - (self._clock() - start)
+        if left <= 0 or count < allowance:
+            return None
+        return max(1, math.ceil(left))
+
+
+bad_keys = BadKeyCounter()
+
+
+def api_client_address(request: HttpRequest) -> str | None:
+    """The real client behind the trusted proxies, else the peer."""
+    return request_client_address(request.META, trusted_proxies=settings.OCS["TRUSTED_PROXIES"],
+                                  client_header_name=settings.OCS["CLIENT_ADDRESS_HEADER"]) \
+        or request.META.get("REMOTE_ADDR") or None
+
+
+async def _prefix_exists(raw_key: str | None) -> bool:
+    prefix = parse_prefix(raw_key) if raw_key else None
+    return prefix is not None and await prefix_exists(prefix, reload_stale=False)
+
+
+async def authenticate(raw_key: str | None, request: HttpRequest | None = None) -> KeyIdentity:
+    """The key's identity, or invalid_api_key (401); too_many_bad_keys (429) for a request from
+    an address past its allowance of failures whose key's prefix does not exist."""
+    address = api_client_address(request) if request is not None else None
+    if address is not None:
+        wait = bad_keys.retry_after_s(address, allowance=settings.OCS["BAD_KEY_ALLOWANCE"])
+        if wait is not None and not await _prefix_exists(raw_key):
+            raise errors.too_many_bad_keys(wait)
+    identity = await key_authenticate(raw_key) if raw_key else None
     if identity is None:
+        if address is not None:
+            bad_keys.failed(address)
         raise errors.invalid_api_key()
     _touch_last_used(identity.key_id)
     return identity

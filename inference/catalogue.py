@@ -9,9 +9,9 @@ from __future__ import annotations
 from django.conf import settings
 
 from accounts.key_cache import KeyIdentity
+from core import errors
 from fleet.scheduler import serves_model
 from fleet.selectors import FleetSnapshot, ModelView, fleet_snapshot, models_for_pool, usable_pool_ids
-from core import errors
 
 
 def _served(snapshot: FleetSnapshot, model_id: str, pool_id: int) -> ModelView | None:

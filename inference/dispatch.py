@@ -22,17 +22,17 @@ from typing import Any
 
 from django.conf import settings
 
+from core import errors
+from core.live import live_state
 from fleet.scheduler import ROUTABLE_STATES, WorkerView
 from fleet.selectors import fleet_snapshot, usable_pool_ids
-from core import errors
 from inference import upstream
 from inference.admission import Slot, Want, acquire_slot, rank
 from inference.metrics import FIRST_BYTE, count_tokens
 from inference.protocols.base import Protocol, StreamTransform
-from inference.request_log import RequestRecord
+from inference.request_context import RequestContext
 from inference.upstream import TRANSPORT_ERRORS, UpstreamResponse
 from inference.usage import UsageSniffer
-from core.live import live_state
 
 log = logging.getLogger("ocs.dispatch")
 
@@ -117,7 +117,7 @@ async def _too_small(want: Want, worker: WorkerView, error: errors.ApiError) -> 
     return bigger
 
 
-async def forward_json(*, path: str, body: dict[str, Any], record: RequestRecord) -> tuple[int, bytes]:
+async def forward_json(*, path: str, body: dict[str, Any], record: RequestContext) -> tuple[int, bytes]:
     """Non-streaming request. Returns (status, body bytes) of a successful answer."""
     want = record.want
     assert want is not None
@@ -157,7 +157,7 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestRecord
     raise errors.upstream_failed("; ".join(want.failed.values()) or "no worker answered")
 
 
-def _first_byte(want: Want, record: RequestRecord, slot: Slot) -> None:
+def _first_byte(want: Want, record: RequestContext, slot: Slot) -> None:
     elapsed = time.monotonic() - want.arrived
     FIRST_BYTE.labels(want.model_id).observe(elapsed)
     record.served_by(slot.worker.id, slot.worker.name, elapsed)
@@ -177,7 +177,7 @@ class OpenStream:
     first_chunk: bytes
     chunks: AsyncIterator[bytes]
     model_id: str
-    record: RequestRecord
+    record: RequestContext
     protocol: Protocol
     end_marker: bytes = b""
     usage: UsageSniffer = field(init=False)
@@ -248,7 +248,7 @@ class OpenStream:
             count_tokens(self.model_id, self.usage.usage)
 
 
-async def open_stream(*, path: str, body: dict[str, Any], record: RequestRecord, protocol: Protocol,
+async def open_stream(*, path: str, body: dict[str, Any], record: RequestContext, protocol: Protocol,
                       end_marker: bytes = b"") -> OpenStream:
     """Start a streaming request and wait for its first chunk, failing over until one arrives."""
     want = record.want
@@ -318,7 +318,7 @@ async def relay(stream: OpenStream, transform: StreamTransform | None = None) ->
 
 async def stream_with_keepalive(
     opening: asyncio.Future[OpenStream], *, transform: StreamTransform | None, protocol: Protocol,
-    record: RequestRecord,
+    record: RequestContext,
 ) -> AsyncGenerator[bytes, None]:
     """The response body of a streaming request whose worker is not known yet: keep-alives
     while it waits in the queue, then the worker's chunks; a refusal becomes an error event."""
@@ -346,7 +346,7 @@ async def stream_with_keepalive(
             await opening.result().close()
 
 
-async def forward_light(*, path: str, body: dict[str, Any], record: RequestRecord) -> tuple[int, bytes]:
+async def forward_light(*, path: str, body: dict[str, Any], record: RequestContext) -> tuple[int, bytes]:
     """A request that needs no generation slot (tokenizing): the best-ranked worker answers,
     with failover, without claiming a slot."""
     want = record.want

@@ -1,7 +1,8 @@
 """The public API's OpenAPI 3.1 document, served at /v1/openapi.json. Pure: no Django.
 
 It states what the gateway itself checks (inference/protocols/) and what
-it answers; the bodies of successful answers are the worker's, in the OpenAI or Anthropic format.
+it answers; read with a key, its `model` fields name the models that key may use, read without
+one it names none; the bodies of successful answers are the worker's, in the OpenAI or Anthropic format.
 The schemathesis test drives the live gateway from this document and finds no 5xx.
 """
 from __future__ import annotations
@@ -151,14 +152,15 @@ def _post(summary: str, request: dict[str, Any], error: dict[str, Any], *, strea
 
 
 def _with_models(schema: dict[str, Any], model_ids: list[str]) -> dict[str, Any]:
-    """The request schema with `model` naming the catalogue's models (any string if none)."""
+    """The request schema with `model` naming these models (any string if none)."""
     if not model_ids:
         return schema
     return {**schema, "properties": {**schema["properties"], "model": {"enum": model_ids}}}
 
 
 def openapi_document(model_ids: list[str] | None = None) -> dict[str, Any]:
-    """`model_ids`: the catalogue's models, named in every request's `model` field."""
+    """`model_ids`: the models the reader's key may use, named in every request's `model` field;
+    none for a reader without a key (the document then names no model at all)."""
     ids = sorted(model_ids or [])
     anthropic_security: list[dict[str, list[str]]] = [{"apiKeyHeader": []}, {"bearer": []}]
     return {

@@ -2,7 +2,7 @@
 
     authenticate -> check -> admit (limits) -> choose and claim a worker -> relay -> end
 
-`serve()` reads top to bottom in that order. One object, the RequestRecord, carries the
+`serve()` reads top to bottom in that order. One object, the RequestContext, carries the
 request through it (who, what, where it ran, what it cost), and `end()` is the one place a
 request ends, whatever happened: its limits are settled, its metrics counted and its log row
 written. A streamed answer ends when its last byte is out (or the client leaves); every other
@@ -13,16 +13,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import replace
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
+from dataclasses import replace
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 
-from fleet.scheduler import conversation_key
+from accounts.limits.gate import admit, charge_refusal, check_access, reservation
 from core import errors
+from core.live import LiveStateUnavailable
+from core.redact import redact
+from fleet.scheduler import conversation_key
 from inference import dispatch
 from inference.admission import Want
 from inference.auth import authenticate
@@ -30,11 +33,8 @@ from inference.catalogue import resolve_model
 from inference.client_tools import client_tool
 from inference.metrics import REFUSALS, REQUESTS
 from inference.protocols.base import Call, Plan, Protocol, Target
-from inference.quota_gate import admit, charge_refusal, check_access, reservation
-from inference.request_log import RequestRecord
+from inference.request_context import RequestContext
 from inference.validation import output_cap
-from core.redact import redact
-from core.live import LiveStateUnavailable
 
 log = logging.getLogger("ocs.api")
 
@@ -67,8 +67,8 @@ def failure_response(protocol: Protocol, exc: Exception, *, path: str) -> tuple[
                                                     type="server_error")), "internal_error"
 
 
-def new_record(request: HttpRequest, protocol: Protocol) -> RequestRecord:
-    return RequestRecord(client=protocol.client, path=redact(request.path)[:100],  # /ollama/<key>/…
+def new_context(request: HttpRequest, protocol: Protocol) -> RequestContext:
+    return RequestContext(client=protocol.client, path=redact(request.path)[:100],  # /ollama/<key>/…
                          user_agent=request.headers.get("User-Agent", ""),
                          tool=client_tool(request.headers, path=request.path))
 
@@ -78,13 +78,13 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
     """Answer one API request in `protocol`'s dialect. `generates`: False for requests that
     need no generation slot (count_tokens): they pass the same checks and limits, and the
     best-ranked worker answers them without claiming a slot."""
-    record = new_record(request, protocol)
+    record = new_context(request, protocol)
     streaming = False
     status, error_code = 500, "internal_error"  # until the request ends otherwise
     response: HttpResponseBase
     try:
         # authenticate
-        identity = await authenticate(raw_key)
+        identity = await authenticate(raw_key, request)
         record.identify(identity)
         # check
         try:
@@ -137,7 +137,7 @@ def _with_model(call: Call, model_id: str) -> Call:
     return call if call.model == model_id else replace(call, model=model_id)
 
 
-def _headers(response: HttpResponseBase, record: RequestRecord) -> None:
+def _headers(response: HttpResponseBase, record: RequestContext) -> None:
     # The hot paths skip SecurityMiddleware (ocsweb/asgi.py); HSTS comes from the HTTPS proxy.
     response["X-Content-Type-Options"] = "nosniff"
     response["X-Request-Id"] = record.request_id
@@ -148,7 +148,7 @@ def _headers(response: HttpResponseBase, record: RequestRecord) -> None:
             response.setdefault(name, value)
 
 
-async def end(record: RequestRecord, *, status: int, error_code: str = "") -> None:
+async def end(record: RequestContext, *, status: int, error_code: str = "") -> None:
     """Where every request ends, once: limits settled, metrics counted, the log row written."""
     if record.finished:
         return
@@ -163,7 +163,7 @@ async def end(record: RequestRecord, *, status: int, error_code: str = "") -> No
         record.submit(status=status, error_code=error_code)
 
 
-async def _stream(plan: Plan, record: RequestRecord, protocol: Protocol) -> HttpResponseBase:
+async def _stream(plan: Plan, record: RequestContext, protocol: Protocol) -> HttpResponseBase:
     """Wait briefly for the first chunk so that refusals keep their HTTP status; past the grace
     period, start the event stream and keep the client informed while the request queues."""
     transform = plan.stream_transform() if plan.stream_transform is not None else None
@@ -185,7 +185,7 @@ async def _stream(plan: Plan, record: RequestRecord, protocol: Protocol) -> Http
     return event_stream(dispatch.relay(stream, transform), record)
 
 
-async def _ended_when_done(chunks: AsyncGenerator[bytes, None], record: RequestRecord) -> AsyncIterator[bytes]:
+async def _ended_when_done(chunks: AsyncGenerator[bytes, None], record: RequestContext) -> AsyncIterator[bytes]:
     """The stream's body; the request ends after its last chunk, or when the client leaves (499,
     with what was delivered), or when the worker failed mid-answer (its error code). A client
     that leaves once the worker's end marker was handed on had the whole answer: 200 (the OpenAI
@@ -202,7 +202,7 @@ async def _ended_when_done(chunks: AsyncGenerator[bytes, None], record: RequestR
         await end(record, status=status, error_code=record.stream_error or ("" if completed else "client_closed"))
 
 
-def event_stream(chunks: AsyncGenerator[bytes, None], record: RequestRecord) -> StreamingHttpResponse:
+def event_stream(chunks: AsyncGenerator[bytes, None], record: RequestContext) -> StreamingHttpResponse:
     response = StreamingHttpResponse(_ended_when_done(chunks, record), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"

@@ -1,6 +1,8 @@
-"""Rewriting an OpenAI-style SSE stream chunk by chunk. Pure: no Django.
+"""Server-sent events: the one splitter, and rewriting an OpenAI-style stream chunk by chunk.
+Pure: no Django.
 
-Reads arrive in arbitrary pieces; events are separated by a blank line. Each `data: {json}` event
+Reads arrive in arbitrary pieces; events are separated by a blank line (`\n\n`, or `\r\n\r\n`
+from a server that ends lines the HTTP way). Each `data: {json}` event
 is parsed and handed to `rewrite`; everything else (comments, `data: [DONE]`) passes through.
 Only streams that need it are rewritten (forced tool calls, reasoning models): the common path
 forwards the worker's bytes untouched.
@@ -14,14 +16,26 @@ from typing import Any
 from inference.protocols.base import StreamTransform
 
 
+def sse_events(pending: bytes, raw: bytes) -> tuple[list[bytes], bytes]:
+    """Split a byte stream into whole SSE events (without their blank-line terminator).
+    Returns (events, what is left for the next read). Accepts \\r\\n line ends."""
+    pending += raw
+    if b"\r\n" in pending:
+        pending = pending.replace(b"\r\n", b"\n")
+    events = []
+    while b"\n\n" in pending:
+        event, pending = pending.split(b"\n\n", 1)
+        events.append(event)
+    return events, pending
+
+
 class SseRewriter(StreamTransform):
     def __init__(self) -> None:
         self._pending = b""
 
     def feed(self, raw: bytes) -> Iterator[bytes]:
-        self._pending += raw
-        while b"\n\n" in self._pending:
-            event, self._pending = self._pending.split(b"\n\n", 1)
+        events, self._pending = sse_events(self._pending, raw)
+        for event in events:
             if not event.startswith(b"data: {"):
                 yield event + b"\n\n"
                 continue

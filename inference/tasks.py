@@ -10,9 +10,9 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from accounts.models import User
+from core.school_day import day_bounds
 from inference.models import DailyUsage, RequestLog
 from inference.selectors import REQUEST_TOTALS
-from core.school_day import day_bounds
 
 
 def rollup_day(day: date) -> int:

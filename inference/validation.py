@@ -3,6 +3,7 @@ the common fields' types and ranges. Pure: no Django."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -50,9 +51,23 @@ def _has_lone_surrogate(value: Any) -> bool:
     return False
 
 
+class _OutOfRange(ValueError):
+    pass
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number as a double; one outside the double's range (1e400) would become Infinity,
+    which is no JSON a worker can be sent."""
+    value = float(text)
+    if math.isinf(value):
+        raise _OutOfRange(text)
+    return value
+
+
 def parse_json_object(raw: bytes) -> dict[str, Any]:
     """The body as a JSON object, or a 400 that says what is wrong. Refuses what strict JSON
-    refuses and what would break later steps: NaN and Infinity, lone surrogates (they cannot be
+    refuses and what would break later steps: NaN and Infinity, numbers outside the double's
+    range (1e400, which would become Infinity), lone surrogates (they cannot be
     sent on as UTF-8), integers too long to parse, nesting deeper than MAX_JSON_DEPTH."""
     if not raw:
         raise invalid_request("The request body is empty; send a JSON object.")
@@ -61,7 +76,10 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise invalid_request("The request body is not valid UTF-8.") from None
     try:
-        body = json.loads(text, parse_constant=_reject_constant)
+        body = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except _OutOfRange as exc:
+        raise invalid_request(f"The request body holds the number {str(exc)[:40]}, outside the range of a "
+                              "double (about ±1.8e308).") from None
     except json.JSONDecodeError as exc:
         raise invalid_request(f"The request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}.") from None
     except RecursionError:

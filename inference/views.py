@@ -11,14 +11,15 @@ from typing import Any
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from fleet.selectors import ModelView, fleet_snapshot, models_for_pool
+from accounts.key_cache import KeyIdentity
 from core import errors
+from fleet.selectors import ModelView, fleet_snapshot, models_for_pool
 from inference import pipeline
 from inference.auth import authenticate, key_from_headers
 from inference.openapi import openapi_document
 from inference.protocols import anthropic, ollama, openai_chat, openai_completions, responses
 from inference.protocols.base import Protocol
-from inference.request_log import RequestRecord
+from inference.request_context import RequestContext
 
 View = Callable[..., Coroutine[Any, Any, HttpResponseBase]]
 
@@ -31,18 +32,12 @@ def _method_not_allowed(request: HttpRequest, protocol: Protocol, methods: tuple
     return response
 
 
-def generating(protocol: Protocol, *, methods: tuple[str, ...] = ("POST",), generates: bool = True,
-               key_in_path: bool = False) -> View:
-    """A route whose requests go through the pipeline."""
-
-    @csrf_exempt
-    async def view(request: HttpRequest, key: str | None = None) -> HttpResponseBase:
-        if request.method not in methods:
-            return _method_not_allowed(request, protocol, methods)
-        raw_key = key if key_in_path else key_from_headers(request.headers)
-        return await pipeline.serve(request, protocol, raw_key=raw_key, generates=generates)
-
-    return view
+async def _generate(request: HttpRequest, protocol: Protocol, *, raw_key: str | None,
+                    methods: tuple[str, ...] = ("POST",), generates: bool = True) -> HttpResponseBase:
+    """A request that goes through the pipeline (inference/pipeline.py serve())."""
+    if request.method not in methods:
+        return _method_not_allowed(request, protocol, methods)
+    return await pipeline.serve(request, protocol, raw_key=raw_key, generates=generates)
 
 
 def answering(protocol: Protocol, *methods: str) -> Callable[[View], View]:
@@ -55,7 +50,7 @@ def answering(protocol: Protocol, *methods: str) -> Callable[[View], View]:
         async def view(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponseBase:
             if request.method not in methods:
                 return _method_not_allowed(request, protocol, methods)
-            record = pipeline.new_record(request, protocol)
+            record = pipeline.new_context(request, protocol)
             status, error_code = 500, "internal_error"
             try:
                 response = await handler(request, record, *args, **kwargs)
@@ -76,67 +71,103 @@ def answering(protocol: Protocol, *methods: str) -> Callable[[View], View]:
     return decorate
 
 
-async def visible_models(record: RequestRecord, raw_key: str | None) -> list[ModelView]:
+async def visible_models(request: HttpRequest, record: RequestContext, raw_key: str | None) -> list[ModelView]:
     """The catalogue models this key may use."""
-    identity = await authenticate(raw_key)
+    identity = await authenticate(raw_key, request)
     record.identify(identity)
+    return await models_of(identity)
+
+
+async def models_of(identity: KeyIdentity) -> list[ModelView]:
     snapshot = await fleet_snapshot(pool_id=identity.pool_id)
     return [m for m in models_for_pool(snapshot, identity.pool_id) if identity.policy.allows_model(m.public_id)]
 
 
 # --- OpenAI ----------------------------------------------------------------------------------
 
-chat_completions = generating(openai_chat.PROTOCOL)
-completions = generating(openai_completions.PROTOCOL)
-responses_create = generating(responses.PROTOCOL)
+@csrf_exempt
+async def chat_completions(request: HttpRequest) -> HttpResponseBase:
+    """POST /v1/chat/completions"""
+    return await _generate(request, openai_chat.PROTOCOL, raw_key=key_from_headers(request.headers))
+
+
+@csrf_exempt
+async def completions(request: HttpRequest) -> HttpResponseBase:
+    """POST /v1/completions"""
+    return await _generate(request, openai_completions.PROTOCOL, raw_key=key_from_headers(request.headers))
+
+
+@csrf_exempt
+async def responses_create(request: HttpRequest) -> HttpResponseBase:
+    """POST /v1/responses"""
+    return await _generate(request, responses.PROTOCOL, raw_key=key_from_headers(request.headers))
 
 
 @answering(openai_chat.PROTOCOL, "GET")
-async def models_list(request: HttpRequest, record: RequestRecord) -> HttpResponseBase:
-    return JsonResponse(ollama.openai_model_list(await visible_models(record, key_from_headers(request.headers))))
+async def models_list(request: HttpRequest, record: RequestContext) -> HttpResponseBase:
+    return JsonResponse(ollama.openai_model_list(await visible_models(request, record, key_from_headers(request.headers))))
 
 
 async def openapi(request: HttpRequest) -> HttpResponseBase:
-    """Public: clients and tools read it before they have a key. Its `model` fields name the
-    catalogue's models."""
-    snapshot = await fleet_snapshot()
-    return JsonResponse(openapi_document(list(snapshot.models)))
+    """Public: clients and tools read it before they have a key, and then it names no model.
+    With a key, its `model` fields name the models that key may use (as /v1/models lists them);
+    a wrong key gets 401."""
+    raw_key = key_from_headers(request.headers)
+    if raw_key is None:
+        return JsonResponse(openapi_document())
+    try:
+        identity = await authenticate(raw_key, request)
+    except errors.ApiError as error:
+        return pipeline.error_response(openai_chat.PROTOCOL, error)
+    return JsonResponse(openapi_document([m.public_id for m in await models_of(identity)]))
 
 
 @answering(openai_chat.PROTOCOL, "GET", "POST", "PUT", "PATCH", "DELETE")
-async def not_found(request: HttpRequest, record: RequestRecord, rest: str = "", key: str = "") -> HttpResponseBase:
+async def not_found(request: HttpRequest, record: RequestContext, rest: str = "", key: str = "") -> HttpResponseBase:
     raise errors.ApiError(404, f"Unknown API route: {request.method} {record.path}", code="unknown_url")
 
 
 # --- Anthropic -------------------------------------------------------------------------------
 
-messages = generating(anthropic.PROTOCOL)
-count_tokens = generating(anthropic.COUNT_TOKENS, generates=False)
+@csrf_exempt
+async def messages(request: HttpRequest) -> HttpResponseBase:
+    """POST /v1/messages"""
+    return await _generate(request, anthropic.PROTOCOL, raw_key=key_from_headers(request.headers))
+
+
+@csrf_exempt
+async def count_tokens(request: HttpRequest) -> HttpResponseBase:
+    """POST /v1/messages/count_tokens: the prompt is measured by a worker, nothing is generated."""
+    return await _generate(request, anthropic.COUNT_TOKENS, raw_key=key_from_headers(request.headers),
+                           generates=False)
 
 
 # --- Copilot's Ollama provider, under /ollama/<key>/ (no auth header: the key is in the path) ---
 
-ollama_chat_completions = generating(openai_chat.OLLAMA_CHAT, key_in_path=True)
+@csrf_exempt
+async def ollama_chat_completions(request: HttpRequest, key: str) -> HttpResponseBase:
+    """POST /ollama/<key>/v1/chat/completions"""
+    return await _generate(request, openai_chat.OLLAMA_CHAT, raw_key=key)
 
 
 @answering(openai_chat.OLLAMA_CHAT, "GET")
-async def ollama_version(request: HttpRequest, record: RequestRecord, key: str) -> HttpResponseBase:
-    identity = await authenticate(key)
+async def ollama_version(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
+    identity = await authenticate(key, request)
     record.identify(identity)
     return JsonResponse(ollama.version())
 
 
 @answering(openai_chat.OLLAMA_CHAT, "GET")
-async def ollama_tags(request: HttpRequest, record: RequestRecord, key: str) -> HttpResponseBase:
-    return JsonResponse(ollama.tags(await visible_models(record, key)))
+async def ollama_tags(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
+    return JsonResponse(ollama.tags(await visible_models(request, record, key)))
 
 
 @answering(openai_chat.OLLAMA_CHAT, "POST")
-async def ollama_show(request: HttpRequest, record: RequestRecord, key: str) -> HttpResponseBase:
-    models = {m.public_id: m for m in await visible_models(record, key)}
+async def ollama_show(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
+    models = {m.public_id: m for m in await visible_models(request, record, key)}
     return JsonResponse(ollama.show(request.body, models))
 
 
 @answering(openai_chat.OLLAMA_CHAT, "GET")
-async def ollama_models_list(request: HttpRequest, record: RequestRecord, key: str) -> HttpResponseBase:
-    return JsonResponse(ollama.openai_model_list(await visible_models(record, key)))
+async def ollama_models_list(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
+    return JsonResponse(ollama.openai_model_list(await visible_models(request, record, key)))

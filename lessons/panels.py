@@ -18,14 +18,14 @@ from django.urls import Resolver404, resolve
 from django.utils import timezone
 
 from accounts.models import User
+from core.live import live_state, worker_resource
+from core.private_access import DEFAULT_PRIVATE_NETWORKS
+from core.quota import concurrency_resource
 from fleet.models import Pool, PoolEvent, Rig, Worker, WorkerEvent
 from inference.models import RequestLog
 from lessons import evidence, research_bridge
 from lessons.editor_clients import EDITOR_LABELS
 from lessons.why_chosen import why_chosen
-from core.live import live_state, worker_resource
-from core.private_access import DEFAULT_PRIVATE_NETWORKS
-from core.quota import concurrency_resource
 
 # The API surfaces a lesson talks about, and the route that shows whether this installation serves it.
 API_ROUTES = (

@@ -1,24 +1,24 @@
 """The one place the lessons read the research app (benchmark runs and their roofline).
 
-The research instrument is built in parallel (its branch, late 2026): `research.models.BenchmarkRun`
-with `status` ("running" | "done" | "failed"), `scenario` ("nightly-baseline", "cold-vs-warm",
+`research.models.BenchmarkRun` has `status` ("running" | "done" | "failed"), `scenario` ("nightly-baseline", "cold-vs-warm",
 "concurrency-sweep", "slots-sweep", "context-sweep", "speculative", "allocation", "prefix-reuse",
 "engine-only", or "" for a plain `bench`), `model`, `launch` (the worker's launch configuration,
 including its llama-server argv), `started_at`, `ended_at`, and `summary`: the level's
 `bench --json` (`ttft_ms` {p50, p90, p99, mean}, `generation_rate`, `prompt_eval_rate` in tokens/s,
 and `roofline` {`ceiling_tok_s`, `percent_of_ceiling`, …} when the model file and GPU bandwidth are
 known); a run's page is `/research/runs/<id>/`.
-Until that app is merged, or while it has no runs, every function here returns None or [] and the
-pages say "no benchmark yet". Everything else in this app works with `BenchmarkFact`, so a change
+While research has no runs, every function here returns None or [] and the pages say "no
+benchmark yet". Everything else in this app works with `BenchmarkFact`, so a change
 of names there means editing `_fact()` and `_load_runs()` only. Missing names read as None.
 """
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from research.models import BenchmarkRun
 
 # Scenario names as the research app's `bench --scenario` and nightly job store them (older
 # spellings accepted too).
@@ -77,16 +77,9 @@ def _fact(run: Any) -> BenchmarkFact:
     )
 
 
-def _load_runs(limit: int) -> list[BenchmarkFact] | None:
-    """Finished runs, newest first; None when the research app has no BenchmarkRun model."""
-    try:
-        models = importlib.import_module("research.models")
-    except ImportError:
-        return None
-    run_model = getattr(models, "BenchmarkRun", None)
-    if run_model is None:
-        return None
-    return [_fact(run) for run in run_model.objects.filter(status="done").order_by("-started_at", "-id")[:limit]]
+def _load_runs(limit: int) -> list[BenchmarkFact]:
+    """Finished runs, newest first."""
+    return [_fact(run) for run in BenchmarkRun.objects.filter(status="done").order_by("-started_at", "-id")[:limit]]
 
 
 def benchmark_runs(limit: int = 200) -> list[BenchmarkFact] | None:

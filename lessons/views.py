@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable
-from functools import wraps
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.access import staff_required
 from accounts.models import Classroom, User
 from lessons import burndown, panels, selectors, services
 from lessons.catalogue import Lesson, load_catalogue
@@ -26,18 +25,6 @@ View = Callable[..., HttpResponse]
 def _csv_cell(value: str) -> str:
     """A spreadsheet must not run a name as a formula (=, +, -, @ at the start)."""
     return "'" + value if value[:1] in ("=", "+", "-", "@") else value
-
-
-def staff_required(view: View) -> View:
-    """Anonymous: to the sign-in page. Signed in but not staff: 404 (the page is not theirs)."""
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
-        if not request.user.is_staff:
-            raise Http404("No such page.")
-        return view(request, *args, **kwargs)
-    return wrapped
 
 
 def _lesson_or_404(slug: str) -> Lesson:

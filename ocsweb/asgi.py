@@ -3,7 +3,7 @@
 Two Django handlers share one URLconf. The hot paths (the public API, Copilot's Ollama routes,
 the probes) go to BareASGIHandler; the admin and the pages keep Django's full handler.
 
-Why (measured with the former benchmarks/gateway_overhead.py, now `manage.py bench_gateway`; p50 time to first token added by the gateway):
+Why (measured with `manage.py bench_gateway`; p50 time to first token added by the gateway):
 under ASGI every classic middleware runs its hooks through sync_to_async on one shared thread
 (two thread hops per middleware), and the request_started / request_finished signals cost two
 more hops for receivers that act on that shared thread's database connection — which the API

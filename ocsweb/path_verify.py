@@ -33,6 +33,7 @@ from redis.exceptions import RedisError
 from accounts.models import ApiKey
 from core.keys import hash_key, parse_prefix
 from core.live import live_state
+from core.redact import redact
 from fleet.models import Pool, Worker
 from fleet.scheduler import conversation_key
 from inference.models import RequestLog
@@ -49,7 +50,6 @@ from ocsweb.path_check import (
     sse_data,
     stream_error,
 )
-from core.redact import redact
 
 USER_AGENT = "ocs-verify-path/1"
 PROMPT = "Reply with the single word: ok"

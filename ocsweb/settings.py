@@ -129,7 +129,10 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
     }
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # Under the live namespace, so two installations (or test runs) sharing one Redis never share
+    # sign-in counters or probe results.
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "KEY_PREFIX": OCS_LIVE_NAMESPACE}}
     Q_CLUSTER = {
         "name": "ocs",
         "redis": REDIS_URL,
@@ -155,7 +158,7 @@ OCS: GatewaySettings = {
     # How long a request waits for a free slot before it is refused with 429.
     "QUEUE_MAX_WAIT_S": env_float("OCS_QUEUE_MAX_WAIT_S", 30.0, minimum=0.0),
     # Site-wide default limits per student, where neither the student nor their class sets one
-    # (accounts/limits.py); 0 = no cap. Concurrency counts requests running or waiting.
+    # (accounts/limits/resolution.py); 0 = no cap. Concurrency counts requests running or waiting.
     "DEFAULT_REQUESTS_PER_MINUTE": env_int("OCS_DEFAULT_REQUESTS_PER_MINUTE", 60, minimum=0),
     "DEFAULT_TOKENS_PER_DAY": env_int("OCS_DEFAULT_TOKENS_PER_DAY", 2_000_000, minimum=0),
     "DEFAULT_CONCURRENCY": env_int("OCS_DEFAULT_CONCURRENCY", 8, minimum=0),
@@ -176,6 +179,9 @@ OCS: GatewaySettings = {
     # In-process caches of keys and of the fleet snapshot, in seconds.
     "KEY_CACHE_TTL_S": env_float("OCS_KEY_CACHE_TTL_S", 1.0, minimum=0.0),
     "FLEET_CACHE_TTL_S": env_float("OCS_FLEET_CACHE_TTL_S", 1.0, minimum=0.0),
+    # Failed key lookups (401s) one client address may cause per minute in one gateway process
+    # before its requests with keys that do not exist get 429 (inference/auth.py); 0 = no limit.
+    "BAD_KEY_ALLOWANCE": env_int("OCS_BAD_KEY_ALLOWANCE", 300, minimum=0),
     # Largest request body accepted on the API, in bytes.
     "MAX_BODY_BYTES": env_int("OCS_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024),
     "DEFAULT_POOL": env_str("OCS_DEFAULT_POOL", "production") or "production",
@@ -189,6 +195,10 @@ OCS: GatewaySettings = {
     # client is the rightmost hop that is not one of them (core/client_address.py).
     # Empty: no proxy is trusted, every peer is its own client.
     "TRUSTED_PROXIES": tuple(env_networks("OCS_TRUSTED_PROXIES", [])),
+    # A header in which a trusted proxy names the client itself, believed only from a trusted
+    # proxy: "CF-Connecting-IP" when cloudflared (on loopback) talks to the gateway directly.
+    # Empty: only X-Forwarded-For. Behind nginx leave it empty (nginx resolves it).
+    "CLIENT_ADDRESS_HEADER": env_str("OCS_CLIENT_ADDRESS_HEADER", "") or "",
     # A rig whose agent sent no heartbeat for this long has its workers taken out of service.
     "RIG_SILENT_S": env_float("OCS_RIG_SILENT_S", 30.0, minimum=1.0),
     # Worker and pool events older than this are pruned.
@@ -197,10 +207,14 @@ OCS: GatewaySettings = {
     # retention are pruned (daily roll-ups are kept).
     "REQUEST_LOG_FLUSH_S": env_float("OCS_REQUEST_LOG_FLUSH_S", 1.0, minimum=0.05),
     "REQUEST_LOG_RETENTION_DAYS": env_int("OCS_REQUEST_LOG_RETENTION_DAYS", 180, minimum=1),
-    # Sign-in: after this many failed attempts for one username or one address within
-    # LOGIN_LOCK_S, further attempts are refused until the window passes.
+    # Sign-in (accounts/login_throttle.py): after this many failed attempts for one username
+    # from one address within LOGIN_LOCK_S, that username is refused from that address until the
+    # window passes; after 10x as many for one username from anywhere, that username is refused.
+    # An address past 10x as many failures (any usernames) is slowed down, never locked out:
+    # each further attempt from it waits up to LOGIN_SLOWDOWN_MAX_S.
     "LOGIN_MAX_FAILURES": env_int("OCS_LOGIN_MAX_FAILURES", 5, minimum=1),
     "LOGIN_LOCK_S": env_float("OCS_LOGIN_LOCK_S", 900.0, minimum=1.0),
+    "LOGIN_SLOWDOWN_MAX_S": env_float("OCS_LOGIN_SLOWDOWN_MAX_S", 3.0, minimum=0.0),
 }
 DATA_UPLOAD_MAX_MEMORY_SIZE = OCS["MAX_BODY_BYTES"]
 

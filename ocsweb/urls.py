@@ -1,10 +1,10 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
-from portal import api as me_api
 from fleet import agent_api
 from inference import views as api
 from ocsweb import views
+from portal import api as me_api
 
 urlpatterns = [
     path("healthz", views.healthz),

@@ -6,11 +6,11 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from core.live import LiveStateUnavailable, live_state
+from core.private_access import private_access_allowed
 from fleet.scheduler import ROUTABLE_STATES
 from fleet.selectors import fleet_snapshot
 from inference.metrics import QUEUE_DEPTH, WORKER_BUSY, WORKER_SLOTS, WORKER_STATE
-from core.private_access import private_access_allowed
-from core.live import LiveStateUnavailable, live_state
 
 
 async def healthz(request: HttpRequest) -> JsonResponse:
@@ -40,6 +40,8 @@ async def metrics(request: HttpRequest) -> HttpResponse:
         token=settings.OCS["METRICS_TOKEN"],
         networks=settings.OCS["METRICS_NETWORKS"],
         trusted_proxies=settings.OCS["TRUSTED_PROXIES"],
+        client_header=(request.headers.get(settings.OCS["CLIENT_ADDRESS_HEADER"])
+                       if settings.OCS["CLIENT_ADDRESS_HEADER"] else None),
     )
     if not allowed:
         return HttpResponse("metrics are readable from the private network or with the staff token\n",

@@ -13,8 +13,8 @@ from rest_framework.views import APIView
 from accounts.audit import acting_user
 from accounts.models import ApiKey, User
 from accounts.selectors import keys_visible_to, people_visible_to
-from inference.selectors import usage_summary
 from accounts.services import TooManyKeys, key_issue, key_revoke
+from inference.selectors import usage_summary
 
 
 class KeySerializer(serializers.ModelSerializer):

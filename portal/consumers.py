@@ -5,6 +5,7 @@ from typing import Any
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from accounts.access import is_teacher
 from portal.fleet_live import CHANGES_GROUP, GROUP, publisher
 
 FORBIDDEN = 4403
@@ -15,7 +16,7 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         user = self.scope.get("user")
-        if user is None or not user.is_authenticated or not user.is_staff or not user.is_active:
+        if not is_teacher(user):
             await self.close(code=FORBIDDEN)
             return
         await self.accept()

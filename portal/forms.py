@@ -3,11 +3,9 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
 
-from accounts.login_throttle import login_locked
-from accounts.models import Classroom, User
+from accounts.login_throttle import login_refusal, refusal_message
 from fleet.models import Pool
 
 
@@ -22,11 +20,10 @@ class PortalLoginForm(AuthenticationForm):
     }
 
     def clean(self) -> dict[str, Any]:
-        if login_locked(self.request, self.data.get("username")):
-            minutes = max(1, round(settings.OCS["LOGIN_LOCK_S"] / 60))
+        reason = login_refusal(self.request, self.data.get("username"))
+        if reason:
             raise forms.ValidationError(
-                f"Too many failed sign-ins. Try again in {minutes} minutes, or ask your teacher for a new "
-                "set-password link.", code="locked")
+                refusal_message(reason, remedy="ask your teacher for a new set-password link"), code="locked")
         return super().clean()
 
 
@@ -80,12 +77,3 @@ class RequestFilterForm(forms.Form):
 
 class MoveWorkerForm(forms.Form):
     pool = forms.ModelChoiceField(queryset=Pool.objects.order_by("name"), to_field_name="name")
-
-
-class ClassChoiceForm(forms.Form):
-    classroom = forms.ModelChoiceField(queryset=Classroom.objects.order_by("name"), required=False)
-
-
-def user_label(user: User) -> str:
-    full = user.get_full_name()
-    return f"{full} ({user.username})" if full else user.username

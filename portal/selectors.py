@@ -8,10 +8,10 @@ from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.utils import timezone
 
 from accounts.models import ApiKey, Classroom, User
+from core.school_day import day_bounds
 from fleet.models import CatalogModel, Worker
 from fleet.selectors import usable_context as fleet_usable_context
 from inference.models import DailyUsage, RequestLog
-from core.school_day import day_bounds
 from portal.connect import ConnectModel
 from portal.stats import DayStats, daily_stats
 

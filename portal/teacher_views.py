@@ -5,49 +5,35 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable
-from functools import wraps
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.contrib import messages
-from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
+from accounts.access import staff_required
 from accounts.audit import acting_user, audit_record
 from accounts.models import ApiKey, AuditEvent, Classroom, User
 from accounts.selectors import student_policy
-from inference.selectors import class_daily_usage
 from accounts.services import key_revoke, limits_set, user_set_active
-from fleet.models import Pool, Worker
+from fleet.models import Worker
 from fleet.services import worker_disable, worker_drain, worker_enable, worker_move
 from inference.models import RequestLog
+from inference.selectors import class_daily_usage
 from portal import selectors
 from portal.csv_import import CsvProblem, parse_students_csv
 from portal.fleet_status import fleet_status
-from portal.forms import ImportStudentsForm, LimitsForm, RequestFilterForm
+from portal.forms import ImportStudentsForm, LimitsForm, MoveWorkerForm, RequestFilterForm
 from portal.services import set_password_path, students_import
 from portal.stats import bar_heights
 from portal.views import site_root
 
 View = Callable[..., HttpResponse]
 REQUESTS_PER_PAGE = 50
-
-
-def staff_required(view: View) -> View:
-    """Anonymous: to the sign-in page. Signed in without staff: 403."""
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
-        if not request.user.is_staff:
-            raise PermissionDenied("Teacher pages are for staff.")
-        return view(request, *args, **kwargs)
-    return wrapper
 
 
 def _limits_initial(target: Classroom | User) -> dict[str, Any]:
@@ -260,10 +246,11 @@ def worker_action(request: HttpRequest, worker_id: int, action: str) -> HttpResp
     worker = get_object_or_404(Worker.objects.select_related("pool"), id=worker_id)
     actor = acting_user(request)
     if action == "move":
-        pool = Pool.objects.filter(name=request.POST.get("pool", "")).first()
-        if pool is None:
+        form = MoveWorkerForm(request.POST)
+        if not form.is_valid():
             messages.error(request, "Choose a pool that exists.")
         else:
+            pool = form.cleaned_data["pool"]
             worker_move(worker=worker, pool=pool, actor=actor)
             messages.success(request, f"{worker.name} is now in pool {pool.name}.")
     elif action in WORKER_ACTIONS:

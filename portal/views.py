@@ -11,8 +11,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts.audit import acting_user
 from accounts.models import User
 from accounts.selectors import student_policy
-from inference.selectors import usage_summary
 from accounts.services import MAX_ACTIVE_KEYS, TooManyKeys, key_issue, key_revoke
+from inference.selectors import usage_summary
 from portal import selectors
 from portal.connect import KEY_PLACEHOLDER, setups
 from portal.forms import KeyCreateForm

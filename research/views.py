@@ -4,32 +4,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from functools import wraps
 from typing import Any
 
-from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils.safestring import mark_safe
 
+from accounts.access import staff_required
 from research import selectors
 from research.models import BenchmarkRun, Experiment
 
 LOGIN_URL = "/accounts/login/"
 View = Callable[..., HttpResponse]
-
-
-def staff_required(view: View) -> View:
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path(), LOGIN_URL)
-        if not request.user.is_staff:
-            raise PermissionDenied("The research pages are for teachers.")
-        return view(request, *args, **kwargs)
-
-    return wrapped
 
 
 def _charts(markup: list[str]) -> list[str]:

@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
-# Runs the whole suite on each back end: `embedded` (no environment: SQLite, in-process live
-# state) and `services` (PostgreSQL + Redis, required), then the real-clients group once, on
-# PostgreSQL + Redis (`realclients`). Default: all, embedded first.
+# Runs the suite: the whole of it on the embedded default (SQLite, in-process live state), then
+# on PostgreSQL + Redis everything whose outcome can depend on the back end (tests marked
+# `backend_neutral` — dialects, the demo, the rig agent, research runs — ran in the first pass
+# and are not repeated), then the real-clients group once, on PostgreSQL + Redis. Prints how
+# long each phase took at the end. Default: all.
 set -euo pipefail
 PY="${1:-.venv/bin/python}"
 WHICH="${2:-all}"
 export PYTHONUNBUFFERED=1
 status=0
+PHASES=()
 
-run_embedded() {
-    echo "=== test suite on the embedded default (SQLite, in-process live state)"
-    env -u DATABASE_URL -u REDIS_URL OCS_ENV=test "$PY" -m pytest -m "not realclients" "${PYTEST_ARGS[@]}" || status=1
+timed() {  # timed NAME COMMAND...: runs it, records its wall time and outcome
+    local name="$1" start rc=0
+    shift
+    start=$(date +%s)
+    "$@" || rc=$?
+    PHASES+=("$(printf '%-34s %5d s  %s' "$name" "$(( $(date +%s) - start ))" "$([ $rc = 0 ] && echo ok || echo FAILED)")")
+    [ $rc = 0 ] || status=1
+    return $rc
+}
+
+embedded_pytest() {
+    env -u DATABASE_URL -u REDIS_URL OCS_ENV=test "$PY" -m pytest "$@"
 }
 
 services_pytest() {
@@ -20,23 +32,28 @@ services_pytest() {
         "$PY" -m pytest "$@"
 }
 
+run_embedded() {
+    echo "=== test suite on the embedded default (SQLite, in-process live state)"
+    timed "embedded (all but real clients)" embedded_pytest -m "not realclients" "${PYTEST_ARGS[@]}" || true
+}
+
 run_services() {
-    bash scripts/ensure_services.sh || { status=1; return; }
-    echo "=== test suite on PostgreSQL + Redis"
-    services_pytest -m "not realclients" "${PYTEST_ARGS[@]}" || status=1
+    timed "PostgreSQL + Redis: set up" bash scripts/ensure_services.sh || return 0
+    echo "=== test suite on PostgreSQL + Redis (what can depend on the back end)"
+    timed "PostgreSQL + Redis" services_pytest -m "not realclients and not backend_neutral" "${PYTEST_ARGS[@]}" || true
 }
 
 # The students' real tools (tests/realclients), slow on CPU: once, on PostgreSQL + Redis only.
 run_realclients() {
-    bash scripts/ensure_services.sh || { status=1; return; }
+    bash scripts/ensure_services.sh >/dev/null || { status=1; return 0; }
+    timed "real clients: install" bash scripts/ensure_clients.sh || return 0
     echo "=== real clients (Claude Code, Copilot CLI, Codex CLI) through the gateway, on PostgreSQL + Redis"
-    bash scripts/ensure_clients.sh || { status=1; return; }
-    services_pytest -m realclients tests/realclients "${PYTEST_ARGS[@]}" || status=1
+    timed "real clients" services_pytest -m realclients tests/realclients "${PYTEST_ARGS[@]}" || true
 }
 
 PYTEST_ARGS=(${PYTEST_EXTRA:-})
 echo "=== type check (mypy)"
-env -u DATABASE_URL -u REDIS_URL "$PY" -m mypy core ocsweb accounts fleet inference research lessons portal || status=1
+timed "type check (mypy)" env -u DATABASE_URL -u REDIS_URL "$PY" -m mypy core ocsweb accounts fleet inference research lessons portal || true
 case "$WHICH" in
     embedded) run_embedded ;;
     services) run_services; run_realclients ;;
@@ -44,4 +61,6 @@ case "$WHICH" in
     all) run_embedded; run_services; run_realclients ;;
     *) echo "usage: run_tests.sh PYTHON [embedded|services|realclients|all]" >&2; exit 2 ;;
 esac
+echo "=== phase timings"
+printf '%s\n' "${PHASES[@]}"
 exit $status

@@ -2,10 +2,13 @@
 commented reference and is parsed by the tests, so it cannot drift from this code."""
 from __future__ import annotations
 
+import ipaddress
+import ssl
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from fleet.local_worker import LaunchOptions
 
@@ -44,6 +47,7 @@ class AgentConfig:
     rig_name: str
     address: str
     heartbeat_s: float = 5.0
+    ca_file: str | None = None  # a private CA's certificate(s), PEM, trusted for the control plane
     llama_server: str | None = None
     log_dir: str | None = None
     workers: tuple[WorkerConfig, ...] = field(default_factory=tuple)
@@ -107,6 +111,29 @@ def _worker(table: dict[str, Any], index: int) -> WorkerConfig:
     )
 
 
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_control_plane_url(url: str) -> None:
+    """https://, or http:// to this machine only: the rig token must never cross a network in
+    clear (a NetBird address is a network too)."""
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return
+    if parts.scheme == "http" and parts.hostname and _loopback(parts.hostname):
+        return
+    if parts.scheme == "http":
+        raise AgentConfigError(f"[control_plane]: `url` {url!r} is plain http:// to another machine, which would "
+                               "send the rig token in clear; use https:// (a private CA: set `ca_file`)")
+    raise AgentConfigError("[control_plane]: `url` must start with https:// (or http:// on loopback)")
+
+
 def parse_agent_config(text: str, *, base_dir: Path | None = None) -> AgentConfig:
     try:
         data = tomllib.loads(text)
@@ -127,8 +154,18 @@ def parse_agent_config(text: str, *, base_dir: Path | None = None) -> AgentConfi
         except OSError as exc:
             raise AgentConfigError(f"[control_plane]: token_file {path}: {exc.strerror}") from None
     url = _get(control, "url", str, "[control_plane]").rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise AgentConfigError("[control_plane]: `url` must start with https:// (or http:// on loopback)")
+    check_control_plane_url(url)
+    ca_file = _get(control, "ca_file", str, "[control_plane]", None)
+    if ca_file is not None:
+        ca_path = Path(ca_file)
+        if not ca_path.is_absolute() and base_dir is not None:
+            ca_path = base_dir / ca_path
+        try:
+            ssl.create_default_context(cafile=str(ca_path))
+        except (OSError, ssl.SSLError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise AgentConfigError(f"[control_plane]: ca_file {ca_path}: {reason}") from None
+        ca_file = str(ca_path)
     workers = tuple(_worker(t, i) for i, t in enumerate(_get(data, "workers", list, "file", [])))
     names = [w.name for w in workers]
     if len(set(names)) != len(names):
@@ -146,6 +183,7 @@ def parse_agent_config(text: str, *, base_dir: Path | None = None) -> AgentConfi
         rig_name=_get(rig, "name", str, "[rig]"),
         address=_get(rig, "address", str, "[rig]"),
         heartbeat_s=float(_get(rig, "heartbeat_s", (int, float), "[rig]", 5.0)),
+        ca_file=ca_file,
         llama_server=_get(llama, "binary", str, "[llama_server]", None),
         log_dir=_get(llama, "log_dir", str, "[llama_server]", None),
         workers=workers,

@@ -3,6 +3,7 @@ Talks to the control plane over HTTPS with its rig token; needs no database."""
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +55,10 @@ class RigAgentRunner:
         telemetry: Callable[[], tuple[str, list[GpuSample]]] = read_gpus,
     ) -> None:
         self.config = config
-        self.http = http or httpx.Client(timeout=10, trust_env=False)
+        # trust_env=False: no proxy from the environment; the CA is the config's ca_file (a
+        # private or self-signed one), or the system's.
+        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=config.ca_file) if config.ca_file else True
+        self.http = http or httpx.Client(timeout=10, trust_env=False, verify=verify)
         self.telemetry = telemetry
         self.registered = False
         log_dir = Path(config.log_dir) if config.log_dir else None

@@ -30,9 +30,16 @@ from typing import Any
 
 from core.errors import ApiError, invalid_request
 from inference.forced_tools import StreamConverter, convert_response, plan_forced_tool, rewrite_request
-from inference.protocols.base import Call, Chain, Plan, Protocol, StreamTransform, Target, sse_events
-from inference.validation import MAX_TOKENS_LIMIT, check_optional_int, check_optional_number, check_stream, \
-    parse_json_object, require_model
+from inference.protocols.base import Call, Chain, Plan, Protocol, StreamTransform, Target
+from inference.sse import sse_events
+from inference.validation import (
+    MAX_TOKENS_LIMIT,
+    check_optional_int,
+    check_optional_number,
+    check_stream,
+    parse_json_object,
+    require_model,
+)
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"

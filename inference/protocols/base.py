@@ -15,7 +15,6 @@ from typing import Any
 from core.errors import ApiError
 
 
-
 class StreamTransform:
     """Turns a worker's stream into the client's: `feed` gets the worker's bytes as they arrive
     (cut anywhere) and yields what the client gets; `end` runs once the worker's stream ended
@@ -96,16 +95,3 @@ class Protocol:
     error_body: Callable[[ApiError], bytes]
     error_event: Callable[[ApiError], bytes]  # an error after the stream started
     maps_unknown_models: bool = False  # Claude Code's claude-* names go to a default model
-
-
-def sse_events(pending: bytes, raw: bytes) -> tuple[list[bytes], bytes]:
-    """Split a byte stream into whole SSE events (without their blank-line terminator).
-    Returns (events, what is left for the next read). Accepts \\r\\n line ends."""
-    pending += raw
-    if b"\r\n" in pending:
-        pending = pending.replace(b"\r\n", b"\n")
-    events = []
-    while b"\n\n" in pending:
-        event, pending = pending.split(b"\n\n", 1)
-        events.append(event)
-    return events, pending

@@ -8,8 +8,8 @@ import hashlib
 from datetime import datetime, timezone
 from typing import Any
 
-from fleet.selectors import ModelView
 from core import errors
+from fleet.selectors import ModelView
 from inference.validation import parse_json_object
 
 # Copilot requires >= 0.6.4 (or exactly 0.0.0).

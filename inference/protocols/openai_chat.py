@@ -15,8 +15,15 @@ from core.errors import ApiError, invalid_request
 from inference.forced_tools import StreamConverter, convert_response, plan_forced_tool, rewrite_request
 from inference.protocols.base import Call, Plan, Protocol, Target
 from inference.reasoning import ReasoningMirror, mirror_reasoning
-from inference.validation import MAX_TOKENS_LIMIT, check_optional_int, check_optional_number, check_sampling, \
-    check_stream, parse_json_object, require_model
+from inference.validation import (
+    MAX_TOKENS_LIMIT,
+    check_optional_int,
+    check_optional_number,
+    check_sampling,
+    check_stream,
+    parse_json_object,
+    require_model,
+)
 
 WORKER_PATH = "/v1/chat/completions"
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})

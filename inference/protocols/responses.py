@@ -25,9 +25,16 @@ from typing import Any
 
 from core.errors import ApiError, invalid_request
 from inference.protocols import openai_chat
-from inference.protocols.base import Call, Chain, Plan, Protocol, StreamTransform, Target, sse_events
-from inference.validation import MAX_TOKENS_LIMIT, check_optional_int, check_sampling, check_stream, \
-    parse_json_object, require_model
+from inference.protocols.base import Call, Chain, Plan, Protocol, StreamTransform, Target
+from inference.sse import sse_events
+from inference.validation import (
+    MAX_TOKENS_LIMIT,
+    check_optional_int,
+    check_sampling,
+    check_stream,
+    parse_json_object,
+    require_model,
+)
 
 WORKER_PATH = "/v1/chat/completions"
 HOSTED_TOOL_TYPES = frozenset({

@@ -32,11 +32,11 @@ from fleet.local_worker import (
     LaunchOptions,
     LlamaServerProcess,
     LlamaServerSpec,
+    die_with_parent,
     find_default_model,
     free_port,
     local_threads,
 )
-from fleet.local_worker import die_with_parent
 from research.gateway_bench.client import ChatTarget, Endpoint, run_requests, run_round, warm_up
 from research.gateway_bench.replay import DEFAULT_MODEL as REPLAY_MODEL
 from research.gateway_bench.replay import new_event_loop
@@ -112,10 +112,6 @@ class Upstream:
 
 
 # --- processes ---------------------------------------------------------------------------------
-
-
-def die_with_parent() -> None:
-    die_with_parent()
 
 
 def _get(url: str, timeout_s: float = 1.0) -> tuple[int, dict[str, str]]:

@@ -1,7 +1,8 @@
 """Which caps apply: key -> student -> class -> site defaults (pure, no database)."""
 from __future__ import annotations
 
-from accounts.limits import Caps, LimitLevel as Level, resolve
+from accounts.limits.resolution import Caps, resolve
+from accounts.limits.resolution import LimitLevel as Level
 
 DEFAULTS = Caps(requests_per_minute=60, tokens_per_day=100_000, concurrency=8)
 

@@ -21,7 +21,7 @@ from inference.models import RequestLog
 from lessons.catalogue import load_catalogue
 from tests.conftest import MODEL_ID, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
 
 

@@ -29,6 +29,9 @@ def post(path: str, body: dict, token: str | None) -> object:
 
 @pytest.fixture
 def rig() -> tuple[Rig, str]:
+    from fleet.services import catalog_model_ensure
+
+    catalog_model_ensure(public_id="qwen-7b", context_length=8192)  # the teacher's side: the catalogue
     return rig_create(name="rig1", address="100.64.0.12")
 
 
@@ -219,3 +222,36 @@ def test_a_heartbeat_cannot_touch_another_rigs_workers(rig) -> None:  # noqa: AN
     assert post("/agent/v1/heartbeat", body, other_token).status_code == 200
     worker = Worker.objects.get(name="rig1-a")
     assert (worker.state, worker.process_state, worker.process_pid) == ("healthy", "", None)
+
+
+def test_a_rig_token_cannot_create_a_pool_or_a_catalogue_model(rig) -> None:  # noqa: ANN001
+    from fleet.models import CatalogModel, Pool
+
+    new_pool = {**WORKERS[0], "pool": "rig-made"}
+    response = post("/agent/v1/register", {"agent_version": "v", "workers": [new_pool]}, rig[1])
+    assert response.status_code == 403 and "pool 'rig-made' does not exist" in response.json()["detail"]
+    new_model = {**WORKERS[0], "model_id": "rig-made-model"}
+    response = post("/agent/v1/register", {"agent_version": "v", "workers": [new_model]}, rig[1])
+    assert response.status_code == 403 and "not in the catalogue" in response.json()["detail"]
+    assert not Pool.objects.filter(name="rig-made").exists()
+    assert not CatalogModel.objects.filter(public_id="rig-made-model").exists()
+    assert not Worker.objects.filter(name="rig1-a").exists()
+
+
+def test_a_rigs_report_never_lowers_the_catalogues_context(rig) -> None:  # noqa: ANN001
+    from fleet.models import CatalogModel
+
+    small = {**WORKERS[0], "slots": 2, "context_per_slot": 512, "launch": {"context": 1024, "slots": 2}}
+    assert post("/agent/v1/register", {"agent_version": "v", "workers": [small]}, rig[1]).status_code == 200
+    assert CatalogModel.objects.get(public_id="qwen-7b").context_length == 8192  # the teacher's setting
+    assert Worker.objects.get(name="rig1-a").context_per_slot == 512  # the worker's own, as launched
+
+
+@pytest.mark.parametrize("declaration, reason", [
+    ({"slots": 4, "context_per_slot": 8192, "launch": {"context": 1024, "slots": 4}}, "is not the launch's context"),
+    ({"slots": 4, "launch": {"slots": 2}}, "is not the launch's (2)"),
+    ({"slots": 4, "launch": {"context": "big"}}, "must be a positive integer"),
+])
+def test_reported_values_that_contradict_the_launch_are_refused(rig, declaration, reason) -> None:  # noqa: ANN001
+    response = post("/agent/v1/register", {"agent_version": "v", "workers": [{**WORKERS[0], **declaration}]}, rig[1])
+    assert response.status_code == 400 and reason in response.json()["detail"], response.json()

@@ -62,3 +62,40 @@ def test_a_config_without_any_token_is_refused() -> None:
     text = MINIMAL.replace('token = "ocsrig-aaaaaaaaaa-{secret}"\n', "")
     with pytest.raises(AgentConfigError, match="token_file"):
         parse_agent_config(text)
+
+
+@pytest.mark.parametrize("url", ["http://ai.school.example", "http://100.64.0.1:8000", "http://10.0.0.5"])
+def test_plain_http_to_another_machine_is_refused_because_the_token_would_travel_in_clear(url: str) -> None:
+    with pytest.raises(AgentConfigError, match="in clear"):
+        parse_agent_config(MINIMAL.replace("http://127.0.0.1:8000", url))
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000", "http://localhost:8000", "http://[::1]:8000",
+                                 "https://ai.school.example", "https://100.64.0.1"])
+def test_https_anywhere_and_http_on_loopback_are_accepted(url: str) -> None:
+    assert parse_agent_config(MINIMAL.replace("http://127.0.0.1:8000", url)).control_plane_url == url
+
+
+def test_a_ca_file_is_read_relative_to_the_config_and_a_missing_one_is_refused(tmp_path: Path) -> None:
+    from tests.deploy.proxy import make_certificate
+
+    cert, _ = make_certificate(tmp_path)
+    text = MINIMAL.replace("[rig]", f'ca_file = "{cert.name}"\n[rig]')
+    assert load_agent_config_text(tmp_path, text).ca_file == str(cert)
+    with pytest.raises(AgentConfigError, match="ca_file"):
+        load_agent_config_text(tmp_path, text.replace(cert.name, "missing.pem"))
+    (tmp_path / "not-a-cert.pem").write_text("hello")
+    with pytest.raises(AgentConfigError, match="ca_file"):
+        load_agent_config_text(tmp_path, text.replace(cert.name, "not-a-cert.pem"))
+
+
+def load_agent_config_text(directory: Path, text: str):  # noqa: ANN201
+    (directory / "rig.toml").write_text(text)
+    return load_agent_config(directory / "rig.toml")
+
+
+def test_the_example_leaves_the_binary_to_the_virtual_environment_as_the_guide_says(tmp_path: Path) -> None:
+    (tmp_path / "rig.toml").write_text(EXAMPLE.read_text())
+    (tmp_path / "rig.token").write_text("ocsrig-token\n")
+    assert load_agent_config(tmp_path / "rig.toml").llama_server is None
+    assert "Leave `[llama_server] binary` out" in (EXAMPLE.parents[0] / "deployment.md").read_text()

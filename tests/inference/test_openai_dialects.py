@@ -101,6 +101,7 @@ def test_hostile_chat_fields_get_a_400(bad: dict[str, object]) -> None:
 
 @pytest.mark.parametrize("body", [
     b'{"model": "m", "x": NaN}', b'{"model": "m", "x": Infinity}', b'{"model": "m", "x": "\\ud800"}',
+    b'{"model": "m", "temperature": 1e400}', b'{"model": "m", "x": [-1.5e309]}',
     b'{"model": "m", "x": ' + b"9" * 5000 + b"}", b'{"model": "m", "x": ' + b"[" * 1000 + b"]" * 1000 + b"}",
     b'{"model": "m", "x": ' + b"[" * 200000 + b"]" * 200000 + b"}",
 ])
@@ -108,6 +109,13 @@ def test_json_that_would_break_later_steps_is_refused_up_front(body: bytes) -> N
     with pytest.raises(ApiError) as caught:
         parse_json_object(body)
     assert caught.value.status == 400
+
+
+def test_a_number_outside_the_double_range_is_refused_by_name() -> None:
+    with pytest.raises(ApiError) as caught:
+        parse_json_object(b'{"model": "m", "temperature": 1e400}')
+    assert caught.value.status == 400 and "1e400" in caught.value.message
+    assert parse_json_object(b'{"x": 1e-400, "y": 1.7e308}') == {"x": 0.0, "y": 1.7e308}  # underflow is 0, fine
 
 
 def test_valid_unicode_and_moderate_nesting_pass() -> None:

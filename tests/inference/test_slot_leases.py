@@ -10,13 +10,14 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
+from core import live
+from core.lease import Lease
+from core.live import InProcessLiveState, LiveStateUnavailable, worker_resource
 from fleet.scheduler import WorkerView
 from inference import dispatch, upstream
-from inference.admission import Lease, Slot, Want
+from inference.admission import Slot, Want
 from inference.protocols import openai_chat
-from inference.request_log import RequestRecord
-from core import live
-from core.live import InProcessLiveState, LiveStateUnavailable, worker_resource
+from inference.request_context import RequestContext
 
 
 class Clock:
@@ -39,6 +40,7 @@ def test_a_lease_whose_release_fails_stops_renewing_and_expires(monkeypatch: pyt
     state = FailingRelease(clock=clock)
     monkeypatch.setattr(live, "live_state", lambda: state)
     monkeypatch.setattr("inference.admission.live_state", lambda: state)
+    monkeypatch.setattr("core.lease.live_state", lambda: state)
 
     async def scenario() -> int:
         with override_settings(OCS={**settings.OCS, "SLOT_LEASE_S": 0.03}):
@@ -63,6 +65,7 @@ def test_a_cancel_before_the_stream_is_handed_over_frees_the_slot(monkeypatch: p
     state = InProcessLiveState()
     monkeypatch.setattr("inference.dispatch.live_state", lambda: state)
     monkeypatch.setattr("inference.admission.live_state", lambda: state)
+    monkeypatch.setattr("core.lease.live_state", lambda: state)
     reached = asyncio.Event()
 
     async def acquire_slot(want: Want) -> Slot:
@@ -94,7 +97,7 @@ def test_a_cancel_before_the_stream_is_handed_over_frees_the_slot(monkeypatch: p
     monkeypatch.setattr(state, "set_affinity", set_affinity)
 
     async def scenario() -> int:
-        record = RequestRecord(client="openai", path="/v1/chat/completions")
+        record = RequestContext(client="openai", path="/v1/chat/completions")
         record.want = Want(user_id=1, pool_id=1, model_id="m", conversation="c1")
         task = asyncio.ensure_future(dispatch.open_stream(path="/v1/chat/completions", body={}, record=record,
                                                           protocol=openai_chat.PROTOCOL))

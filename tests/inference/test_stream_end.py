@@ -8,11 +8,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from core.lease import Lease
 from inference import pipeline
-from inference.admission import Lease, Slot
+from inference.admission import Slot
 from inference.dispatch import OpenStream, relay
 from inference.protocols import openai_chat
-from inference.request_log import RequestRecord
+from inference.request_context import RequestContext
 from tests.inference.test_slot_leases import WORKER
 
 CHUNKS = [b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\n',
@@ -37,13 +38,13 @@ def _ends(monkeypatch: pytest.MonkeyPatch, *, read: int) -> tuple[int, str]:
     returns the status and error code the request ended with."""
     ended: list[tuple[int, str]] = []
 
-    async def end(record: RequestRecord, *, status: int, error_code: str = "") -> None:
+    async def end(record: RequestContext, *, status: int, error_code: str = "") -> None:
         ended.append((status, error_code))
 
     monkeypatch.setattr(pipeline, "end", end)
 
     async def scenario() -> None:
-        record = RequestRecord(client="openai", path="/v1/chat/completions")
+        record = RequestContext(client="openai", path="/v1/chat/completions")
         answer = Answer()
         chunks = answer.aiter_raw()
         first = await anext(chunks)

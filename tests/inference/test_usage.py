@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-
-from inference.usage import Usage, UsageSniffer
 from core.private_access import private_access_allowed
+from inference.usage import Usage, UsageSniffer
 
 
 def usage_of(answer: dict) -> Usage:  # what dispatch does with a whole (parsed) answer

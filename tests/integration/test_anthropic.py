@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import MODEL_ID
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 
 WEATHER = {"name": "get_weather", "description": "Get the current weather for a city",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}

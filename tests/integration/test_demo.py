@@ -18,7 +18,7 @@ import pytest
 from fleet.local_worker import free_port
 from tests.conftest import MODEL_ID, ROOT, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 
 
 def _read_until(process: subprocess.Popen[str], marker: str, timeout_s: float) -> list[str]:
@@ -155,10 +155,11 @@ def test_demo_again_reuses_the_database_and_issues_a_new_key(tmp_path: Path) -> 
     assert (tmp_path / "ocs.sqlite3").exists()
     count = subprocess.run(
         [sys.executable, "manage.py", "shell", "--no-imports", "-c",
-         "from accounts.models import ApiKey, User; print(User.objects.count(), ApiKey.objects.count())"],
+         "from accounts.models import ApiKey, User; "
+         "print(User.objects.count(), ApiKey.objects.count(), ApiKey.objects.filter(revoked_at=None).count())"],
         cwd=ROOT, env=env, capture_output=True, text=True, check=True,
     ).stdout.split()
-    assert count == ["2", "2"]  # the same two demo users, one key per run
+    assert count == ["2", "2", "1"]  # the same two demo users, one key per run, the previous run's revoked
 
 
 def _first_request_after_start(env: dict[str, str], port: int) -> None:

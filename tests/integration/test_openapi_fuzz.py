@@ -1,5 +1,6 @@
-"""schemathesis drives the live gateway from its own /v1/openapi.json: valid and invalid bodies
-(mode all), with a valid key; whatever it sends, the gateway answers without a 5xx."""
+"""schemathesis drives the live gateway from its own /v1/openapi.json, read with the key it uses
+(so the document names that key's models): valid and invalid bodies (mode all); whatever it
+sends, the gateway answers without a 5xx."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,7 @@ import pytest
 
 from tests.conftest import MODEL_ID
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 
 
 def test_the_document_describes_every_public_route(gateway) -> None:  # noqa: ANN001
@@ -31,9 +32,9 @@ def test_schemathesis_finds_no_server_error(gateway, worker, student_key, tmp_pa
     CatalogModel.objects.filter(public_id=MODEL_ID).update(max_output_tokens=8)
     runner = shutil.which("schemathesis", path=str(Path(sys.executable).parent))
     assert runner, "schemathesis is a test dependency (requirements-dev.txt)"
-    # The document's `model` fields name the catalogue's models, so generated requests reach the
-    # worker (random names would all be 404s, tested elsewhere).
-    document = httpx.get(gateway.url + "/v1/openapi.json").json()
+    # Read with the key, the document's `model` fields name the models that key may use, so
+    # generated requests reach the worker (random names would all be 404s, tested elsewhere).
+    document = httpx.get(gateway.url + "/v1/openapi.json", headers={"Authorization": f"Bearer {student_key[1]}"}).json()
     request = document["paths"]["/v1/responses"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert MODEL_ID in request["properties"]["model"]["enum"]
     schema_file = tmp_path / "openapi.json"

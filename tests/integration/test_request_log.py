@@ -63,11 +63,12 @@ def test_sigterm_during_load_leaves_a_row_for_every_request_that_got_a_response(
 @pytest.mark.django_db(transaction=True)
 def test_a_row_the_database_refuses_is_dropped_without_losing_the_others() -> None:
     from inference.models import RequestLog
-    from inference.request_log import RequestLogWriter, RequestRecord
+    from inference.request_context import RequestContext
+    from inference.request_log import RequestLogWriter
 
     writer = RequestLogWriter(flush_every_s=600)
-    good = RequestRecord(client="openai", path="/v1/models").row(status=200, error_code="")
-    bad = RequestRecord(client="openai", path="/v1/models").row(status=-1, error_code="")  # violates a CHECK
+    good = RequestContext(client="openai", path="/v1/models").row(status=200, error_code="")
+    bad = RequestContext(client="openai", path="/v1/models").row(status=-1, error_code="")  # violates a CHECK
     for row in (good, bad, dict(good, path="/v1/chat/completions")):
         writer.submit(row)
     assert writer.flush() == 2 and writer.pending() == 0
@@ -97,8 +98,8 @@ def test_no_raw_key_reaches_the_database_or_the_gateway_log(gateway, worker, stu
 @pytest.mark.django_db(transaction=True)
 def test_daily_rollups_sum_per_student_and_class_and_pruning_keeps_them(student, other_student) -> None:  # noqa: ANN001
     from accounts.models import Classroom
-    from inference.selectors import class_daily_usage
     from inference.models import DailyUsage, RequestLog
+    from inference.selectors import class_daily_usage
     from inference.tasks import prune_request_log, rollup_usage
 
     room = Classroom.objects.create(name="7b")

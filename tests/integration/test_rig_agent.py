@@ -12,7 +12,7 @@ import pytest
 from fleet.local_worker import free_port
 from tests.conftest import ROOT, gateway_env, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 
 
 def agent_toml(gateway_url: str, token: str, port: int, *, name: str = "cpu-1") -> str:
@@ -33,15 +33,23 @@ slots = 2
 """
 
 
+def make_rig() -> tuple[object, str]:
+    """The teacher's side first: the catalogue holds the model (a rig cannot add it), then the rig."""
+    from fleet.rigs import rig_create
+    from fleet.services import catalog_model_ensure
+
+    catalog_model_ensure(public_id="smollm2-135m-instruct", context_length=4096)
+    return rig_create(name="test-rig", address="127.0.0.1")
+
+
 def test_agent_runs_a_worker_that_serves_and_restarts_it_after_a_crash(
     gateway, monitor, student_key, transactional_db  # noqa: ANN001
 ) -> None:
     from fleet.agent.config import parse_agent_config
     from fleet.agent.runner import RigAgentRunner
     from fleet.models import Worker
-    from fleet.rigs import rig_create
 
-    _rig, token = rig_create(name="test-rig", address="127.0.0.1")
+    _rig, token = make_rig()
     agent = RigAgentRunner(parse_agent_config(agent_toml(gateway.url, token, free_port())))
     try:
         first = agent.run_round()
@@ -74,14 +82,13 @@ def test_agent_runs_a_worker_that_serves_and_restarts_it_after_a_crash(
 
 
 def test_rig_agent_command_runs_a_round_and_stops_its_workers(gateway, transactional_db, tmp_path) -> None:  # noqa: ANN001
-    from fleet.rigs import rig_create
 
-    _rig, token = rig_create(name="test-rig", address="127.0.0.1")
+    _rig, token = make_rig()
     config = tmp_path / "rig.toml"
     config.write_text(agent_toml(gateway.url, token, free_port(), name="cpu-cmd"))
     result = subprocess.run([sys.executable, "manage.py", "rig_agent", "--config", str(config), "--once"],
                             cwd=ROOT, env=gateway_env(), capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
     assert "rig test-rig: 1 worker(s)" in result.stdout
     assert "cpu-cmd=starting" in result.stdout and "no GPUs" in result.stdout
 
@@ -92,15 +99,33 @@ def test_rig_agent_command_runs_a_round_and_stops_its_workers(gateway, transacti
     assert refused.returncode != 0 and "control_plane" in refused.stderr
 
 
+def test_rig_agent_once_fails_when_a_worker_cannot_be_launched_or_is_refused(gateway, transactional_db,  # noqa: ANN001
+                                                                           tmp_path) -> None:  # noqa: ANN001
+    _rig, token = make_rig()
+    config = tmp_path / "rig.toml"
+    # The old example's binary, absent here: the worker stays stopped, and the check must say so.
+    config.write_text(agent_toml(gateway.url, token, free_port(), name="cpu-nobinary")
+                      + '[llama_server]\nbinary = "/opt/ocs/llama-server"\n')
+    result = subprocess.run([sys.executable, "manage.py", "rig_agent", "--config", str(config), "--once"],
+                            cwd=ROOT, env=gateway_env(), capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0, result.stdout
+    assert "cpu-nobinary=stopped" in result.stdout and "not launched: cpu-nobinary" in result.stderr
+
+    config.write_text(agent_toml(gateway.url, token, free_port(), name="cpu-unknown-model")
+                      .replace('model_id = "smollm2-135m-instruct"', 'model_id = "not-in-the-catalogue"'))
+    result = subprocess.run([sys.executable, "manage.py", "rig_agent", "--config", str(config), "--once"],
+                            cwd=ROOT, env=gateway_env(), capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and "not in the catalogue" in result.stderr, result.stderr
+
+
 def test_an_agent_started_again_after_dying_serves_nothing_until_its_new_worker_is_healthy(
     gateway, monitor, student_key, transactional_db  # noqa: ANN001
 ) -> None:
     from fleet.agent.config import parse_agent_config
     from fleet.agent.runner import RigAgentRunner
     from fleet.models import Worker, WorkerEvent
-    from fleet.rigs import rig_create
 
-    _rig, token = rig_create(name="test-rig", address="127.0.0.1")
+    _rig, token = make_rig()
     config = parse_agent_config(agent_toml(gateway.url, token, free_port(), name="cpu-again"))
 
     def state() -> str:

@@ -101,8 +101,8 @@ def test_revocation_refuses_the_very_next_request_in_both_gateways(two_gateways,
 
 def test_two_gateways_never_put_more_requests_on_a_worker_than_it_has_slots(two_gateways, llama_server) -> None:  # noqa: ANN001
     from accounts.services import key_issue, user_ensure
-    from fleet.services import worker_register
     from core.live import live_state, worker_resource
+    from fleet.services import worker_register
 
     _, _, balancer = two_gateways
     worker = worker_register(name="two-slot-worker", base_url=llama_server, model_id=MODEL_ID, pool_name="production",

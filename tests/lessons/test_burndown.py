@@ -129,7 +129,7 @@ def test_benchmark_deliverables_follow_the_research_runs(monkeypatch) -> None:  
 
 def test_a_manual_check_names_who_ticked_it_and_when(client, teacher, student) -> None:  # noqa: ANN001
     client.force_login(student)
-    assert client.post("/ground0/contracts/tick/", {"note": "sneaky"}).status_code == 404
+    assert client.post("/ground0/contracts/tick/", {"note": "sneaky"}).status_code == 403
     client.force_login(teacher)
     client.post("/ground0/contracts/tick/", {"note": "reviewed on Monday"})
     page = client.get("/ground0/").content.decode()

@@ -86,9 +86,10 @@ def test_teacher_pages_are_for_staff_only(client, student, teacher) -> None:  # 
         anonymous = client.get(url)
         assert anonymous.status_code == 302 and anonymous["Location"].startswith("/accounts/login/")
     client.force_login(student)
-    assert client.get("/lessons/teacher/").status_code == 404
-    assert client.get("/lessons/teacher/progress.csv").status_code == 404
-    assert client.post("/ground0/contracts/tick/").status_code == 404
+    refused = client.get("/lessons/teacher/")
+    assert refused.status_code == 403 and "for teachers" in refused.content.decode()
+    assert client.get("/lessons/teacher/progress.csv").status_code == 403
+    assert client.post("/ground0/contracts/tick/").status_code == 403
     client.force_login(teacher)
     assert client.get("/lessons/teacher/").status_code == 200
     assert client.get("/lessons/teacher/progress.csv?class=99999").status_code == 404

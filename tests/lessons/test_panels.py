@@ -9,11 +9,11 @@ from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from accounts.services import key_issue
+from core.live import live_state, worker_resource
 from fleet.models import Gpu, Pool, Rig, WorkerEvent
 from fleet.services import worker_register
 from lessons import research_bridge
 from lessons.research_bridge import BenchmarkFact
-from core.live import live_state, worker_resource
 from tests.lessons.helpers import COPILOT_AGENT, log_request
 
 pytestmark = pytest.mark.django_db

@@ -8,10 +8,10 @@ from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from accounts.services import key_issue
-from fleet.services import worker_register
-from lessons.models import Answer, FleetSighting, StepDone
 from core.live import live_state
 from core.quota import concurrency_resource
+from fleet.services import worker_register
+from lessons.models import Answer, FleetSighting, StepDone
 from tests.lessons.helpers import CLAUDE_AGENT, COPILOT_AGENT, log_request
 
 pytestmark = pytest.mark.django_db

@@ -69,3 +69,25 @@ def test_the_metrics_endpoint_uses_the_real_client_behind_the_trusted_proxy(sett
     assert proxy.get("/metrics", HTTP_X_FORWARDED_FOR="100.64.0.5").status_code == 200
     assert Client(REMOTE_ADDR="100.64.0.5").get("/metrics").status_code == 200
     assert Client(REMOTE_ADDR="203.0.113.7").get("/metrics").status_code == 403
+
+
+@pytest.mark.parametrize("remote, header, forwarded, expected", [
+    ("127.0.0.1", "203.0.113.7", None, "203.0.113.7"),  # cloudflared on loopback names the client
+    ("127.0.0.1", "203.0.113.7", "127.0.0.1", "203.0.113.7"),  # the header wins over the hop list
+    ("127.0.0.1", "garbage", "198.51.100.4", "198.51.100.4"),  # not an address: X-Forwarded-For as before
+    ("203.0.113.9", "100.64.0.5", None, "203.0.113.9"),  # from a peer we do not trust: ignored
+])
+def test_a_client_header_is_believed_only_from_a_trusted_proxy(remote, header, forwarded, expected) -> None:  # noqa: ANN001
+    assert client_address(remote_addr=remote, forwarded_for=forwarded, trusted_proxies=PROXY,
+                          client_header=header) == expected
+
+
+@pytest.mark.django_db
+def test_metrics_behind_a_tunnel_to_the_gateway_are_judged_by_the_tunnels_client_header(settings) -> None:  # noqa: ANN001
+    from django.test import Client
+
+    settings.OCS = {**settings.OCS, "TRUSTED_PROXIES": ("127.0.0.1",), "METRICS_TOKEN": "",
+                    "CLIENT_ADDRESS_HEADER": "CF-Connecting-IP"}
+    tunnel = Client(REMOTE_ADDR="127.0.0.1")
+    assert tunnel.get("/metrics", HTTP_CF_CONNECTING_IP="203.0.113.7").status_code == 403  # the internet
+    assert tunnel.get("/metrics", HTTP_CF_CONNECTING_IP="100.64.0.5").status_code == 200

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from fleet.local_worker import free_port
 from core.gateway_guard import processes_problem
+from fleet.local_worker import free_port
 from tests.conftest import ROOT
 
 

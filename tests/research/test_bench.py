@@ -11,6 +11,8 @@ from django.core.management import CommandError, call_command
 
 from research.models import BenchmarkRun, GpuSample, RequestSample
 
+pytestmark = pytest.mark.backend_neutral  # once, in the embedded pass
+
 MODEL = "smollm2-135m-instruct"
 STATS = ("p50", "p90", "p99", "mean")
 

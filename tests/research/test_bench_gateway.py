@@ -31,6 +31,8 @@ from research.gateway_bench.report import (
     ratio_lines,
 )
 
+pytestmark = pytest.mark.backend_neutral  # once, in the embedded pass
+
 ROOT = Path(__file__).resolve().parents[2]
 TOKENS = 6
 

@@ -10,6 +10,8 @@ from django.core.management import call_command
 from research.models import BenchmarkRun
 from research.scenarios import llama_bench
 
+pytestmark = pytest.mark.backend_neutral  # once, in the embedded pass
+
 
 def test_slots_sweep_launches_one_server_per_slot_count_and_stores_its_launch(
     transactional_db, tmp_path: Path,  # noqa: ANN001

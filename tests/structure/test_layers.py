@@ -1,7 +1,9 @@
 """The floors of the codebase (docs/architecture.md, "Layers"): every arrow points down.
 
 An arrow is an import (at module level or inside a function: an import moved into a function to
-dodge a cycle is still a cycle) or a model named by string ("fleet.Pool" in a foreign key).
+dodge a cycle is still a cycle; `importlib.import_module("app.x")` too) or a model named by
+string ("fleet.Pool" in a foreign key). Starting the site as a process (`-m ocsweb.gateway` in
+research's bench) is not an import.
 """
 from __future__ import annotations
 
@@ -16,6 +18,10 @@ LAYERS = ["core", "fleet", "accounts", "inference", "research", "lessons", "port
 MODEL_REFERENCE = re.compile(r"([a-z]+)\.[A-Z]\w*")
 
 
+def _called(call: ast.Call) -> str:
+    return call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+
+
 def arrows_of(path: Path) -> list[tuple[str, int]]:
     """(target app, line) for each reference this file makes to an app of LAYERS."""
     tree = ast.parse(path.read_text(), filename=str(path))
@@ -28,6 +34,9 @@ def arrows_of(path: Path) -> list[tuple[str, int]]:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "migrations" not in path.parts:
             if match := MODEL_REFERENCE.fullmatch(node.value):
                 found.append((match.group(1), node.lineno))
+        elif isinstance(node, ast.Call) and _called(node) in {"import_module", "__import__"} and node.args:
+            if isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                found.append((node.args[0].value.split(".")[0], node.lineno))
     return [(target, line) for target, line in found if target in LAYERS]
 
 
@@ -51,14 +60,23 @@ def test_the_check_sees_imports_inside_functions_and_string_foreign_keys(tmp_pat
     (tmp_path / "fleet").mkdir()
     (tmp_path / "fleet" / "models.py").write_text("owner = ForeignKey('accounts.User')\n")
     (tmp_path / "accounts").mkdir()
-    (tmp_path / "accounts" / "views.py").write_text("from ocsweb.settings import X\nfrom fleet.models import Pool\n")
+    (tmp_path / "accounts" / "views.py").write_text(
+        "from ocsweb.settings import X\nfrom fleet.models import Pool\nm = import_module('inference.models')\n")
     assert upward_arrows(tmp_path) == [
         "core/helper.py:2: core -> accounts",
         "fleet/models.py:1: fleet -> accounts",
         "accounts/views.py:1: accounts -> ocsweb",
+        "accounts/views.py:3: accounts -> inference",
     ]
 
 
 def test_every_app_is_on_a_floor() -> None:
     packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "scripts", "deploy", "docs"}
     assert packages <= set(LAYERS), f"place {packages - set(LAYERS)} in LAYERS and docs/architecture.md"
+
+
+def test_one_decorator_guards_every_teacher_page() -> None:
+    """lessons, research and the teacher's pages answer "not a teacher" the same way."""
+    copies = [str(path.relative_to(ROOT)) for app in LAYERS for path in (ROOT / app).rglob("*.py")
+              if "def staff_required" in path.read_text()]
+    assert copies == ["accounts/access.py"]

@@ -4,9 +4,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from core.keys import prefix_of
 from accounts.models import ApiKey
 from accounts.services import key_revoke
+from core.keys import prefix_of
 
 
 class Command(BaseCommand):

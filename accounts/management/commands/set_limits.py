@@ -5,9 +5,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from core.keys import prefix_of
 from accounts.models import ApiKey, Classroom, User
 from accounts.services import limits_describe, limits_set
+from core.keys import prefix_of
 
 
 def _cap(text: str) -> int | None:

@@ -7,9 +7,9 @@ from typing import Any
 import httpx
 from django.core.management.base import BaseCommand, CommandParser
 
+from core.live import live_state
 from fleet.health import probe_round
 from fleet.hysteresis import HealthTracker
-from core.live import live_state
 
 
 class Command(BaseCommand):

@@ -10,6 +10,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from fleet.agent.config import AgentConfigError, load_agent_config
 from fleet.agent.runner import RigAgentRunner
 
+LAUNCHED = {"starting", "running"}
+
 
 class Command(BaseCommand):
     help = ("Run on a rig: register with the control plane, launch and supervise one llama-server per "
@@ -41,3 +43,11 @@ class Command(BaseCommand):
                     break
         finally:
             agent.stop()
+        if options["once"]:
+            # The installation check: it passes only if the control plane took the report and
+            # every worker's llama-server was launched.
+            idle = [w["name"] for w in result.workers if w["process_state"] not in LAUNCHED]
+            if result.errors or idle or not result.registered:
+                raise CommandError("the round failed: " + "; ".join(
+                    result.errors + ([f"not launched: {', '.join(idle)}"] if idle else [])
+                    + ([] if result.registered else ["not registered with the control plane"])))

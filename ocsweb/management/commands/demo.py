@@ -28,10 +28,20 @@ from accounts.services import key_issue, key_revoke, user_ensure
 from fleet.agent.config import AgentConfig, WorkerConfig
 from fleet.agent.runner import RigAgentRunner
 from fleet.embedded import PER_SLOT_CONTEXT
-from fleet.local_worker import DEFAULT_MODEL_ID, NATIVE_CONTEXT, LaunchOptions, die_with_parent, context_options, \
-    find_default_model, find_llama_server, free_port, local_threads
+from fleet.local_worker import (
+    DEFAULT_MODEL_ID,
+    NATIVE_CONTEXT,
+    LaunchOptions,
+    context_options,
+    die_with_parent,
+    find_default_model,
+    find_llama_server,
+    free_port,
+    local_threads,
+)
 from fleet.models import Worker
 from fleet.rigs import rig_create, rig_workers_reset
+from fleet.services import catalog_model_ensure
 
 DEMO_RIG = "demo-rig"
 DEMO_WORKER_PREFIX = "demo-worker-"
@@ -162,6 +172,9 @@ class Command(BaseCommand):
 
     def _agent(self, *, control_plane: str, count: int, slots: int, context: int, launch: LaunchOptions,
                log_dir: Path) -> RigAgentRunner:
+        # The teacher's side (a rig cannot add catalogue models): the demo's model, told to
+        # clients with its per-slot context.
+        catalog_model_ensure(public_id=DEFAULT_MODEL_ID, context_length=context)
         rig, token = rig_create(name=DEMO_RIG, address="127.0.0.1")
         # Mark on start what the last run could not mark on stop (killed, or its gateway gone
         # before the agent reported the workers stopped): no stale `healthy` row may announce

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from accounts.key_cache import KeyIdentity
-from accounts.limits import Caps
+from accounts.limits.resolution import Caps
 from core import errors
-from inference.admission import Lease
-from core.school_day import today
+from core.lease import Lease
 from core.live import LiveStateUnavailable, live_state
 from core.quota import QuotaAsk, QuotaScope, QuotaVerdict, concurrency_resource
+from core.school_day import today
 
 log = logging.getLogger("ocs.quota")
 

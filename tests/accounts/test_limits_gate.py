@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from inference.quota_gate import refusal, reservation
-from core.school_day import today
+from accounts.limits.gate import refusal, reservation
 from core.quota import QuotaScope, QuotaVerdict
+from core.school_day import today
 
 SCOPE = QuotaScope("user:1", requests_per_minute=10, tokens_per_day=5000, concurrency=2)
 

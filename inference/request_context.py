@@ -1,0 +1,105 @@
+"""The request's context: the one object that carries an API request through the pipeline."""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.utils import timezone
+
+from inference.request_log import request_log
+from inference.usage import Usage
+
+if TYPE_CHECKING:  # annotations only: admission and the quota gate use this module's type
+    from accounts.key_cache import KeyIdentity
+    from accounts.limits.gate import Ticket
+    from inference.admission import Slot, Want
+
+
+@dataclass
+class RequestContext:
+    """One request's context on its way through inference/pipeline.py: who, what, where it ran,
+    what it cost, and what it holds (its place in the queue, its quota ticket, its slot). Filled
+    in along the way; the pipeline's `end()` releases what it holds, settles its reservation and
+    `submit`s its log row once."""
+
+    client: str
+    path: str
+    # Sent back as X-Request-Id and kept on the row: the class replay joins what a student saw to
+    # what the worker counted (cached tokens) by it, on the control plane.
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    user_agent: str = ""
+    tool: str = ""  # inference/client_tools.py
+    staff: bool = False  # the key belongs to a teacher or operator
+    at: datetime = field(default_factory=timezone.now)
+    started: float = field(default_factory=time.monotonic)
+    user_id: int | None = None
+    key_id: int | None = None
+    pool: str = ""
+    model: str = ""
+    stream: bool = False
+    worker_id: int | None = None
+    worker_name: str = ""
+    route_reason: str = ""  # the scheduler's reason for the worker that served it
+    first_byte_s: float | None = None
+    usage: Usage = field(default_factory=Usage)
+    served: bool = False  # a worker answered (tokens may have been generated)
+    want: Want | None = None
+    ticket: Ticket | None = None
+    slot: Slot | None = None  # the worker slot last claimed for it (released by dispatch; end() makes sure)
+    stream_error: str = ""  # an error event sent after the 200 (worker died mid-answer, queue timeout)
+    # The worker's end marker has been handed on: a client that closes after this point (the
+    # OpenAI SDK closes as soon as it reads `data: [DONE]`) had the whole answer.
+    answer_delivered: bool = False
+    finished: bool = False
+
+    def identify(self, identity: KeyIdentity) -> None:
+        self.user_id, self.key_id, self.pool = identity.user_id, identity.key_id, identity.pool_name
+        self.staff = identity.is_staff
+
+    def served_by(self, worker_id: int, worker_name: str, first_byte_s: float) -> None:
+        self.served = True
+        self.worker_id, self.worker_name, self.first_byte_s = worker_id, worker_name, first_byte_s
+
+    def served_tokens(self) -> int | None:
+        """Tokens to charge: the worker's count; 0 if no worker answered; None if one answered but
+        its count never arrived (a stream cut short), so the reservation stands."""
+        if self.usage.reported:
+            return self.usage.total
+        return None if self.served else 0
+
+    def submit(self, *, status: int, error_code: str = "") -> None:
+        """Hand the row to the batch writer (no database work here)."""
+        request_log().submit(self.row(status=status, error_code=error_code))
+
+    def row(self, *, status: int, error_code: str) -> dict[str, Any]:
+        want = self.want
+        return {
+            "at": self.at,
+            "request_id": self.request_id,
+            "user_id": self.user_id,
+            "key_id": self.key_id,
+            "pool": self.pool[:50],
+            "model": self.model[:100],
+            "worker_id": self.worker_id,
+            "worker_name": self.worker_name[:100],
+            "route_reason": self.route_reason[:200],
+            "client": self.client,
+            "user_agent": self.user_agent[:200],
+            "tool": self.tool,
+            "path": self.path[:100],
+            "stream": self.stream,
+            "status": status,
+            "error_code": error_code[:50],
+            "prompt_tokens": self.usage.prompt_tokens,
+            "completion_tokens": self.usage.completion_tokens,
+            "cached_tokens": self.usage.cached_tokens,
+            "queue_wait_ms": round((want.queued_s if want else 0.0) * 1000),
+            "ttft_ms": None if self.first_byte_s is None else round(self.first_byte_s * 1000),
+            "total_ms": round((time.monotonic() - self.started) * 1000),
+            "tokens_per_s": self.usage.predicted_per_second,
+            "prompt_tokens_per_s": self.usage.prompt_per_second,
+            "retries": len(want.failed) if want else 0,
+        }
