@@ -30,6 +30,8 @@ class Classroom(LimitFields):
     """A class of students: its limits are the defaults for every student in it."""
 
     name = models.CharField(max_length=100, unique=True)
+    is_replay = models.BooleanField(
+        default=False, help_text="Made by `class_replay` (a load, not people): left out of usage and progress pages.")
 
     class Meta:
         ordering = ["name"]
@@ -47,6 +49,9 @@ class User(AbstractUser, LimitFields):
     classroom = models.ForeignKey(Classroom, on_delete=models.SET_NULL, null=True, blank=True, related_name="students")
     access_expires_at = models.DateTimeField(
         null=True, blank=True, help_text="After this, every key of this person stops working. Empty: no end.")
+    is_replay = models.BooleanField(
+        default=False, help_text="A student made by `class_replay` (research/replay_services.py), not a person: "
+                                 "left out of the teacher's usage and of Ground 0 progress.")
 
     @property
     def is_teacher(self) -> bool:

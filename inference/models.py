@@ -8,6 +8,8 @@ class RequestLog(models.Model):
     request path (inference/request_log.py); pruned after OCS_REQUEST_LOG_RETENTION_DAYS."""
 
     at = models.DateTimeField(db_index=True, help_text="When the request arrived.")
+    request_id = models.CharField(max_length=32, blank=True, db_index=True,
+                                  help_text="Sent to the client as X-Request-Id.")
     # No database constraints on these references: a row is history, written a moment after the
     # request, and must not be refused because the key, person or worker was deleted meanwhile.
     user = models.ForeignKey("accounts.User", on_delete=models.SET_NULL, null=True, blank=True, db_constraint=False,

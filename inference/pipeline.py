@@ -140,6 +140,7 @@ def _with_model(call: Call, model_id: str) -> Call:
 def _headers(response: HttpResponseBase, record: RequestContext) -> None:
     # The hot paths skip SecurityMiddleware (ocsweb/asgi.py); HSTS comes from the HTTPS proxy.
     response["X-Content-Type-Options"] = "nosniff"
+    response["X-Request-Id"] = record.request_id
     if record.staff and record.worker_name:
         response[PIN_HEADER] = record.worker_name  # which worker served it: for teachers only
     if record.ticket is not None:

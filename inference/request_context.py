@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,9 @@ class RequestContext:
 
     client: str
     path: str
+    # Sent back as X-Request-Id and kept on the row: the class replay joins what a student saw to
+    # what the worker counted (cached tokens) by it, on the control plane.
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     user_agent: str = ""
     tool: str = ""  # inference/client_tools.py
     staff: bool = False  # the key belongs to a teacher or operator
@@ -74,6 +78,7 @@ class RequestContext:
         want = self.want
         return {
             "at": self.at,
+            "request_id": self.request_id,
             "user_id": self.user_id,
             "key_id": self.key_id,
             "pool": self.pool[:50],

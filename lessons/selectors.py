@@ -55,14 +55,15 @@ class ClassProgress:
 
 
 def class_progress(classroom: Classroom | None) -> ClassProgress:
-    students = list(User.objects.filter(classroom=classroom, role=User.Role.STUDENT, is_active=True)
-                    .order_by("username"))
+    """A class's active students and their progress; replay accounts (class_replay's load) are left out."""
+    students = list(User.objects.filter(classroom=classroom, role=User.Role.STUDENT, is_active=True,
+                                        is_replay=False).order_by("username"))
     progress = _progress_of([s.id for s in students])
     return ClassProgress(classroom, [ClassRow(s, progress[s.id]) for s in students])
 
 
 def all_class_progress() -> list[ClassProgress]:
-    groups = [class_progress(c) for c in Classroom.objects.order_by("name")]
+    groups = [class_progress(c) for c in Classroom.objects.filter(is_replay=False).order_by("name")]
     unassigned = class_progress(None)
     if unassigned.rows:
         groups.append(unassigned)
@@ -70,6 +71,6 @@ def all_class_progress() -> list[ClassProgress]:
 
 
 def finished_count() -> int:
-    """People (students and teachers) who have finished Ground 0."""
-    user_ids = list(set(StepDone.objects.values_list("user_id", flat=True)))
+    """People (students and teachers) who have finished Ground 0; replay accounts are not people."""
+    user_ids = list(set(StepDone.objects.filter(user__is_replay=False).values_list("user_id", flat=True)))
     return sum(1 for p in _progress_of(user_ids).values() if p.finished)

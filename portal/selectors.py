@@ -92,14 +92,15 @@ def students_of(classroom: Classroom | None) -> QuerySet[User]:
 
 def usage_by_person(*, days: int = 30) -> list[dict[str, Any]]:
     """Requests and tokens per student over the last `days` days from the daily roll-ups,
-    plus today from the request log; most tokens first."""
+    plus today from the request log; most tokens first. Replay accounts (`class_replay`'s load)
+    are left out."""
     since = timezone.localdate() - timedelta(days=days)
-    rolled = (DailyUsage.objects.filter(day__gte=since, day__lt=timezone.localdate())
+    rolled = (DailyUsage.objects.filter(day__gte=since, day__lt=timezone.localdate(), user__is_replay=False)
               .values("user_id", "user__username", "user__classroom__name")
               .annotate(requests=Sum("requests"), prompt_tokens=Sum("prompt_tokens"),
                         completion_tokens=Sum("completion_tokens")))
     start, _ = day_bounds(timezone.localdate())
-    today = (RequestLog.objects.filter(at__gte=start, user__isnull=False)
+    today = (RequestLog.objects.filter(at__gte=start, user__isnull=False, user__is_replay=False)
              .values("user_id", "user__username", "user__classroom__name")
              .annotate(requests=Count("id"), prompt_tokens=Sum("prompt_tokens"),
                        completion_tokens=Sum("completion_tokens")))

@@ -45,6 +45,12 @@ class BenchmarkRun(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
 
+    class Kind(models.TextChoices):
+        LEVEL = "level", "Load level"
+        CLASS_REPLAY = "class-replay", "Class replay"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.LEVEL, db_index=True,
+                            help_text="class-replay: `summary` is the replay's JSON (research/class_metrics.py).")
     experiment = models.ForeignKey(Experiment, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
     group = models.CharField(max_length=64, db_index=True, help_text="Runs of one sweep share it.")
     scenario = models.CharField(max_length=64, blank=True)

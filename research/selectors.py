@@ -211,3 +211,30 @@ def run_json(run: BenchmarkRun, *, with_samples: bool = True) -> dict[str, Any]:
                            | {"inter_chunk_gaps_ms": s.inter_chunk_gaps_ms}
                            for s in RequestSample.objects.filter(run=run)]
     return data
+
+
+# --- class replays -----------------------------------------------------------------------------
+
+
+def replay_charts(run: BenchmarkRun) -> list[str]:
+    """A class replay's page: TTFT per persona over the run, each student's share of the weighted
+    service, and Jain's index per 10 s window."""
+    turns = [t for t in run.summary.get("requests") or [] if t.get("completed") and t.get("ttft_ms") is not None]
+    by_persona: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for turn in turns:
+        by_persona[turn["persona"]].append((float(turn["sent_s"]), float(turn["ttft_ms"]) / 1000))
+    ttft = svg.line_chart([svg.Series(persona, sorted(points)) for persona, points in sorted(by_persona.items())],
+                          title="Time to first token per persona, by when the turn was sent",
+                          x_label="seconds into the run", y_label="TTFT (s)")
+    students = sorted(run.summary.get("per_student") or [], key=lambda r: (r.get("persona", ""), r.get("student", "")))
+    share = svg.bar_chart([(row["student"].removeprefix("replay-"), 100 * float(row.get("service_share") or 0))
+                           for row in students],
+                          title="Share of the weighted service received, per student", y_label="% of service",
+                          groups=[row["persona"] for row in students])
+    windows = run.summary.get("jain_windows") or []
+    jain = svg.line_chart([svg.Series(name, [(float(w["start_s"]), float(w[key])) for w in windows
+                                             if w.get(key) is not None])
+                           for name, key in (("by service", "jain"), ("per s waiting", "jain_rate"))],
+                          title="Jain's index per 10 s window (students waiting)", x_label="seconds into the run",
+                          y_label="index (1 = even)")
+    return [ttft, share, jain]

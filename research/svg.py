@@ -138,6 +138,36 @@ def histogram(values: Sequence[float], *, title: str, x_label: str, bins: int = 
     return "\n".join(parts)
 
 
+def bar_chart(bars: Sequence[tuple[str, float]], *, title: str, y_label: str,
+              groups: Sequence[str] = ()) -> str:
+    """One bar per (label, value), labels under the bars (rotated); `groups`, one per bar, colours
+    bars of the same group alike and names the colours in the legend."""
+    if not bars:
+        return empty_chart(title)
+    y_top = nice_max(max(value for _, value in bars))
+    parts = _frame(title, "", y_label, y_top, 0.0, 1.0, [])
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    bar_w = plot_w / len(bars)
+    names = list(dict.fromkeys(groups))
+    for i, (label, value) in enumerate(bars):
+        color = PALETTE[names.index(groups[i]) % len(PALETTE)] if i < len(groups) else PALETTE[0]
+        bar_h = plot_h * value / y_top
+        x = LEFT + i * bar_w
+        parts.append(f'<rect x="{x + 1:.1f}" y="{TOP + plot_h - bar_h:.1f}" width="{max(bar_w - 2, 1):.1f}" '
+                     f'height="{bar_h:.1f}" fill="{color}"><title>{escape(label)}: {_fmt(value)}</title></rect>')
+        if len(bars) <= 40:
+            cx, cy = x + bar_w / 2, TOP + plot_h + 6
+            parts.append(f'<text x="{cx:.1f}" y="{cy:.1f}" font-size="8" text-anchor="end" '
+                         f'transform="rotate(-45 {cx:.1f} {cy:.1f})">{escape(label[-10:])}</text>')
+    for number, name in enumerate(names):
+        legend_y = TOP + 14 * number + 8
+        parts.append(f'<rect x="{WIDTH - RIGHT + 10}" y="{legend_y - 8}" width="10" height="10" '
+                     f'fill="{PALETTE[number % len(PALETTE)]}"/>')
+        parts.append(f'<text x="{WIDTH - RIGHT + 24}" y="{legend_y + 1}">{escape(name[:22])}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
 def empty_chart(title: str) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} 60" width="{WIDTH}" height="60" '
             f'role="img" aria-label="{escape(title)}" font-family="sans-serif" font-size="12">'

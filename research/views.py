@@ -34,6 +34,13 @@ def index(request: HttpRequest) -> HttpResponse:
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(BenchmarkRun.objects.select_related("worker", "experiment"), pk=run_id)
     group = selectors.group_runs(run.group)
+    if run.kind == BenchmarkRun.Kind.CLASS_REPLAY:
+        return render(request, "research/replay_detail.html", {
+            "run": run, "group": group, "charts": _charts(selectors.replay_charts(run)),
+            "personas": sorted((run.summary.get("per_persona") or {}).items()),
+            "students": run.summary.get("per_student") or [], "config": run.summary.get("config") or run.launch,
+            "launch_json": json.dumps(run.launch, indent=2, default=str),
+        })
     return render(request, "research/run_detail.html", {
         "run": run, "group": group, "latency_charts": _charts(selectors.latency_charts(run)),
         "throughput_chart": mark_safe(selectors.throughput_chart(group)) if len(group) > 1 else None,

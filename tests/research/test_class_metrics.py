@@ -1,0 +1,110 @@
+"""The class replay's numbers on hand-made turns: percentiles, Jain's index per 10 s window over
+waiting students, cache hit rate, refusals. Pure: no database, no server."""
+from __future__ import annotations
+
+import pytest
+
+from research.class_metrics import (Turn, Weights, aggregate, class_report, jain, jain_index, jain_windows,
+                                    parse_weights, service_parts, turn_from_row, turn_row, under_load)
+
+
+def turn(student: str, persona: str, sent: float, first: float | None, end: float, *, prompt: int = 100,
+         reused: int = 0, output: int = 10, completed: bool = True, reason: str = "", wait: float = 0.0,
+         worker: str = "w1") -> Turn:
+    return Turn(student=student, persona=persona, sent_s=sent, first_token_s=first, end_s=end, completed=completed,
+                refused_reason=reason, prompt_tokens=prompt, reused_prompt_tokens=reused, output_tokens=output,
+                queue_wait_s=wait, worker=worker)
+
+
+def test_jain_is_one_when_even_and_one_over_n_when_one_takes_all() -> None:
+    assert jain([5, 5, 5, 5]) == pytest.approx(1.0)
+    assert jain([9, 0, 0]) == pytest.approx(1 / 3)
+    assert jain([0, 0]) is None and jain([]) is None
+
+
+def test_service_is_computed_prompt_then_output_weighted() -> None:
+    one = turn("a", "agent", 0.0, 4.0, 6.0, prompt=1000, reused=800, output=50, wait=1.0)
+    assert service_parts(one, Weights(prompt_token=1, output_token=2)) == [(1.0, 4.0, 200.0), (4.0, 6.0, 100.0)]
+    # a student's own weight divides what they received (a weight-2 student may take twice as much)
+    assert service_parts(one, Weights(students={"a": 2.0}))[0][2] == 100.0
+    refused = turn("a", "agent", 0.0, None, 1.0, completed=False, reason="queue_timeout")
+    assert service_parts(refused, Weights()) == []
+
+
+def test_a_window_counts_students_waiting_in_it_even_if_they_received_nothing() -> None:
+    # b waits the whole first window and is served only in the second: window 0 is unfair
+    turns = [turn("a", "agent", 0.0, 1.0, 9.0, prompt=100, output=100),
+             turn("b", "chat", 0.0, 12.0, 14.0, prompt=100, output=100, wait=11.0)]
+    windows = jain_windows(turns, Weights(prompt_token=1, output_token=1), duration_s=20)
+    assert [w["students"] for w in windows] == [2, 1]
+    assert windows[0]["jain"] == pytest.approx(0.5)  # all of window 0's service went to a
+    assert windows[1]["jain"] is None  # one student: not counted
+    assert jain_index(windows) == pytest.approx(0.5)
+
+
+def test_service_is_split_across_windows_by_time() -> None:
+    turns = [turn("a", "agent", 0.0, 0.0, 20.0, prompt=0, output=200),
+             turn("b", "agent", 0.0, 0.0, 20.0, prompt=0, output=200)]
+    windows = jain_windows(turns, Weights(output_token=1), duration_s=20)
+    assert [round(w["service"]["a"]) for w in windows] == [100, 100]
+    assert jain_index(windows) == pytest.approx(1.0)
+
+
+def test_percentiles_refusals_and_cache_per_student() -> None:
+    turns = [turn("a", "agent", 0, 0.1 * i + 0.1, 1 + i, prompt=1000, reused=500 if i else 0) for i in range(5)]
+    turns.append(turn("a", "agent", 9, None, 10, completed=False, reason="queue_timeout"))
+    row = aggregate(turns, Weights())
+    assert row["completed"] == 5 and row["refused"] == 1 and row["refused_reasons"] == {"queue_timeout": 1}
+    assert row["ttft_ms"]["p50"] == pytest.approx(300.0) and row["ttft_ms"]["p95"] == pytest.approx(480.0)
+    assert row["prompt_tokens"] == 5000 and row["reused_prompt_tokens"] == 2000
+    assert row["computed_prompt_tokens"] == 3000 and row["cache_hit_rate"] == pytest.approx(0.4)
+
+
+def test_the_report_has_every_student_persona_and_key() -> None:
+    turns = [turn("s1", "agent", 0, 2, 5, prompt=1000, reused=600, output=40),
+             turn("s2", "chat", 1, 3, 4, prompt=50, reused=0, output=20, worker="w2"),
+             turn("s2", "chat", 6, None, 7, completed=False, reason="concurrency")]
+    report = class_report(turns, duration_s=10.0, weights=Weights(), roster=[("s1", "agent"), ("s2", "chat"),
+                                                                              ("s3", "burst")],
+                          workers=["w1", "w2"])
+    assert [r["student"] for r in report["per_student"]] == ["s1", "s2", "s3"]
+    assert report["per_student"][2]["completed"] == 0  # in the roster, never got a turn in
+    assert set(report["per_persona"]) == {"agent", "chat", "burst"}
+    assert report["per_persona"]["chat"]["refused_reasons"] == {"concurrency": 1}
+    assert report["cache_hit_rate"] == pytest.approx(600 / 1050)
+    assert report["tokens_per_s_per_worker"] == pytest.approx(60 / 10 / 2)
+    assert report["tokens_per_s_by_worker"]["w2"]["turns"] == 1
+    shares = [r["service_share"] for r in report["per_student"][:2]]
+    assert sum(shares) == pytest.approx(1.0)
+
+
+def test_chat_under_load_needs_three_agents_and_a_burst_running() -> None:
+    busy = [turn(f"a{i}", "agent", 0, 5, 20) for i in range(3)] + [turn("b", "burst", 0, 5, 20)]
+    loaded = turn("c", "chat", 10, 11, 12)
+    alone = turn("c", "chat", 30, 31, 32)
+    assert under_load([*busy, loaded, alone]) == [loaded]
+
+
+def test_weights_parse_and_refuse_nonsense() -> None:
+    assert parse_weights("prompt:1,output:4") == Weights(prompt_token=1, output_token=4)
+    for bad in ("prompt", "decode:1", "output:x", "output:-1"):
+        with pytest.raises(ValueError):
+            parse_weights(bad)
+
+
+def test_the_rate_index_does_not_punish_a_short_question_answered_at_once() -> None:
+    # a runs all window on a long turn; b's short question is answered in 1 s, then b thinks
+    turns = [turn("a", "agent", 0.0, 0.0, 10.0, prompt=0, output=1000),
+             turn("b", "chat", 2.0, 2.0, 3.0, prompt=0, output=100)]
+    windows = jain_windows(turns, Weights(output_token=1), duration_s=10)
+    assert windows[0]["jain"] < 0.7  # by service received: b looks starved
+    assert windows[0]["jain_rate"] == pytest.approx(1.0)  # 100 tokens/s each while waiting
+    # left waiting 9 s for the same answer, b scores low on both
+    slow = [turns[0], turn("b", "chat", 0.5, 9.5, 10.0, prompt=0, output=100, wait=9.0)]
+    assert jain_windows(slow, Weights(output_token=1), duration_s=10)[0]["jain_rate"] < 0.7
+
+
+def test_a_stored_turn_comes_back_the_same() -> None:
+    one = turn("a", "agent", 1.5, 2.25, 4.0, prompt=900, reused=600, output=12, wait=0.5)
+    back = turn_from_row(turn_row(one))
+    assert back == one
