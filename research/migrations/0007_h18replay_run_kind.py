@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('research', '0003_questions'),
+        ('research', '0006_h19_pool_baseline_shape'),
     ]
 
     operations = [
