@@ -134,7 +134,7 @@ if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
                           "KEY_PREFIX": OCS_LIVE_NAMESPACE}}
     Q_CLUSTER = {
-        "name": "ocs",
+        "name": OCS_LIVE_NAMESPACE,  # the task queue's keys too: two installations never share it
         "redis": REDIS_URL,
         "workers": env_int("OCS_Q_WORKERS", 1, minimum=1),
         "timeout": 120,
@@ -144,7 +144,7 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     Q_CLUSTER = {
-        "name": "ocs",
+        "name": OCS_LIVE_NAMESPACE,  # the task queue's keys too: two installations never share it
         "orm": "default",
         "workers": env_int("OCS_Q_WORKERS", 1, minimum=1),
         "timeout": 120,
