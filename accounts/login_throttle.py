@@ -15,8 +15,9 @@ Three counters of failed sign-ins, each over LOGIN_LOCK_S (the window starts at 
 
 The address is the real client's, behind the trusted proxies (OCS_TRUSTED_PROXIES and
 OCS_CLIENT_ADDRESS_HEADER, core/client_address.py), not the proxy's own. Counters live in the
-cache (Redis when REDIS_URL is set, so every gateway process shares them). `login_clear`
-(the `sign_in_unlock` command) lifts every lock of one username at once.
+cache (Redis when REDIS_URL is set, so every gateway process shares them). `locked_usernames` lists
+the usernames locked within the window and `login_clear` lifts every lock of one at once (the
+`sign_in_unlock` command: `--list`, or the usernames).
 """
 from __future__ import annotations
 
@@ -99,21 +100,49 @@ def refusal_message(reason: str, *, remedy: str) -> str:
     return f"Too many failed sign-ins for this account{where}. Try again in {minutes} minutes, or {remedy}."
 
 
-def _count(key: str, window: int) -> None:
+LOCKED_KEY = "login-locked"  # {username: (reason, unix time the lock ends)}, for who looks after the class
+
+
+def _count(key: str, window: int) -> int:
     if cache.add(key, 1, timeout=window):
-        return
+        return 1
     try:
-        cache.incr(key)
+        return int(cache.incr(key))
     except ValueError:  # expired between add and incr
         cache.add(key, 1, timeout=window)
+        return 1
 
 
 def login_failed(request: HttpRequest | None, username: str | None) -> None:
     window = int(settings.OCS["LOGIN_LOCK_S"])
+    limit = settings.OCS["LOGIN_MAX_FAILURES"]
     keys = _keys(request, username)
-    for key in (keys.pair, keys.user, keys.address):
-        if key:
-            _count(key, window)
+    reason = None
+    if keys.pair and _count(keys.pair, window) == limit:
+        reason = "address"
+    if _count(keys.user, window) == limit * USER_FACTOR:
+        reason = "account"
+    if keys.address:
+        _count(keys.address, window)
+    if reason and username:
+        _remember_lock(username.strip(), reason, window)
+
+
+def _remember_lock(username: str, reason: str, window: int) -> None:
+    """Best effort (two gateways may race): the list is for people, the counters decide."""
+    now = time.time()
+    locked = {name: entry for name, entry in (cache.get(LOCKED_KEY) or {}).items() if entry[1] > now}
+    if len(locked) < 1000 or username in locked:
+        locked[username] = (reason, now + window)
+    cache.set(LOCKED_KEY, locked, timeout=window)
+
+
+def locked_usernames() -> dict[str, tuple[str, float]]:
+    """Usernames whose sign-in was locked within the window: {username: (reason, ends at)} with
+    reason "address" (from one address) or "account" (from everywhere). Usernames that match no
+    account are listed too: they show what an attacker tried."""
+    now = time.time()
+    return {name: entry for name, entry in (cache.get(LOCKED_KEY) or {}).items() if entry[1] > now}
 
 
 def login_slow_down(request: HttpRequest | None) -> float:
@@ -134,6 +163,10 @@ def login_clear(*, username: str) -> None:
     cache.delete(f"login-fail:user:{name}")
     generation_key = f"login-gen:{name}"
     cache.set(generation_key, (cache.get(generation_key) or 0) + 1, timeout=None)
+    locked = cache.get(LOCKED_KEY) or {}
+    if username.strip() in locked:
+        del locked[username.strip()]
+        cache.set(LOCKED_KEY, locked, timeout=int(settings.OCS["LOGIN_LOCK_S"]))
 
 
 class ThrottledModelBackend(ModelBackend):

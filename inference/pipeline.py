@@ -40,6 +40,9 @@ log = logging.getLogger("ocs.api")
 
 PIN_HEADER = "X-OCS-Worker"  # staff keys: serve on this worker only (verify_path checks each worker)
 CLIENT_CLOSED = 499  # nginx's code for "the client closed the connection": logged, never sent
+# An address past its allowance of bad keys (inference/auth.py) gets no request log row per
+# refusal: the flood would cost a row each. Counted in the metrics (requests by status, refusals).
+UNLOGGED_REFUSAL = "too_many_bad_keys"
 
 
 def error_response(protocol: Protocol, error: errors.ApiError) -> HttpResponse:
@@ -160,7 +163,8 @@ async def end(record: RequestContext, *, status: int, error_code: str = "") -> N
             await record.ticket.finish(record.served_tokens())
     finally:
         REQUESTS.labels(record.client, record.model or "-", record.pool or "-", str(status)).inc()
-        record.submit(status=status, error_code=error_code)
+        if error_code != UNLOGGED_REFUSAL:
+            record.submit(status=status, error_code=error_code)
 
 
 async def _stream(plan: Plan, record: RequestContext, protocol: Protocol) -> HttpResponseBase:

@@ -134,7 +134,7 @@ if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
                           "KEY_PREFIX": OCS_LIVE_NAMESPACE}}
     Q_CLUSTER = {
-        "name": "ocs",
+        "name": OCS_LIVE_NAMESPACE,  # the task queue's keys too: two installations never share it
         "redis": REDIS_URL,
         "workers": env_int("OCS_Q_WORKERS", 1, minimum=1),
         "timeout": 120,
@@ -144,7 +144,7 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     Q_CLUSTER = {
-        "name": "ocs",
+        "name": OCS_LIVE_NAMESPACE,  # the task queue's keys too: two installations never share it
         "orm": "default",
         "workers": env_int("OCS_Q_WORKERS", 1, minimum=1),
         "timeout": 120,
@@ -256,6 +256,10 @@ AUTHENTICATION_BACKENDS = ["accounts.login_throttle.ThrottledModelBackend"]
 if PRODUCTION:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = env_bool("OCS_SSL_REDIRECT", True)
+    # The local Prometheus scrape (http://127.0.0.1:8001/metrics, docs/deployment.md) reaches a
+    # gateway port in plain HTTP on purpose: no redirect to an https:// that port does not speak.
+    # Who may read it is /metrics' own check (OCS_METRICS_NETWORKS or the token).
+    SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = env_int("OCS_HSTS_SECONDS", 31536000, minimum=0)

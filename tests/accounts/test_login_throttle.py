@@ -83,12 +83,16 @@ def test_an_account_guessed_at_from_many_addresses_is_locked_but_no_other_accoun
     assert sign_in(Client(REMOTE_ADDR="198.51.100.1"), "bob", "pw-bob-1", "/accounts/login/").status_code == 302
 
 
-def test_sign_in_unlock_lifts_every_lock_of_that_username(student) -> None:  # noqa: ANN001
+def test_sign_in_unlock_lists_the_locked_usernames_and_lifts_every_lock_of_one(student, capsys) -> None:  # noqa: ANN001
     for _ in range(settings.OCS["LOGIN_MAX_FAILURES"]):
         sign_in(Client(), "alice", "wrong", "/accounts/login/")
     assert b"Too many failed sign-ins" in sign_in(Client(), "alice", "pw-alice-1", "/accounts/login/").content
+    call_command("sign_in_unlock", "--list")
+    assert "alice: locked from one address" in capsys.readouterr().out
     call_command("sign_in_unlock", "alice")
     assert sign_in(Client(), "alice", "pw-alice-1", "/accounts/login/").status_code == 302
+    call_command("sign_in_unlock", "--list")
+    assert "no username is locked" in capsys.readouterr().out
 
 
 def test_the_slowdown_grows_past_the_allowance_and_is_capped() -> None:

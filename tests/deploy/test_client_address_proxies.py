@@ -6,7 +6,7 @@ process, on loopback; a "direct" client connects from 127.0.0.2, which is not th
 127.0.0.1, so its CF-Connecting-IP must count for nothing.
 
 OCS_LOGIN_MAX_FAILURES=1 scales every bound down (a pair locks after 1, a username after 10, an
-address is slowed after 10), so 15 failures cross them all with 15 password hashes, not 60."""
+address is slowed after 10), so 12 failures cross them all with 12 password hashes per way in, not 60."""
 from __future__ import annotations
 
 import re
@@ -24,7 +24,7 @@ from tests.deploy.proxy import HOST, RunningNginx, prepare_nginx
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-FAILURES = 15
+FAILURES = 12  # past every scaled bound (10)
 TUNNEL, DIRECT = "127.0.0.1", "127.0.0.2"
 
 
@@ -127,3 +127,13 @@ def test_through_a_tunnel_straight_to_the_gateway(ways_in, student, other_studen
         assert sign_in(http, "alice", "wrong", client_header="198.51.100.9") == "wrong"
     with browser(ways_in.gateway.url, source=DIRECT) as http:
         assert sign_in(http, "alice", "pw-alice-1", client_header="198.51.100.10") == "refused"
+
+
+def test_metrics_through_the_tunnel_need_the_token_as_from_anywhere_on_the_internet(ways_in) -> None:  # noqa: ANN001
+    """Behind the tunnel every request comes from loopback; /metrics must judge the real client,
+    not cloudflared's 127.0.0.1 (OCS_METRICS_NETWORKS holds loopback)."""
+    with browser(ways_in.nginx.prepared.https_url, source=TUNNEL, cafile=ways_in.nginx.prepared.cert) as http:
+        assert http.get("/metrics", headers={"CF-Connecting-IP": "203.0.113.66"}).status_code == 403
+        assert http.get("/metrics").status_code == 200  # a process on the VM itself, through nginx
+    with browser(ways_in.gateway.url, source=TUNNEL) as http:
+        assert http.get("/metrics", headers={"CF-Connecting-IP": "203.0.113.66"}).status_code == 403

@@ -88,6 +88,13 @@ def test_past_its_allowance_an_address_gets_429_in_the_routes_envelope_and_valid
     assert anthropic.json()["error"]["type"] == "rate_limit_error"
     ollama = attacker.get(f"/ollama/{random_key()}/api/tags")
     assert ollama.status_code == 429 and ollama.json()["error"]["code"] == "too_many_bad_keys"
+    # The refusals are counted, not logged one row each (the flood would cost a row each).
+    from inference import request_log
+    from inference.models import RequestLog
+
+    request_log.request_log().flush()
+    assert not RequestLog.objects.filter(status=429).exists()
+    assert RequestLog.objects.filter(status=401).count() == 20
     # The same address (a school's NAT) with a valid key is served as ever.
     _, raw = student_key
     assert attacker.get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 200

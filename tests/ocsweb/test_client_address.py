@@ -91,3 +91,31 @@ def test_metrics_behind_a_tunnel_to_the_gateway_are_judged_by_the_tunnels_client
     tunnel = Client(REMOTE_ADDR="127.0.0.1")
     assert tunnel.get("/metrics", HTTP_CF_CONNECTING_IP="203.0.113.7").status_code == 403  # the internet
     assert tunnel.get("/metrics", HTTP_CF_CONNECTING_IP="100.64.0.5").status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_local_metrics_scrape_is_not_redirected_to_https_in_production(settings, tmp_path) -> None:  # noqa: ANN001
+    """ocsweb/settings.py's production switches: plain HTTP on a gateway port, as Prometheus on the
+    VM scrapes it, gets the metrics; the portal is still redirected."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from django.test import Client
+
+    from tests.conftest import ROOT
+
+    production = {**os.environ, "OCS_ENV": "production", "OCS_SECRET_KEY": "s" * 40, "OCS_VAR_DIR": str(tmp_path),
+                  "OCS_ALLOWED_HOSTS": "ai.school.example,127.0.0.1", "DJANGO_SETTINGS_MODULE": "ocsweb.settings"}
+    read = subprocess.run(
+        [sys.executable, "-c", "import json, ocsweb.settings as s; print(json.dumps([s.SECURE_SSL_REDIRECT, "
+                               "s.SECURE_REDIRECT_EXEMPT, s.SECURE_PROXY_SSL_HEADER]))"],
+        cwd=ROOT, env=production, capture_output=True, text=True, check=True, timeout=60)
+    redirect, exempt, proxy_header = json.loads(read.stdout)
+    settings.SECURE_SSL_REDIRECT, settings.SECURE_REDIRECT_EXEMPT = redirect, exempt
+    settings.SECURE_PROXY_SSL_HEADER = tuple(proxy_header)
+    settings.OCS = {**settings.OCS, "METRICS_TOKEN": ""}
+    scrape = Client(REMOTE_ADDR="127.0.0.1")
+    assert scrape.get("/metrics").status_code == 200
+    assert scrape.get("/accounts/login/").status_code == 301
