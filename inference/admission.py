@@ -78,9 +78,15 @@ class Lease:
 
 @dataclass
 class Slot:
+    """A claimed worker slot. `index` is llama-server's slot (`id_slot`; None: not pinned, only in
+    tests); `own_prefix`: that slot's cache holds this student's own prompt, so the worker may
+    reuse it (core/slot_owners.py). Otherwise the request must not reuse the cache at all."""
+
     worker: WorkerView
     lease: Lease
     reason: str
+    index: int | None = None
+    own_prefix: bool = False
 
     async def release(self) -> None:
         await self.lease.release()
@@ -192,11 +198,13 @@ async def try_claim(want: Want) -> Slot | None:
         if candidate.free <= 0:
             continue
         resource = worker_resource(candidate.worker.id)
-        lease_id = await live.claim(resource, candidate.worker.slots, lease_s)
-        if lease_id is not None:
+        claim = await live.claim_slot(resource, candidate.worker.slots, lease_s, student=str(want.user_id),
+                                      conversation=want.conversation or "")
+        if claim is not None:
             if decision.lent_by:
                 _record_lent(want.pool_id, decision.lent_by, candidate.worker)
-            return Slot(worker=candidate.worker, lease=Lease(resource, lease_id).keep(), reason=candidate.reason)
+            return Slot(worker=candidate.worker, lease=Lease(resource, claim.lease_id).keep(), reason=candidate.reason,
+                        index=claim.index, own_prefix=claim.own_prefix)
     return None
 
 

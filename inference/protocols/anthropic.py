@@ -239,10 +239,29 @@ def forces_tool(body: dict[str, Any]) -> bool:
     return isinstance(choice, dict) and choice.get("type") in {"tool", "any"} and bool(body.get("tools"))
 
 
+def fold_cache_reads(usage: Any) -> None:
+    """The native route cannot be pinned to a slot (the pinned llama-server's /v1/messages ignores
+    `id_slot` and `cache_prompt`), so its cache reads may be of a classmate's prompt: the count is
+    folded into `input_tokens` (which leaves cache reads out) and not returned. In place."""
+    if not isinstance(usage, dict):
+        return
+    cached = usage.get("cache_read_input_tokens")
+    if isinstance(cached, int) and cached > 0:
+        usage["input_tokens"] = int(usage.get("input_tokens") or 0) + cached
+    if "cache_read_input_tokens" in usage:
+        usage["cache_read_input_tokens"] = 0
+
+
+def hide_cache_reads(data: dict[str, Any]) -> dict[str, Any]:
+    fold_cache_reads(data.get("usage"))
+    return data
+
+
 def plan(call: Call, target: Target) -> Plan:
     native = native_body(call, max_tokens=target.max_tokens)
     if not forces_tool(native):
-        return Plan(path=MESSAGES_PATH, body=native, stream_transform=lambda: StreamNormalizer(model=call.model))
+        return Plan(path=MESSAGES_PATH, body=native, convert=hide_cache_reads,
+                    stream_transform=lambda: StreamNormalizer(model=call.model))
     chat = to_openai(native)
     forced = plan_forced_tool(chat)
     assert forced is not None  # forces_tool() said a tool is forced
@@ -424,6 +443,24 @@ class StreamTranslator(StreamTransform):
 _INDEX = re.compile(rb'"index"\s*:\s*(\d+)')
 
 
+def _without_cache_reads(item: bytes) -> bytes:
+    """An event whose usage mentions cache reads, with them folded into input_tokens (see
+    fold_cache_reads)."""
+    lines = item.split(b"\n")
+    for number, line in enumerate(lines):
+        if line.startswith(b"data:"):
+            try:
+                data = json.loads(line[5:])
+            except ValueError:
+                return item
+            if isinstance(data, dict):
+                fold_cache_reads(data.get("usage"))
+                fold_cache_reads((data.get("message") or {}).get("usage") if isinstance(data.get("message"), dict)
+                                 else None)
+                lines[number] = b"data: " + json.dumps(data).encode()
+    return b"\n".join(lines)
+
+
 class StreamNormalizer(StreamTransform):
     """Passes the worker's native Anthropic events through untouched, adding what a valid
     sequence needs and the worker left out: `message_start` first, a `content_block_start`
@@ -493,6 +530,8 @@ class StreamNormalizer(StreamTransform):
             if not self.saw_delta:
                 yield self._delta()
             self.stopped = True
+        if b"cache_read_input_tokens" in item:
+            item = _without_cache_reads(item)
         yield item + b"\n\n"
 
     def _close_blocks(self) -> Iterator[bytes]:
