@@ -1,7 +1,8 @@
 """Who is served next when every slot is busy. Pure: no Django, no I/O, no clock of its own.
 
 Two policies (POLICIES), one shape: every student has a service counter, the next request served
-is the oldest waiting request of the waiting student with the least counter, and a student who
+is a waiting request of the waiting student with the least counter (between equal counters the
+cheaper request, then the oldest), and a student who
 starts waiting is first lifted to the least counter among those already waiting (never lowered),
 so time spent away is not banked as credit to spend on a burst later.
 
@@ -38,13 +39,15 @@ MIN_WEIGHT = 0.01
 
 @dataclass(frozen=True)
 class Waiting:
-    """One waiting request: its id, its student, when it arrived (seconds, any one clock), and
-    the student's class weight."""
+    """One waiting request: its id, its student, when it arrived (seconds, any one clock), the
+    student's class weight, and its estimated charge (`charge` of its prompt estimate: under
+    "requests" every request's is 1, so equal counters fall back to arrival order)."""
 
     request: str
     student: str
     arrived: float
     weight: float = 1.0
+    cost: float = 0.0
 
 
 def check_policy(policy: str) -> str:
@@ -54,8 +57,10 @@ def check_policy(policy: str) -> str:
 
 
 def pick(waiting: Iterable[Waiting], counters: Mapping[str, float]) -> Waiting | None:
-    """The request to serve next: least counter first, then earliest arrival, then request id."""
-    return min(waiting, key=lambda w: (counters.get(w.student, 0.0), w.arrived, w.request), default=None)
+    """The request to serve next: least counter first, then the cheaper request (a student lifted
+    level with others waits behind none of them for a short question), then earliest arrival,
+    then request id."""
+    return min(waiting, key=lambda w: (counters.get(w.student, 0.0), w.cost, w.arrived, w.request), default=None)
 
 
 def lifted(counters: Mapping[str, float], waiting: Iterable[Waiting], student: str) -> float:
@@ -75,7 +80,7 @@ def charge(policy: str, *, computed_prompt_tokens: int, output_tokens: int, weig
 
 
 # --- the same rule in Redis, for every gateway process -----------------------------------------
-# KEYS[1] = the line's waiting hash (request -> "student|weight|arrived_ms"), KEYS[2] = its alive
+# KEYS[1] = the line's waiting hash (request -> "student|weight|arrived_ms|cost"), KEYS[2] = its alive
 # zset (request -> expiry ms: an entry of a process that died drops out), KEYS[3] = the line's
 # counters for the active policy (student -> counter). Every script first drops expired entries.
 _PURGE_LUA = """
@@ -88,8 +93,9 @@ end
 local function entries()
   local all, flat = {}, redis.call('HGETALL', KEYS[1])
   for i = 1, #flat, 2 do
-    local student, weight, arrived = string.match(flat[i + 1], '^([^|]*)|([^|]*)|([^|]*)$')
-    all[#all + 1] = {request = flat[i], student = student, weight = tonumber(weight), arrived = tonumber(arrived)}
+    local student, weight, arrived, cost = string.match(flat[i + 1], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+    all[#all + 1] = {request = flat[i], student = student, weight = tonumber(weight), arrived = tonumber(arrived),
+                     cost = tonumber(cost)}
   end
   return all
 end
@@ -97,7 +103,7 @@ local function counter(student)
   return tonumber(redis.call('HGET', KEYS[3], student) or '0') or 0
 end
 """
-# ARGV = request, student, weight, arrived_ms, expires_ms, now_ms, counters ttl ms. lifted(), then join.
+# ARGV = request, student, weight, arrived_ms, expires_ms, now_ms, counters ttl ms, cost. lifted(), then join.
 JOIN_LUA = _PURGE_LUA + """
 purge(tonumber(ARGV[6]))
 local student, least, waiting = ARGV[2], nil, false
@@ -112,7 +118,7 @@ if not waiting and least ~= nil and least > counter(student) then
   redis.call('HSET', KEYS[3], student, tostring(least))
   redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[7]))
 end
-redis.call('HSET', KEYS[1], ARGV[1], student .. '|' .. ARGV[3] .. '|' .. ARGV[4])
+redis.call('HSET', KEYS[1], ARGV[1], student .. '|' .. ARGV[3] .. '|' .. ARGV[4] .. '|' .. ARGV[8])
 redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[7]))
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[7]))
@@ -121,13 +127,16 @@ return 1
 # ARGV = now_ms. pick(): the request whose turn it is, or false when none waits.
 TURN_LUA = _PURGE_LUA + """
 purge(tonumber(ARGV[1]))
-local best, best_key = nil, nil
-for _, entry in ipairs(entries()) do
-  local c = counter(entry.student)
-  if best == nil or c < best_key[1] or (c == best_key[1] and (entry.arrived < best_key[2] or
-      (entry.arrived == best_key[2] and entry.request < best_key[3]))) then
-    best, best_key = entry.request, {c, entry.arrived, entry.request}
+local best, key = nil, nil
+local function before(a, b)
+  for i = 1, 4 do
+    if a[i] ~= b[i] then return a[i] < b[i] end
   end
+  return false
+end
+for _, entry in ipairs(entries()) do
+  local candidate = {counter(entry.student), entry.cost, entry.arrived, entry.request}
+  if best == nil or before(candidate, key) then best, key = entry.request, candidate end
 end
 return best or false
 """

@@ -121,7 +121,7 @@ class LiveState(Protocol):
     # The waiting line of a (pool, model), one for every gateway process, and its service counters
     # (core/fair_share.py). A waiting entry lives `ttl_s` unless renewed.
     async def fair_join(self, line: str, policy: str, *, request: str, student: str, weight: float,
-                        ttl_s: float) -> None: ...
+                        cost: float, ttl_s: float) -> None: ...
     async def fair_turn(self, line: str, policy: str) -> str | None: ...
     async def fair_served(self, line: str, policy: str, *, request: str, student: str, amount: float) -> bool: ...
     async def fair_leave(self, line: str, request: str) -> None: ...
@@ -203,15 +203,15 @@ class InProcessLiveState:
         return waiting
 
     async def fair_join(self, line: str, policy: str, *, request: str, student: str, weight: float,
-                        ttl_s: float) -> None:
+                        cost: float, ttl_s: float) -> None:
         with self._lock:
             waiting = self._waiting(line)
             counters = self._fair_counters.setdefault((policy, line), {})
             entries = [entry for entry, _ in waiting.values()]
             if all(entry.student != student for entry in entries):
                 counters[student] = lifted(counters, entries, student)
-            waiting[request] = (Waiting(request=request, student=student, arrived=self._clock(), weight=weight),
-                                self._clock() + ttl_s)
+            waiting[request] = (Waiting(request=request, student=student, arrived=self._clock(), weight=weight,
+                                        cost=cost), self._clock() + ttl_s)
 
     async def fair_turn(self, line: str, policy: str) -> str | None:
         with self._lock:
@@ -415,10 +415,11 @@ class RedisLiveState:
 
     @_guarded_async
     async def fair_join(self, line: str, policy: str, *, request: str, student: str, weight: float,
-                        ttl_s: float) -> None:
+                        cost: float, ttl_s: float) -> None:
         now_ms = int(time.time() * 1000)
         await self._client().eval(JOIN_LUA, 3, *self._fair_keys(line, policy), request, student, repr(float(weight)),
-                                  now_ms, now_ms + int(ttl_s * 1000), now_ms, int(FAIR_COUNTER_TTL_S * 1000))
+                                  now_ms, now_ms + int(ttl_s * 1000), now_ms, int(FAIR_COUNTER_TTL_S * 1000),
+                                  repr(float(cost)))
 
     @_guarded_async
     async def fair_turn(self, line: str, policy: str) -> str | None:
