@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractUser
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -30,6 +31,10 @@ class Classroom(LimitFields):
     """A class of students: its limits are the defaults for every student in it."""
 
     name = models.CharField(max_length=100, unique=True)
+    fair_weight = models.FloatField(
+        default=1.0, validators=[MinValueValidator(0.1), MaxValueValidator(10.0)], verbose_name="share weight",
+        help_text="While the workers are busy, each student of this class receives service in proportion to "
+                  "this weight (1 = an equal share; 2 = twice the share of a student in a class with 1).")
 
     class Meta:
         ordering = ["name"]

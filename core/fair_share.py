@@ -13,7 +13,7 @@ so time spent away is not banked as credit to spend on a burst later.
   service of a weight of 1 while both wait). A 20,000-token agent turn counts 400 times a
   50-token question.
 - "requests": every request adds 1, weights ignored: round-robin between students, the order the
-  gateway used before (inference/fair_queue.py), kept for comparison.
+  gateway used before this rule, kept for comparison.
 
 A request is charged an estimate when it is picked (its prompt, by the byte-based estimate, as if
 nothing were cached) and settled to the real count when it ends (`charge` of the real numbers
