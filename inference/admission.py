@@ -353,6 +353,7 @@ async def _pump(line: _Line) -> None:
                 # unreachable, or restarted): join again, in their order of arrival.
                 for pending in sorted(line.waiters.values(), key=lambda w: w.want.arrived):
                     await _join(line, pending, policy)
+                await _wait_for_wake(line)
                 continue
             waiter = line.waiters.get(turn)
             if waiter is None:  # another process's waiter has the turn
