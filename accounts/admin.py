@@ -21,7 +21,7 @@ class LimitsAdminMixin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
-        fields = [name for name in form.changed_data if name in (*LIMIT_FIELDS, "access_expires_at", "classroom")]
+        fields = [name for name in form.changed_data if name in (*LIMIT_FIELDS, "access_expires_at", "classroom", "fair_weight")]
         if fields:
             limits_changed(target=obj, actor=acting_user(request), fields=fields)
 
@@ -29,7 +29,7 @@ class LimitsAdminMixin(admin.ModelAdmin):
 @admin.register(Classroom)
 class ClassroomAdmin(LimitsAdminMixin):
     list_display = ("name", "requests_per_minute", "tokens_per_day", "concurrency", "allowed_models", "student_count")
-    fieldsets = ((None, {"fields": ("name",)}), ("Default limits for its students", {
+    fieldsets = ((None, {"fields": ("name", "fair_weight")}), ("Default limits for its students", {
         "fields": LIMIT_FIELDS, "description": LIMITS_HELP}))
 
     @admin.display(description="students")

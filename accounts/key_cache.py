@@ -57,6 +57,7 @@ class KeyIdentity:
     user_active: bool
     policy: Policy
     is_staff: bool = False  # a teacher or operator: may pin a request to a worker (X-OCS-Worker)
+    fair_weight: float = 1.0  # the class's share weight (core/fair_share.py); 1 without a class
 
     def usable(self, now: datetime) -> bool:
         if self.revoked or not self.user_active:
@@ -96,6 +97,7 @@ def _load(prefix: str) -> KeyIdentity | None:
         revoked=key.revoked_at is not None,
         user_active=key.user.is_active,
         is_staff=key.user.is_staff,
+        fair_weight=key.user.classroom.fair_weight if key.user.classroom is not None else 1.0,
         policy=resolve(defaults=site_defaults(), classroom=key.user.classroom, student=key.user, key=key,
                        access_expires_at=key.user.access_expires_at),
     )

@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractUser
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -32,6 +33,10 @@ class Classroom(LimitFields):
     name = models.CharField(max_length=100, unique=True)
     is_replay = models.BooleanField(
         default=False, help_text="Made by `class_replay` (a load, not people): left out of usage and progress pages.")
+    fair_weight = models.FloatField(
+        default=1.0, validators=[MinValueValidator(0.1), MaxValueValidator(10.0)], verbose_name="share weight",
+        help_text="While the workers are busy, each student of this class receives service in proportion to "
+                  "this weight (1 = an equal share; 2 = twice the share of a student in a class with 1).")
 
     class Meta:
         ordering = ["name"]

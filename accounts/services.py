@@ -114,6 +114,19 @@ def limits_set(*, target: Classroom | User | ApiKey, actor: User | None = None, 
     return changed
 
 
+def classroom_set_weight(*, classroom: Classroom, weight: float, actor: User | None = None) -> bool:
+    """Set a class's share weight (0.1-10; core/fair_share.py): audited as "limits.changed",
+    applied by every gateway process on its students' next request. True if it changed."""
+    if not 0.1 <= weight <= 10.0:
+        raise ValueError(f"a class's share weight is between 0.1 and 10, not {weight}")
+    if classroom.fair_weight == weight:
+        return False
+    classroom.fair_weight = weight
+    classroom.save(update_fields=["fair_weight"])
+    limits_changed(target=classroom, actor=actor, fields=["fair_weight"])
+    return True
+
+
 def limits_describe(target: Classroom | User | ApiKey, fields: list[str]) -> str:
     """"requests_per_minute=5, tokens_per_day=inherit" for the audit log and the command line."""
     return ", ".join(f"{name}={value if (value := getattr(target, name)) not in (None, '') else 'inherit'}"

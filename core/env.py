@@ -84,6 +84,17 @@ def env_list(name: str, default: list[str], *, environ: Mapping[str, str] | None
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...], *,
+               environ: Mapping[str, str] | None = None) -> str:
+    """One of `choices`, exactly as written."""
+    raw = env_str(name, environ=environ)
+    if raw is None or raw.strip() == "":
+        return default
+    if raw.strip() not in choices:
+        raise ConfigError(f"{name}={raw!r}: expected one of {', '.join(choices)}")
+    return raw.strip()
+
+
 def env_networks(name: str, default: list[str], *, environ: Mapping[str, str] | None = None) -> list[str]:
     """A comma-separated list of IP addresses or networks ("127.0.0.1, 10.0.0.0/8, ::1")."""
     import ipaddress

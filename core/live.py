@@ -39,6 +39,8 @@ from core.quota import (
     lua_args,
     verdict_from_lua,
 )
+from core.fair_share import JOIN_LUA, SERVED_LUA, TURN_LUA, Waiting, check_policy, lifted, pick
+from core.slot_owners import CLAIM_SLOT_LUA, SlotClaim, SlotOwner, lease_slot, pick_slot
 
 
 class LiveStateUnavailable(RuntimeError):
@@ -93,6 +95,15 @@ def worker_resource(worker_id: int) -> str:
     return f"worker:{worker_id}"
 
 
+# The live-state key holding the fair-sharing policy set at run time (overrides OCS_FAIR_POLICY).
+FAIR_POLICY_KEY = "fair:policy"
+FAIR_COUNTER_TTL_S = 24 * 3600.0
+
+# How long a slot's owner is remembered. Forgetting is safe (a slot with no owner counts as
+# foreign: no reuse), so this only bounds memory; llama-server keeps a slot's cache until reused.
+SLOT_OWNER_TTL_S = 24 * 3600.0
+
+
 @dataclass(frozen=True)
 class LiveView:
     """What the scheduler needs from live state, read in one round trip."""
@@ -104,7 +115,20 @@ class LiveView:
 
 class LiveState(Protocol):
     async def claim(self, resource: str, capacity: int, lease_s: float) -> str | None: ...
+    async def claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
+                         conversation: str) -> SlotClaim | None: ...
     async def renew(self, resource: str, lease_id: str, lease_s: float) -> None: ...
+    # The waiting line of a (pool, model), one for every gateway process, and its service counters
+    # (core/fair_share.py). A waiting entry lives `ttl_s` unless renewed.
+    async def fair_join(self, line: str, policy: str, *, request: str, student: str, weight: float,
+                        cost: float, ttl_s: float) -> None: ...
+    async def fair_turn(self, line: str, policy: str) -> str | None: ...
+    async def fair_served(self, line: str, policy: str, *, request: str, student: str, amount: float) -> bool: ...
+    async def fair_leave(self, line: str, request: str) -> None: ...
+    async def fair_renew(self, line: str, requests: list[str], ttl_s: float) -> None: ...
+    async def fair_charge(self, line: str, policy: str, *, student: str, amount: float) -> None: ...
+    async def fair_policy(self) -> str | None: ...
+    def set_fair_policy(self, policy: str | None) -> None: ...
     async def release(self, resource: str, lease_id: str) -> None: ...
     async def busy(self, resources: list[str]) -> dict[str, int]: ...
     async def view(self, worker_ids: list[int], conversation: str | None) -> LiveView: ...
@@ -127,6 +151,10 @@ class InProcessLiveState:
         self._leases: dict[str, dict[str, float]] = {}
         self._suspects: dict[int, float] = {}
         self._affinity: dict[str, tuple[int, float]] = {}
+        self._slot_owners: dict[str, dict[int, SlotOwner]] = {}
+        self._fair_waiting: dict[str, dict[str, tuple[Waiting, float]]] = {}
+        self._fair_counters: dict[tuple[str, str], dict[str, float]] = {}
+        self._fair_policy: str | None = None
         self._generations: dict[str, int] = {}
         self._queues: dict[str, tuple[dict[str, int], float]] = {}
         self._windows: dict[str, OrderedDict[str, int]] = {}
@@ -146,6 +174,81 @@ class InProcessLiveState:
             lease_id = uuid.uuid4().hex
             leases[lease_id] = self._clock() + lease_s
             return lease_id
+
+    async def claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
+                         conversation: str) -> SlotClaim | None:
+        """A lease on one slot of a worker (core/slot_owners.py: which one, and whose cache it holds)."""
+        with self._lock:
+            leases = self._live_leases(resource)
+            if len(leases) >= capacity:
+                return None
+            used = {index for index in map(lease_slot, leases) if index is not None}
+            owners = self._slot_owners.setdefault(resource, {})
+            index = pick_slot(capacity=capacity, used=used, owners=owners, student=student, conversation=conversation)
+            if index is None:
+                return None
+            previous = owners.get(index)
+            lease_id = f"{index}.{uuid.uuid4().hex}"
+            now = self._clock()
+            leases[lease_id] = now + lease_s
+            owners[index] = SlotOwner(student=student, conversation=conversation, last_used_ms=int(now * 1000))
+            return SlotClaim(lease_id=lease_id, index=index,
+                             own_prefix=previous is not None and previous.student == student)
+
+    def _waiting(self, line: str) -> dict[str, tuple[Waiting, float]]:
+        waiting = self._fair_waiting.setdefault(line, {})
+        now = self._clock()
+        for request in [r for r, (_, until) in waiting.items() if until <= now]:
+            del waiting[request]
+        return waiting
+
+    async def fair_join(self, line: str, policy: str, *, request: str, student: str, weight: float,
+                        cost: float, ttl_s: float) -> None:
+        with self._lock:
+            waiting = self._waiting(line)
+            counters = self._fair_counters.setdefault((policy, line), {})
+            entries = [entry for entry, _ in waiting.values()]
+            if all(entry.student != student for entry in entries):
+                counters[student] = lifted(counters, entries, student)
+            waiting[request] = (Waiting(request=request, student=student, arrived=self._clock(), weight=weight,
+                                        cost=cost), self._clock() + ttl_s)
+
+    async def fair_turn(self, line: str, policy: str) -> str | None:
+        with self._lock:
+            chosen = pick((entry for entry, _ in self._waiting(line).values()),
+                          self._fair_counters.get((policy, line), {}))
+            return chosen.request if chosen else None
+
+    async def fair_served(self, line: str, policy: str, *, request: str, student: str, amount: float) -> bool:
+        with self._lock:
+            if self._fair_waiting.get(line, {}).pop(request, None) is None:
+                return False
+            counters = self._fair_counters.setdefault((policy, line), {})
+            counters[student] = counters.get(student, 0.0) + amount
+            return True
+
+    async def fair_leave(self, line: str, request: str) -> None:
+        with self._lock:
+            self._fair_waiting.get(line, {}).pop(request, None)
+
+    async def fair_renew(self, line: str, requests: list[str], ttl_s: float) -> None:
+        with self._lock:
+            waiting = self._fair_waiting.get(line, {})
+            for request in requests:
+                if request in waiting:
+                    waiting[request] = (waiting[request][0], self._clock() + ttl_s)
+
+    async def fair_charge(self, line: str, policy: str, *, student: str, amount: float) -> None:
+        with self._lock:
+            counters = self._fair_counters.setdefault((policy, line), {})
+            counters[student] = counters.get(student, 0.0) + amount
+
+    async def fair_policy(self) -> str | None:
+        return self._fair_policy
+
+    def set_fair_policy(self, policy: str | None) -> None:
+        """In process: reaches this process only (the embedded default runs one gateway process)."""
+        self._fair_policy = None if policy is None else check_policy(policy)
 
     async def renew(self, resource: str, lease_id: str, lease_s: float) -> None:
         with self._lock:
@@ -296,6 +399,74 @@ class RedisLiveState:
         return lease_id if claimed == 1 else None
 
     @_guarded_async
+    async def claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
+                         conversation: str) -> SlotClaim | None:
+        now_ms = int(time.time() * 1000)
+        token = uuid.uuid4().hex
+        index, own = await self._client().eval(
+            CLAIM_SLOT_LUA, 2, self._k("lease", resource), self._k("slot_owners", resource), capacity, now_ms,
+            now_ms + int(lease_s * 1000), token, student, conversation, int(SLOT_OWNER_TTL_S * 1000))
+        if int(index) < 0:
+            return None
+        return SlotClaim(lease_id=f"{int(index)}.{token}", index=int(index), own_prefix=int(own) == 1)
+
+    def _fair_keys(self, line: str, policy: str) -> list[str]:
+        return [self._k("fair", "wait", line), self._k("fair", "alive", line), self._k("fair", "ctr", policy, line)]
+
+    @_guarded_async
+    async def fair_join(self, line: str, policy: str, *, request: str, student: str, weight: float,
+                        cost: float, ttl_s: float) -> None:
+        now_ms = int(time.time() * 1000)
+        await self._client().eval(JOIN_LUA, 3, *self._fair_keys(line, policy), request, student, repr(float(weight)),
+                                  now_ms, now_ms + int(ttl_s * 1000), now_ms, int(FAIR_COUNTER_TTL_S * 1000),
+                                  repr(float(cost)))
+
+    @_guarded_async
+    async def fair_turn(self, line: str, policy: str) -> str | None:
+        chosen = await self._client().eval(TURN_LUA, 3, *self._fair_keys(line, policy), int(time.time() * 1000))
+        return chosen.decode() if chosen else None
+
+    @_guarded_async
+    async def fair_served(self, line: str, policy: str, *, request: str, student: str, amount: float) -> bool:
+        served = await self._client().eval(SERVED_LUA, 3, *self._fair_keys(line, policy), request, student,
+                                           repr(float(amount)), int(FAIR_COUNTER_TTL_S * 1000))
+        return int(served) == 1
+
+    @_guarded_async
+    async def fair_leave(self, line: str, request: str) -> None:
+        pipe = self._client().pipeline(transaction=True)
+        pipe.hdel(self._k("fair", "wait", line), request)
+        pipe.zrem(self._k("fair", "alive", line), request)
+        await pipe.execute()
+
+    @_guarded_async
+    async def fair_renew(self, line: str, requests: list[str], ttl_s: float) -> None:
+        if requests:
+            until_ms = int((time.time() + ttl_s) * 1000)
+            await self._client().zadd(self._k("fair", "alive", line), {r: until_ms for r in requests}, xx=True)
+
+    @_guarded_async
+    async def fair_charge(self, line: str, policy: str, *, student: str, amount: float) -> None:
+        key = self._k("fair", "ctr", policy, line)
+        pipe = self._client().pipeline(transaction=False)
+        pipe.hincrbyfloat(key, student, float(amount))
+        pipe.pexpire(key, int(FAIR_COUNTER_TTL_S * 1000))
+        await pipe.execute()
+
+    @_guarded_async
+    async def fair_policy(self) -> str | None:
+        value = await self._client().get(self._k(FAIR_POLICY_KEY))
+        return value.decode() if value else None
+
+    @_guarded
+    def set_fair_policy(self, policy: str | None) -> None:
+        """Reaches every gateway process on this Redis (each reads it at most once a second)."""
+        if policy is None:
+            self._sync.delete(self._k(FAIR_POLICY_KEY))
+        else:
+            self._sync.set(self._k(FAIR_POLICY_KEY), check_policy(policy))
+
+    @_guarded_async
     async def renew(self, resource: str, lease_id: str, lease_s: float) -> None:
         lease_ms = int(lease_s * 1000)
         await self._client().eval(
@@ -406,6 +577,13 @@ class RedisLiveState:
 
 
 _live_state: LiveState | None = None
+
+
+def set_fair_policy(policy: str | None) -> None:
+    """Switch the fair-sharing policy at run time ("tokens", "requests"; None: back to
+    OCS_FAIR_POLICY). On Redis every gateway process follows within a second; on the in-process
+    default only this process does (a management command in another process cannot reach it)."""
+    live_state().set_fair_policy(policy)
 
 
 def live_state() -> LiveState:

@@ -137,6 +137,19 @@ class LaunchOptions:
                 for name, value in asdict(self).items() if value not in (None, ())}
 
 
+# Prompt caches that stay within one student (docs/classroom.md). The gateway pins each request to
+# a slot and tells the worker when the slot's cache is another student's (core/slot_owners.py);
+# these flags keep the worker from reusing prompts behind its back:
+# - `--cache-ram 0`: no host-RAM prompt cache. The pinned build keeps one by default (8,192 MiB)
+#   and, when a slot takes a new task, restores into it the best-matching saved prompt of any
+#   conversation: a classmate's prefix, outside the gateway's slot bookkeeping (and llama.cpp
+#   #27148 reports it restoring an unrelated finished conversation under load). Costs: a student
+#   whose slot was taken recomputes their prompt instead of fetching it from RAM.
+# - `--no-kv-unified`: each slot has its own KV cache, so what one slot holds is only reached by
+#   requests pinned to it. (Also the pinned build's default when --parallel is set.)
+ISOLATION_ARGS = ("--cache-ram", "0", "--no-kv-unified")
+
+
 @dataclass(frozen=True)
 class LlamaServerSpec:
     """How to launch one llama-server."""
@@ -161,6 +174,7 @@ class LlamaServerSpec:
             "--jinja",
             "--metrics",
             "--slots",
+            *ISOLATION_ARGS,
         ]
         return args + self.options.args()
 

@@ -1,11 +1,16 @@
 """Admission: from "this request wants model M in pool P" to a claimed worker slot.
 
-Each gateway process keeps one fair queue per (pool, model). A request first tries to claim a
-slot directly, but only when nobody is waiting (no barging past waiting classmates); otherwise
-it joins its student's line, and a pump serves the lines round-robin whenever a slot may have
-come free (a release in this process, or every POLL_INTERVAL_S for releases elsewhere and
-expired leases). Claiming itself is atomic in live state, so several processes share slots
-correctly; fairness holds within each process.
+One waiting line per (pool, model), kept in live state: on Redis it is one line, in one order,
+for every gateway process; on the embedded default it lives in the process. A request first
+tries to claim a slot directly, but only when nobody is waiting (no barging past waiting
+classmates); otherwise it joins the line, and each process's pump serves its own waiters when
+the line says it is their turn (core/fair_share.py: least weighted service first, or request
+round-robin, by OCS_FAIR_POLICY or the live override), whenever a slot may have come free (a
+release in this process, or every POLL_INTERVAL_S for releases elsewhere and expired leases).
+A waiter whose process dies drops out of the line within WAITING_TTL_S. Claiming itself is
+atomic in live state, so several processes share slots correctly. Every served request charges
+its student's counter an estimate when it leaves the line and is settled to its real token
+counts when it ends (`settle_share`, from the pipeline's end()).
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import logging
 import os
 import socket
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
@@ -21,12 +27,12 @@ from django.conf import settings
 
 from core import errors
 from core.db import fresh_connection
+from core.fair_share import POLICIES, charge
 from core.lease import Lease
-from core.live import live_state, worker_resource
+from core.live import LiveStateUnavailable, live_state, worker_resource
 from fleet.models import PoolEvent
 from fleet.scheduler import Decision, WorkerView, rank_workers
 from fleet.selectors import fleet_snapshot
-from inference.fair_queue import FairQueue
 from inference.metrics import QUEUE_WAIT
 
 log = logging.getLogger("ocs.admission")
@@ -38,13 +44,21 @@ POLL_INTERVAL_S = 0.05
 PUMP_RETRY_S = 0.2
 WATCHDOG_S = 1.0
 LENT_EVENT_EVERY_S = 60.0
+WAITING_TTL_S = 5.0  # a waiting entry not renewed for this long (its process died) leaves the line
+POLICY_REFRESH_S = 1.0  # the live policy override is read at most this often per process
 
 
 @dataclass
 class Slot:
+    """A claimed worker slot. `index` is llama-server's slot (`id_slot`; None: not pinned, only in
+    tests); `own_prefix`: that slot's cache holds this student's own prompt, so the worker may
+    reuse it (core/slot_owners.py). Otherwise the request must not reuse the cache at all."""
+
     worker: WorkerView
     lease: Lease
     reason: str
+    index: int | None = None
+    own_prefix: bool = False
 
     async def release(self) -> None:
         await self.lease.release()
@@ -65,6 +79,18 @@ class Want:
     pinned_worker: str = ""  # staff only (X-OCS-Worker): this worker or none, no failover
     arrived: float = field(default_factory=time.monotonic)
     queued_s: float = 0.0  # time spent waiting for slots, over every try
+    weight: float = 1.0  # the student's class weight in the fair share
+    fair_policy: str = ""  # the policy its estimate was charged under ("": nothing charged yet)
+    fair_charged: float = 0.0
+
+    @property
+    def line(self) -> str:
+        return f"{self.pool_id}:{self.model_id}"
+
+    def estimate(self, policy: str) -> float:
+        """Its charge before it ran: the prompt by the byte estimate, as if nothing were cached."""
+        return charge(policy, computed_prompt_tokens=self.prompt_bytes // BYTES_PER_TOKEN, output_tokens=0,
+                      weight=self.weight)
 
     def avoid(self) -> frozenset[int]:
         return frozenset(self.failed)
@@ -74,13 +100,18 @@ class Want:
 class _Waiter:
     want: Want
     future: asyncio.Future[Slot]
+    request: str = field(default_factory=lambda: uuid.uuid4().hex)  # its id in the shared line
 
 
 class _Line:
-    def __init__(self) -> None:
-        self.queue: FairQueue[_Waiter] = FairQueue()
+    """This process's waiters of one (pool, model) line; the order is the shared line's."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.waiters: dict[str, _Waiter] = {}
         self.wake = asyncio.Event()
         self.pump: asyncio.Task[None] | None = None
+        self.renewed_at = 0.0
 
 
 _lines: dict[tuple[int, int, str], _Line] = {}
@@ -92,14 +123,47 @@ def _line_for(pool_id: int, model_id: str) -> _Line:
     key = (id(asyncio.get_running_loop()), pool_id, model_id)
     line = _lines.get(key)
     if line is None:
-        line = _lines[key] = _Line()
+        line = _lines[key] = _Line(f"{pool_id}:{model_id}")
     return line
 
 
 def _slot_freed(worker: WorkerView) -> None:
     for (loop_id, _pool, model_id), line in _lines.items():
-        if model_id == worker.model_id and len(line.queue):
+        if model_id == worker.model_id and line.waiters:
             line.wake.set()
+
+
+_policy_cache: tuple[str, float] | None = None
+
+
+async def active_policy() -> str:
+    """The fair-sharing policy in force: the live override (core.live.set_fair_policy), read at
+    most once every POLICY_REFRESH_S, else OCS_FAIR_POLICY."""
+    global _policy_cache
+    now = time.monotonic()
+    if _policy_cache is not None and now - _policy_cache[1] < POLICY_REFRESH_S:
+        return _policy_cache[0]
+    try:
+        override = await live_state().fair_policy()
+    except LiveStateUnavailable:
+        override = None
+    policy = override if override in POLICIES else settings.OCS["FAIR_POLICY"]
+    _policy_cache = (policy, now)
+    return policy
+
+
+async def settle_share(want: Want, *, computed_prompt_tokens: int, output_tokens: int) -> None:
+    """Charge a served request's student what it really cost, less the estimate charged when it
+    left the line. Called once, when the request ends; a failure is logged, never raised."""
+    try:
+        policy = want.fair_policy or await active_policy()
+        real = charge(policy, computed_prompt_tokens=computed_prompt_tokens, output_tokens=output_tokens,
+                      weight=want.weight)
+        delta = real - (want.fair_charged if want.fair_policy == policy else 0.0)
+        if delta:
+            await live_state().fair_charge(want.line, policy, student=str(want.user_id), amount=delta)
+    except Exception:
+        log.warning("could not settle the fair-share counter of user %s", want.user_id, exc_info=True)
 
 
 PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}"
@@ -110,7 +174,7 @@ def queue_depths() -> dict[str, int]:
     """Waiting requests in this process by "pool id:model id"."""
     depths: dict[str, int] = {}
     for (_loop, pool, model), line in _lines.items():
-        depths[f"{pool}:{model}"] = depths.get(f"{pool}:{model}", 0) + len(line.queue)
+        depths[f"{pool}:{model}"] = depths.get(f"{pool}:{model}", 0) + len(line.waiters)
     return depths
 
 
@@ -156,11 +220,13 @@ async def try_claim(want: Want) -> Slot | None:
         if candidate.free <= 0:
             continue
         resource = worker_resource(candidate.worker.id)
-        lease_id = await live.claim(resource, candidate.worker.slots, lease_s)
-        if lease_id is not None:
+        claim = await live.claim_slot(resource, candidate.worker.slots, lease_s, student=str(want.user_id),
+                                      conversation=want.conversation or "")
+        if claim is not None:
             if decision.lent_by:
                 _record_lent(want.pool_id, decision.lent_by, candidate.worker)
-            return Slot(worker=candidate.worker, lease=Lease(resource, lease_id).keep(), reason=candidate.reason)
+            return Slot(worker=candidate.worker, lease=Lease(resource, claim.lease_id).keep(), reason=candidate.reason,
+                        index=claim.index, own_prefix=claim.own_prefix)
     return None
 
 
@@ -177,33 +243,48 @@ async def acquire_slot(want: Want) -> Slot:
 
 async def _acquire(want: Want) -> Slot:
     line = _line_for(want.pool_id, want.model_id)
-    if not len(line.queue):
+    live = live_state()
+    policy = await active_policy()
+    if not line.waiters and await live.fair_turn(line.name, policy) is None:
         slot = await try_claim(want)
         if slot is not None:
             return slot
     waiter = _Waiter(want=want, future=asyncio.get_running_loop().create_future())
-    line.queue.push(want.user_id, waiter)
-    await _publish_queue_depths()
-    _ensure_pump(line)
-    line.wake.set()
-    max_wait_s = settings.OCS["QUEUE_MAX_WAIT_S"]
-    started = time.monotonic()
+    line.waiters[waiter.request] = waiter
     served = False
     try:
-        slot = await _await_served(line, waiter, deadline=started + max_wait_s)
+        await _join(line, waiter, policy)
+        await _publish_queue_depths()
+        _ensure_pump(line)
+        line.wake.set()
+        max_wait_s = settings.OCS["QUEUE_MAX_WAIT_S"]
+        started = time.monotonic()
+        try:
+            slot = await _await_served(line, waiter, deadline=started + max_wait_s)
+        except asyncio.TimeoutError:
+            raise errors.queue_timeout(want.model_id, time.monotonic() - started,
+                                       retry_after_s=max(1, int(settings.OCS["SLOT_LEASE_S"] // 3))) from None
         served = True
         return slot
-    except asyncio.TimeoutError:
-        raise errors.queue_timeout(want.model_id, time.monotonic() - started,
-                                   retry_after_s=max(1, int(settings.OCS["SLOT_LEASE_S"] // 3))) from None
     finally:
         # Gave up (timeout, or the client went away and this task was cancelled).
-        if not served and not line.queue.remove(want.user_id, waiter):
+        if not served:
+            line.waiters.pop(waiter.request, None)
             future = waiter.future
             if future.done() and not future.cancelled() and future.exception() is None:
                 await future.result().release()  # served in the same instant: hand the slot back
+            try:
+                await live.fair_leave(line.name, waiter.request)
+            except LiveStateUnavailable:
+                pass  # its entry is no longer renewed: it leaves the line within WAITING_TTL_S
         waiter.future.cancel()
         await _publish_queue_depths()
+
+
+async def _join(line: _Line, waiter: _Waiter, policy: str) -> None:
+    want = waiter.want
+    await live_state().fair_join(line.name, policy, request=waiter.request, student=str(want.user_id),
+                                 weight=want.weight, cost=want.estimate(policy), ttl_s=WAITING_TTL_S)
 
 
 async def _await_served(line: _Line, waiter: _Waiter, *, deadline: float) -> Slot:
@@ -222,40 +303,67 @@ async def _await_served(line: _Line, waiter: _Waiter, *, deadline: float) -> Slo
 
 
 async def _pump(line: _Line) -> None:
-    """Serve waiters round-robin while any wait."""
-    while len(line.queue):
-        waiter = line.queue.peek()
-        assert waiter is not None
-        student = waiter.want.user_id
-        if waiter.future.done():  # its request gave up; acquire_slot removes it
-            line.queue.take(student, waiter)
-            continue
+    """Serve this process's waiters when the shared line says it is their turn."""
+    live = live_state()
+    while line.waiters:
         try:
-            slot = await try_claim(waiter.want)
-        except errors.ApiError as error:
-            if line.queue.take(student, waiter) and not waiter.future.done():
-                waiter.future.set_exception(error)
-            continue
+            policy = await active_policy()
+            if time.monotonic() - line.renewed_at > WAITING_TTL_S / 3:
+                await live.fair_renew(line.name, list(line.waiters), WAITING_TTL_S)
+                line.renewed_at = time.monotonic()
+            turn = await live.fair_turn(line.name, policy)
+            if turn is None:
+                # Our waiters are not in the line (their entries expired: live state was
+                # unreachable, or restarted): join again, in their order of arrival.
+                for pending in sorted(line.waiters.values(), key=lambda w: w.want.arrived):
+                    await _join(line, pending, policy)
+                await _wait_for_wake(line)
+                continue
+            waiter = line.waiters.get(turn)
+            if waiter is None:  # another process's waiter has the turn
+                await _wait_for_wake(line)
+                continue
+            if waiter.future.done():  # its request gave up; acquire_slot removes it
+                line.waiters.pop(turn, None)
+                await live.fair_leave(line.name, turn)
+                continue
+            try:
+                slot = await try_claim(waiter.want)
+            except errors.ApiError as error:
+                line.waiters.pop(turn, None)
+                await live.fair_leave(line.name, turn)
+                if not waiter.future.done():
+                    waiter.future.set_exception(error)
+                continue
+            if slot is None:
+                await _wait_for_wake(line)
+                continue
+            want = waiter.want
+            amount = want.estimate(policy)
+            taken = await live.fair_served(line.name, policy, request=turn, student=str(want.user_id), amount=amount)
+            # The waiter may have given up during the awaits: hand the slot back, and the charge.
+            if taken and line.waiters.pop(turn, None) is waiter and not waiter.future.done():
+                want.fair_policy, want.fair_charged = policy, amount
+                waiter.future.set_result(slot)
+            else:
+                await slot.release()
+                if taken:
+                    await live.fair_charge(line.name, policy, student=str(want.user_id), amount=-amount)
         except Exception:
             # A transient failure (the database busy, Redis restarting) must not end the pump:
             # nobody awaits it, so it would die silently and the waiters would starve until a
             # new arrival started another. Log, back off, serve on; each waiter's own deadline
             # still bounds its wait.
-            log.exception("admission pump: claiming a slot failed; retrying")
+            log.exception("admission pump: serving the line failed; retrying")
             await asyncio.sleep(PUMP_RETRY_S)
-            continue
-        if slot is not None:
-            # The queue may have changed during the await: take this very waiter, not the head.
-            if line.queue.take(student, waiter) and not waiter.future.done():
-                waiter.future.set_result(slot)
-            else:
-                await slot.release()
-            continue
-        line.wake.clear()
-        try:
-            await asyncio.wait_for(line.wake.wait(), timeout=POLL_INTERVAL_S)
-        except asyncio.TimeoutError:
-            pass
+
+
+async def _wait_for_wake(line: _Line) -> None:
+    line.wake.clear()
+    try:
+        await asyncio.wait_for(line.wake.wait(), timeout=POLL_INTERVAL_S)
+    except asyncio.TimeoutError:
+        pass
 
 
 def _ensure_pump(line: _Line) -> None:

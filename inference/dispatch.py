@@ -117,6 +117,20 @@ async def _too_small(want: Want, worker: WorkerView, error: errors.ApiError) -> 
     return bigger
 
 
+# The worker routes where llama-server honours `id_slot` and `cache_prompt`. Its native
+# /v1/messages ignores both (checked on the pinned build): that route cannot be isolated by slot,
+# and the Anthropic dialect does not return its cache counts (protocols/anthropic.py).
+PINNED_ROUTES = frozenset({"/v1/chat/completions", "/v1/completions"})
+
+
+def for_slot(path: str, body: dict[str, Any], slot: Slot) -> dict[str, Any]:
+    """The body for this very slot: pinned to it, reusing its cache only when the cache holds
+    this student's own prompt (core/slot_owners.py). A foreign slot computes the whole prompt."""
+    if slot.index is None or path not in PINNED_ROUTES:
+        return body
+    return {**body, "id_slot": slot.index, "cache_prompt": slot.own_prefix}
+
+
 async def forward_json(*, path: str, body: dict[str, Any], record: RequestContext) -> tuple[int, bytes]:
     """Non-streaming request. Returns (status, body bytes) of a successful answer."""
     want = record.want
@@ -125,7 +139,7 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestContex
         slot = await acquire_slot(want)
         record.slot = slot
         try:
-            status, content = await _post_whole(slot.worker.base_url + path, body)
+            status, content = await _post_whole(slot.worker.base_url + path, for_slot(path, body, slot))
         except (*TRANSPORT_ERRORS, AnswerTooLarge) as exc:
             await _worker_failed(want, slot, type(exc).__name__)
             continue
@@ -260,7 +274,7 @@ async def open_stream(*, path: str, body: dict[str, Any], record: RequestContext
         handed_over = False
         loading = False
         try:
-            response = await upstream.post(slot.worker.base_url + path, body)
+            response = await upstream.post(slot.worker.base_url + path, for_slot(path, body, slot))
             if response.status_code == 503:
                 loading = True
                 continue

@@ -27,7 +27,7 @@ from core.live import LiveStateUnavailable
 from core.redact import redact
 from fleet.scheduler import conversation_key
 from inference import dispatch
-from inference.admission import Want
+from inference.admission import Want, settle_share
 from inference.auth import authenticate
 from inference.catalogue import resolve_model
 from inference.client_tools import client_tool
@@ -108,7 +108,7 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
         record.want = Want(user_id=identity.user_id, pool_id=identity.pool_id, model_id=model.public_id,
                            conversation=conversation_key(user_id=identity.user_id, model_id=model.public_id,
                                                          messages=list(call.opening)) if call.opening else None,
-                           prompt_bytes=call.size,
+                           prompt_bytes=call.size, weight=identity.fair_weight,
                            pinned_worker=request.headers.get(PIN_HEADER, "")[:100] if identity.is_staff else "")
         # choose and claim a worker, relay
         if not generates:
@@ -161,6 +161,10 @@ async def end(record: RequestContext, *, status: int, error_code: str = "") -> N
             await record.slot.release()  # idempotent: dispatch normally released it already
         if record.ticket is not None:
             await record.ticket.finish(record.served_tokens())
+        if record.slot is not None and record.want is not None:  # it ran: the fair share learns its cost
+            usage = record.usage
+            await settle_share(record.want, computed_prompt_tokens=max(0, usage.prompt_tokens - usage.cached_tokens),
+                               output_tokens=usage.completion_tokens)
     finally:
         REQUESTS.labels(record.client, record.model or "-", record.pool or "-", str(status)).inc()
         if error_code != UNLOGGED_REFUSAL:

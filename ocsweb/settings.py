@@ -12,6 +12,7 @@ from pathlib import Path
 from core.env import (
     ConfigError,
     env_bool,
+    env_choice,
     env_float,
     env_int,
     env_list,
@@ -20,6 +21,7 @@ from core.env import (
     parse_database_url,
     parse_redis_url,
 )
+from core.fair_share import DEFAULT_POLICY, POLICIES
 from core.gateway_settings import GatewaySettings
 from core.private_access import DEFAULT_PRIVATE_NETWORKS
 
@@ -157,6 +159,9 @@ OCS: GatewaySettings = {
     "SLOT_LEASE_S": env_float("OCS_SLOT_LEASE_S", 30.0, minimum=1.0),
     # How long a request waits for a free slot before it is refused with 429.
     "QUEUE_MAX_WAIT_S": env_float("OCS_QUEUE_MAX_WAIT_S", 30.0, minimum=0.0),
+    # Who is served next while every slot is busy (core/fair_share.py): "tokens" (least weighted
+    # token service first) or "requests" (round-robin). The live key fair:policy overrides it.
+    "FAIR_POLICY": env_choice("OCS_FAIR_POLICY", DEFAULT_POLICY, POLICIES),
     # Site-wide default limits per student, where neither the student nor their class sets one
     # (accounts/limits/resolution.py); 0 = no cap. Concurrency counts requests running or waiting.
     "DEFAULT_REQUESTS_PER_MINUTE": env_int("OCS_DEFAULT_REQUESTS_PER_MINUTE", 60, minimum=0),

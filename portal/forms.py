@@ -65,6 +65,14 @@ class LimitsForm(forms.Form):
                                     help_text="Pool names, separated by spaces. Empty: all.")
 
 
+class ShareWeightForm(forms.Form):
+    """A class's share of the workers while they are busy (docs/classroom.md)."""
+
+    fair_weight = forms.FloatField(min_value=0.1, max_value=10.0, label="Share weight",
+                                   help_text="1 = an equal share per student; 2 = twice the share of a student "
+                                             "in a class with 1, while both wait for a worker.")
+
+
 class RequestFilterForm(forms.Form):
     student = forms.CharField(required=False, max_length=150)
     model = forms.CharField(required=False, max_length=100)

@@ -19,7 +19,7 @@ from accounts.access import staff_required
 from accounts.audit import acting_user, audit_record
 from accounts.models import ApiKey, AuditEvent, Classroom, User
 from accounts.selectors import student_policy
-from accounts.services import key_revoke, limits_set, user_set_active
+from accounts.services import classroom_set_weight, key_revoke, limits_set, user_set_active
 from fleet.models import Worker
 from fleet.services import worker_disable, worker_drain, worker_enable, worker_move
 from inference.models import RequestLog
@@ -27,7 +27,7 @@ from inference.selectors import class_daily_usage
 from portal import selectors
 from portal.csv_import import CsvProblem, parse_students_csv
 from portal.fleet_status import fleet_status
-from portal.forms import ImportStudentsForm, LimitsForm, MoveWorkerForm, RequestFilterForm
+from portal.forms import ImportStudentsForm, LimitsForm, MoveWorkerForm, RequestFilterForm, ShareWeightForm
 from portal.services import set_password_path, students_import
 from portal.stats import bar_heights
 from portal.views import site_root
@@ -61,6 +61,7 @@ def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse
         "room": room, "rows": [(s, today.get(s.id, {"requests": 0, "tokens": 0})) for s in students],
         "chart": list(zip(daily, heights)),
         "limits_form": LimitsForm(initial=_limits_initial(room)) if room else None,
+        "weight_form": ShareWeightForm(initial={"fair_weight": room.fair_weight}) if room else None,
     })
 
 
@@ -130,6 +131,21 @@ def student_limits(request: HttpRequest, user_id: int) -> HttpResponse:
 def class_limits(request: HttpRequest, class_id: int) -> HttpResponse:
     room = get_object_or_404(Classroom, id=class_id)
     _apply_limits(request, room)
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
+def class_weight(request: HttpRequest, class_id: int) -> HttpResponse:
+    room = get_object_or_404(Classroom, id=class_id)
+    form = ShareWeightForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Share weight not saved: " + " ".join(
+            str(e) for errors in form.errors.values() for e in errors))
+    elif classroom_set_weight(classroom=room, weight=form.cleaned_data["fair_weight"], actor=acting_user(request)):
+        messages.success(request, f"Saved: share weight {room.fair_weight:g}.")
+    else:
+        messages.success(request, "Nothing changed.")
     return redirect("portal:teacher-class", class_id=room.id)
 
 

@@ -35,6 +35,7 @@ urlpatterns = [
     path("teacher/students/<int:user_id>/link/", teacher.student_link, name="teacher-student-link"),
     path("teacher/students/<int:user_id>/limits/", teacher.student_limits, name="teacher-student-limits"),
     path("teacher/classes/<int:class_id>/limits/", teacher.class_limits, name="teacher-class-limits"),
+    path("teacher/classes/<int:class_id>/weight/", teacher.class_weight, name="teacher-class-weight"),
     path("teacher/keys/<int:key_id>/revoke/", teacher.key_revoke_view, name="teacher-key-revoke"),
     path("teacher/import/", teacher.import_students, name="teacher-import"),
     path("teacher/usage/", teacher.usage, name="teacher-usage"),

@@ -10,18 +10,18 @@ revoked when it ends, whatever happened.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
 from accounts.models import ApiKey, Classroom, User
 from accounts.services import key_issue, key_revoke, limits_set, user_ensure
-from core.live import live_state
+from core.live import live_state, set_fair_policy
 from core.quota import concurrency_resource
 from fleet.models import CatalogModel, Pool, Worker
 from inference.models import RequestLog
@@ -119,19 +119,15 @@ def real_students_busy(*, recent_s: float = RECENT_REAL_S) -> list[str]:
     return reasons
 
 
-def fair_policy_apply(policy: str) -> tuple[bool, str]:
-    """Sets the gateway's fair-sharing rule if this build has the switch
-    (inference.fair_share.set_fair_policy); (applied, note)."""
-    try:
-        module: Any = importlib.import_module("inference.fair_share")
-    except ImportError:
-        module = None
-    setter = getattr(module, "set_fair_policy", None)
-    if setter is None:
-        return False, (f"policy {policy!r} recorded in config only: this build has no "
-                       "inference.fair_share.set_fair_policy; the gateway runs its built-in rule")
-    setter(policy)
-    return True, f"policy {policy!r} set through inference.fair_share.set_fair_policy"
+def fair_policy_apply(policy: str | None) -> tuple[bool, str]:
+    """Sets every gateway's fair-sharing rule through the shared live state (None: back to their
+    OCS_FAIR_POLICY); (applied, note). Without Redis the gateways' live state is their own: the
+    rule in force is the one they were started with (`OCS_FAIR_POLICY=requests make demo`)."""
+    if not settings.REDIS_URL:
+        return False, (f"policy {policy!r} recorded in config only: without Redis this command cannot reach the "
+                       "gateway's in-process live state; start the gateway with OCS_FAIR_POLICY to choose its rule")
+    set_fair_policy(policy)
+    return True, f"policy {policy!r} set in the shared live state (fair:policy)"
 
 
 def fleet_config(*, pool: Pool, model: CatalogModel) -> dict[str, Any]:
@@ -237,6 +233,8 @@ def class_replay_run(options: ReplayOptions, *, say: Callable[[str], Any] = lamb
         raise
     finally:
         replay_keys_revoke([key for _user, key, _raw in issued])
+        if applied:
+            fair_policy_apply(None)  # the gateways go back to the rule they were started with
     turns = join_request_log(sent, wait_s=options.request_log_wait_s)
     report = class_report(turns, duration_s=wall_s, weights=options.weights, roster=roster,
                           workers=[w["name"] for w in fleet["worker_list"]])

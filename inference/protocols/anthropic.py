@@ -4,8 +4,8 @@ anthropic SDK and Copilot's `anthropic` wire. Pure: no Django.
 Accept what Anthropic's API accepts. The gateway checks what it must (model, max_tokens, the
 shape of messages and blocks, tools) and maps the rest:
 - `system`-role messages inside `messages` (Claude Code's beta mid-conversation-system) are
-  accepted and stay where they are: llama-server's native route takes them (tested with the
-  pinned build);
+  accepted and stay where they are, as system messages of the chat request (the worker's chat
+  template reads them where they stand, as its native route did);
 - `thinking`, `context_management`, `output_config`, `metadata`, `service_tier`, `container`,
   `mcp_servers`, `cache_control` on blocks and tools, and unknown fields and betas are accepted
   and not forwarded: the school's models do not think aloud, and prompt caching is the
@@ -14,16 +14,17 @@ shape of messages and blocks, tools) and maps the rest:
 - thinking blocks of earlier turns are dropped; images and documents get a clear 400 (the
   models read text only).
 
-Plain requests go to llama-server's native /v1/messages; a forced tool (`tool_choice` tool/any)
-is translated to OpenAI chat and constrained by inference/forced_tools.py, then translated back.
-Whatever the worker sends, the client gets a valid event sequence: `StreamNormalizer` adds a
-missing `message_start` (the pinned llama-server drops it when the first token is part of a
-multi-byte character), opens blocks a delta arrives for, and closes what is left open.
+Every request is translated to the worker's OpenAI chat route and its answer back
+(`to_openai`, `from_openai`, `StreamTranslator`): the pinned llama-server's native /v1/messages
+ignores `id_slot` and `cache_prompt`, so on it a request could not be kept to its student's own
+slot and a classmate's cached prompt would show (docs/classroom.md). A forced tool (`tool_choice`
+tool/any) is also constrained by inference/forced_tools.py. Whatever the worker sends, the
+client gets a valid event sequence (message_start first, every block opened and closed, then
+message_delta and message_stop).
 """
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from collections.abc import Iterator
 from typing import Any
@@ -41,7 +42,6 @@ from inference.validation import (
     require_model,
 )
 
-MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 CHAT_PATH = "/v1/chat/completions"
 ROLES = frozenset({"user", "assistant", "system"})
@@ -220,7 +220,8 @@ def parse_count_tokens(raw: bytes) -> Call:
 
 
 def native_body(call: Call, *, max_tokens: int | None) -> dict[str, Any]:
-    """The allow-listed Messages request for the worker's native route."""
+    """The allow-listed, cleaned Messages request (the worker's native route's shape: what
+    count_tokens sends, and what to_openai translates)."""
     body = call.body
     system, messages = worker_messages(body)
     native: dict[str, Any] = {"model": call.model, "messages": messages}
@@ -247,10 +248,15 @@ def forces_tool(body: dict[str, Any]) -> bool:
 
 
 def plan(call: Call, target: Target) -> Plan:
+    """Every Messages request goes to the worker's OpenAI chat route, translated both ways: the
+    pinned llama-server's native /v1/messages ignores `id_slot` and `cache_prompt`, so it could
+    not be kept to the student's own slot, and a classmate's cached prefix would speed up (and
+    show in the counts of) a guess (docs/classroom.md). A forced tool is also constrained."""
     native = native_body(call, max_tokens=target.max_tokens)
-    if not forces_tool(native):
-        return Plan(path=MESSAGES_PATH, body=native, stream_transform=lambda: StreamNormalizer(model=call.model))
     chat = to_openai(native)
+    if not forces_tool(native):
+        return Plan(path=CHAT_PATH, body=chat, convert=lambda data: from_openai(data, model=call.model),
+                    stream_transform=lambda: StreamTranslator(model=call.model))
     forced = plan_forced_tool(chat)
     assert forced is not None  # forces_tool() said a tool is forced
     return Plan(
@@ -264,11 +270,12 @@ def plan_count_tokens(call: Call, target: Target) -> Plan:
     return Plan(path=COUNT_TOKENS_PATH, body=native_body(call, max_tokens=None))
 
 
-# --- translation for forced tools ------------------------------------------------------------
+# --- translation to and from the worker's chat route --------------------------------------------
 
 
 def to_openai(native: dict[str, Any]) -> dict[str, Any]:
-    """A (cleaned) Messages request as an OpenAI chat request: tools, tool use and results too."""
+    """A (cleaned) Messages request as an OpenAI chat request: tools, tool use and results too;
+    `system`-role messages stay where the client put them."""
     messages: list[dict[str, Any]] = []
     if native.get("system"):
         messages.append({"role": "system", "content": native["system"]})
@@ -295,16 +302,21 @@ def to_openai(native: dict[str, Any]) -> dict[str, Any]:
         tool_choice = {"type": "function", "function": {"name": choice["name"]}}
     elif choice.get("type") == "any":
         tool_choice = "required"
+    elif choice.get("type") == "none":
+        tool_choice = "none"
     translated: dict[str, Any] = {
         "model": native["model"],
         "messages": messages,
         "max_tokens": native["max_tokens"],
         "stream": native.get("stream", False),
-        "tools": [{"type": "function", "function": {"name": t["name"], "description": t["description"],
-                                                    "parameters": t["input_schema"]}} for t in native.get("tools", [])],
-        "tool_choice": tool_choice,
     }
-    for source, target in [("temperature", "temperature"), ("top_p", "top_p"), ("stop_sequences", "stop")]:
+    if native.get("tools"):
+        translated["tools"] = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
+                                                                 "parameters": t["input_schema"]}}
+                               for t in native["tools"]]
+        translated["tool_choice"] = tool_choice
+    for source, target in [("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"),
+                           ("stop_sequences", "stop")]:
         if native.get(source) is not None:
             translated[target] = native[source]
     if translated["stream"]:
@@ -345,7 +357,7 @@ def from_openai(data: dict[str, Any], *, model: str) -> dict[str, Any]:
         "content": content,
         "stop_reason": STOP_REASONS.get(choice.get("finish_reason") or "stop", "end_turn"),
         "stop_sequence": None,
-        "usage": {"input_tokens": usage.get("prompt_tokens", 0), "output_tokens": usage.get("completion_tokens", 0)},
+        "usage": anthropic_usage(usage),
     }
 
 
@@ -360,12 +372,16 @@ def _message_start(model: str) -> bytes:
 
 
 class StreamTranslator(StreamTransform):
-    """OpenAI chunks (tool-call deltas from forced_tools.StreamConverter) -> Anthropic events."""
+    """The worker's OpenAI chat chunks -> the Anthropic event sequence: message_start, then per
+    content block (text, or tool_use for each tool call) content_block_start,
+    content_block_delta* (text_delta, input_json_delta), content_block_stop; then message_delta
+    (stop_reason, usage) and message_stop. An error from the worker becomes an `error` event."""
 
     def __init__(self, *, model: str) -> None:
         self.model = model
         self._pending = b""
-        self._block_open = False
+        self._block: tuple[str, int] | None = None  # ("text", -1) or ("tool", worker's call index)
+        self._blocks = 0
         self._stop_reason = "end_turn"
         self._started = False
         self._finished = False
@@ -378,7 +394,7 @@ class StreamTranslator(StreamTransform):
     def end(self) -> Iterator[bytes]:
         if not self._finished:
             yield from self._start()
-            yield from self._finish(output_tokens=0)
+            yield from self._finish(usage={})
 
     def _start(self) -> Iterator[bytes]:
         if not self._started:
@@ -386,7 +402,7 @@ class StreamTranslator(StreamTransform):
             yield _message_start(self.model)
 
     def _translate(self, item: bytes) -> Iterator[bytes]:
-        if not item.startswith(b"data: "):
+        if not item.startswith(b"data: ") or self._finished:
             return
         if item == b"data: [DONE]":
             yield from self.end()  # no usage chunk came: close the message anyway
@@ -404,126 +420,54 @@ class StreamTranslator(StreamTransform):
             return
         yield from self._start()
         for choice in chunk.get("choices") or []:
-            for call in (choice.get("delta") or {}).get("tool_calls") or []:
+            delta = choice.get("delta") or {}
+            if isinstance(delta.get("content"), str) and delta["content"]:
+                yield from self._open(("text", -1), {"type": "text", "text": ""})
+                yield event("content_block_delta", {"type": "content_block_delta", "index": self._blocks - 1,
+                                                     "delta": {"type": "text_delta", "text": delta["content"]}})
+            for call in delta.get("tool_calls") or []:
                 function = call.get("function") or {}
-                if not self._block_open:
-                    self._block_open = True
-                    yield event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {
-                        "type": "tool_use", "id": tool_use_id(), "name": function.get("name", ""), "input": {}}})
+                yield from self._open(("tool", int(call.get("index") or 0)), {
+                    "type": "tool_use", "id": tool_use_id(), "name": function.get("name", ""), "input": {}})
                 if function.get("arguments"):
-                    yield event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
-                        "type": "input_json_delta", "partial_json": function["arguments"]}})
+                    yield event("content_block_delta", {"type": "content_block_delta", "index": self._blocks - 1,
+                                                         "delta": {"type": "input_json_delta",
+                                                                   "partial_json": function["arguments"]}})
             if choice.get("finish_reason"):
                 self._stop_reason = STOP_REASONS.get(choice["finish_reason"], "end_turn")
-        if chunk.get("usage") and not self._finished:
-            yield from self._finish(output_tokens=chunk["usage"].get("completion_tokens", 0))
+        if chunk.get("usage"):
+            yield from self._finish(usage=chunk["usage"])
 
-    def _finish(self, *, output_tokens: int) -> Iterator[bytes]:
+    def _open(self, block: tuple[str, int], content_block: dict[str, Any]) -> Iterator[bytes]:
+        if self._block == block:
+            return
+        yield from self._close()
+        self._block = block
+        self._blocks += 1
+        yield event("content_block_start", {"type": "content_block_start", "index": self._blocks - 1,
+                                            "content_block": content_block})
+
+    def _close(self) -> Iterator[bytes]:
+        if self._block is not None:
+            self._block = None
+            yield event("content_block_stop", {"type": "content_block_stop", "index": self._blocks - 1})
+
+    def _finish(self, *, usage: dict[str, Any]) -> Iterator[bytes]:
         self._finished = True
-        if self._block_open:
-            yield event("content_block_stop", {"type": "content_block_stop", "index": 0})
+        yield from self._close()
         yield event("message_delta", {"type": "message_delta",
                                       "delta": {"stop_reason": self._stop_reason, "stop_sequence": None},
-                                      "usage": {"output_tokens": output_tokens}})
+                                      "usage": anthropic_usage(usage)})
         yield event("message_stop", {"type": "message_stop"})
 
 
-_INDEX = re.compile(rb'"index"\s*:\s*(\d+)')
-
-
-class StreamNormalizer(StreamTransform):
-    """Passes the worker's native Anthropic events through untouched, adding what a valid
-    sequence needs and the worker left out: `message_start` first, a `content_block_start`
-    before the first delta of a block, and at the end the open blocks' `content_block_stop`,
-    `message_delta` and `message_stop`. Reads only event names and block indexes."""
-
-    def __init__(self, *, model: str) -> None:
-        self.model = model
-        self.pending = b""
-        self.started = False
-        self.open_blocks: set[int] = set()
-        self.saw_delta = False
-        self.stopped = False
-        self.failed = False
-
-    def feed(self, raw: bytes) -> Iterator[bytes]:
-        events, self.pending = sse_events(self.pending, raw)
-        for item in events:
-            yield from self._event(item)
-
-    def _event(self, item: bytes) -> Iterator[bytes]:
-        name = b""
-        for line in item.split(b"\n"):
-            if line.startswith(b"event:"):
-                name = line[6:].strip()
-                break
-        if not name:
-            if b'"type"' in item and b"data:" in item:  # some servers send data-only events
-                match = re.search(rb'"type"\s*:\s*"([a-z_]+)"', item)
-                name = match.group(1) if match else b""
-        if name in (b"ping", b"") or self.stopped:
-            if not self.stopped:
-                yield item + b"\n\n"
-            return
-        if name == b"error":
-            self.failed = self.stopped = True
-            yield item + b"\n\n"
-            return
-        if name != b"message_start" and not self.started:
-            self.started = True
-            yield _message_start(self.model)
-        if name == b"message_start":
-            if self.started:
-                return  # a second one would restart the message
-            self.started = True
-        elif name in (b"content_block_start", b"content_block_delta", b"content_block_stop"):
-            match = _INDEX.search(item)
-            index = int(match.group(1)) if match else 0
-            if name == b"content_block_start":
-                self.open_blocks.add(index)
-            elif name == b"content_block_delta" and index not in self.open_blocks:
-                self.open_blocks.add(index)
-                kind = b"tool_use" if b"input_json_delta" in item else b"text"
-                block = {"type": "tool_use", "id": tool_use_id(), "name": "", "input": {}} if kind == b"tool_use" \
-                    else {"type": "text", "text": ""}
-                yield event("content_block_start", {"type": "content_block_start", "index": index,
-                                                    "content_block": block})
-            elif name == b"content_block_stop":
-                if index not in self.open_blocks:
-                    return
-                self.open_blocks.discard(index)
-        elif name == b"message_delta":
-            yield from self._close_blocks()
-            self.saw_delta = True
-        elif name == b"message_stop":
-            yield from self._close_blocks()
-            if not self.saw_delta:
-                yield self._delta()
-            self.stopped = True
-        yield item + b"\n\n"
-
-    def _close_blocks(self) -> Iterator[bytes]:
-        for index in sorted(self.open_blocks):
-            yield event("content_block_stop", {"type": "content_block_stop", "index": index})
-        self.open_blocks.clear()
-
-    def _delta(self) -> bytes:
-        self.saw_delta = True
-        return event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn",
-                                                                          "stop_sequence": None},
-                                       "usage": {"output_tokens": 0}})
-
-    def end(self) -> Iterator[bytes]:
-        if self.stopped:
-            return
-        if not self.started:
-            self.started = True
-            yield _message_start(self.model)
-        yield from self._close_blocks()
-        if not self.saw_delta:
-            yield self._delta()
-        yield event("message_stop", {"type": "message_stop"})
-        self.stopped = True
+def anthropic_usage(usage: dict[str, Any]) -> dict[str, int]:
+    """OpenAI usage as Anthropic's: input_tokens leaves out what came from the cache. The cache
+    counts are the student's own (the chat route is pinned to a slot: core/slot_owners.py)."""
+    prompt = int(usage.get("prompt_tokens") or 0)
+    cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    return {"input_tokens": max(0, prompt - cached), "cache_read_input_tokens": cached,
+            "output_tokens": int(usage.get("completion_tokens") or 0)}
 
 
 # --- errors --------------------------------------------------------------------------------

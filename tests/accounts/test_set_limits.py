@@ -87,7 +87,8 @@ def test_the_teachers_admin_pages_for_classes_usage_and_the_request_log_render(t
         response = client.get(page)
         assert response.status_code == 200, page
     assert "alice" in client.get("/admin/inference/dailyusage/").content.decode()
-    created = client.post("/admin/accounts/classroom/add/", {"name": "8a", "requests_per_minute": "15",
+    created = client.post("/admin/accounts/classroom/add/", {"name": "8a", "fair_weight": "1.0",
+                                                             "requests_per_minute": "15",
                                                              "tokens_per_day": "", "concurrency": "",
                                                              "allowed_models": "", "allowed_pools": ""})
     assert created.status_code == 302

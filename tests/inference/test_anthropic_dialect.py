@@ -44,17 +44,20 @@ CLAUDE_CODE_LIKE = {
 
 def test_claude_codes_request_is_accepted_and_cleaned_for_the_worker() -> None:
     call = anthropic.parse(raw(CLAUDE_CODE_LIKE))
-    body = anthropic.plan(call, Target(max_tokens=512)).body
-    assert body["system"] == "You are Claude Code."
-    # the system message stays where Claude Code put it: the worker's native route takes it there
-    assert [m["role"] for m in body["messages"]] == ["user", "system", "assistant", "user"]
-    assert body["messages"][1]["content"] == "Available agents: general-purpose"
-    assert body["messages"][2]["content"] == [{"type": "text", "text": "Hi"}]  # thinking dropped
-    assert body["max_tokens"] == 512
-    assert [t["name"] for t in body["tools"]] == ["Bash"]  # the server tool is left out
+    plan = anthropic.plan(call, Target(max_tokens=512))
+    body = plan.body
+    # the chat route: the native /v1/messages ignores id_slot and cache_prompt (docs/classroom.md)
+    assert plan.path == "/v1/chat/completions"
+    # the system message stays where Claude Code put it, after the system prompt
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "system", "assistant", "user"]
+    assert body["messages"][0]["content"] == "You are Claude Code."
+    assert body["messages"][2]["content"] == "Available agents: general-purpose"
+    assert body["messages"][3]["content"] == "Hi"  # thinking dropped
+    assert body["max_tokens"] == 512 and body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert [t["function"]["name"] for t in body["tools"]] == ["Bash"]  # the server tool is left out
     assert "cache_control" not in json.dumps(body)
-    assert set(body) <= {"model", "messages", "system", "max_tokens", "stream", "tools", "tool_choice",
-                         "temperature", "top_p", "top_k", "stop_sequences"}
+    assert set(body) <= {"model", "messages", "max_tokens", "stream", "stream_options", "tools", "tool_choice",
+                         "temperature", "top_p", "top_k", "stop"}
 
 
 def test_captured_claude_code_requests_parse(tmp_path: Path) -> None:
@@ -88,43 +91,61 @@ def events(stream: bytes) -> list[str]:
     return [line[7:] for line in stream.decode().split("\n") if line.startswith("event: ")]
 
 
-def feed_all(normalizer: anthropic.StreamNormalizer, worker_stream: bytes, piece: int = 7) -> bytes:
-    out = b"".join(b"".join(normalizer.feed(worker_stream[i:i + piece])) for i in range(0, len(worker_stream), piece))
-    return out + b"".join(normalizer.end())
+def feed_all(translator: anthropic.StreamTranslator, worker_stream: bytes, piece: int = 7) -> bytes:
+    out = b"".join(b"".join(translator.feed(worker_stream[i:i + piece])) for i in range(0, len(worker_stream), piece))
+    return out + b"".join(translator.end())
 
 
-def sse(name: str, data: dict[str, object]) -> bytes:
-    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+def chunk(**delta: object) -> bytes:
+    return b"data: " + json.dumps({"choices": [{"index": 0, "delta": delta}]}).encode() + b"\n\n"
 
 
-WORKER_WITHOUT_MESSAGE_START = (
-    sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
-    + sse("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                  "delta": {"type": "text_delta", "text": "\U0001F44B hi"}})
-    + sse("content_block_stop", {"type": "content_block_stop", "index": 0})
-    + sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}})
-    + sse("message_stop", {"type": "message_stop"})
-)
+def datas(stream: bytes) -> list[dict]:
+    return [json.loads(line[6:]) for line in stream.decode().split("\n") if line.startswith("data: ")]
 
 
-def test_a_worker_stream_without_message_start_gets_one_first() -> None:
-    out = feed_all(anthropic.StreamNormalizer(model="m"), WORKER_WITHOUT_MESSAGE_START)
+USAGE = b"data: " + json.dumps({"choices": [], "usage": {"prompt_tokens": 91, "completion_tokens": 3,
+                                                          "prompt_tokens_details": {"cached_tokens": 90}}}).encode()
+
+
+def test_text_then_tool_calls_become_blocks_in_order_even_split_across_reads() -> None:
+    worker = (chunk(role="assistant", content="") + chunk(content="\U0001F44B ") + chunk(content="hi")
+              + chunk(tool_calls=[{"index": 0, "id": "c1", "function": {"name": "Bash", "arguments": '{"cmd"'}}])
+              + chunk(tool_calls=[{"index": 0, "function": {"arguments": ': "ls"}'}}])
+              + chunk(tool_calls=[{"index": 1, "id": "c2", "function": {"name": "Read", "arguments": "{}"}}])
+              + b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}\n\n'
+              + USAGE + b"\n\ndata: [DONE]\n\n")
+    out = feed_all(anthropic.StreamTranslator(model="m"), worker)
+    assert events(out) == ["message_start",
+                           "content_block_start", "content_block_delta", "content_block_delta", "content_block_stop",
+                           "content_block_start", "content_block_delta", "content_block_delta", "content_block_stop",
+                           "content_block_start", "content_block_delta", "content_block_stop",
+                           "message_delta", "message_stop"]
+    data = datas(out)
+    assert "".join(d["delta"]["text"] for d in data if d.get("delta", {}).get("type") == "text_delta") == "\U0001F44B hi"
+    starts = [d for d in data if d["type"] == "content_block_start"]
+    assert [(d["index"], d["content_block"]["type"], d["content_block"].get("name")) for d in starts] == [
+        (0, "text", None), (1, "tool_use", "Bash"), (2, "tool_use", "Read")]
+    arguments = "".join(d["delta"]["partial_json"] for d in data
+                        if d.get("delta", {}).get("type") == "input_json_delta" and d["index"] == 1)
+    assert json.loads(arguments) == {"cmd": "ls"}
+    final = [d for d in data if d["type"] == "message_delta"][0]
+    assert final["delta"]["stop_reason"] == "tool_use"
+    # the counts are the student's own (the chat route is pinned to their slot)
+    assert final["usage"] == {"input_tokens": 1, "cache_read_input_tokens": 90, "output_tokens": 3}
+
+
+def test_a_stream_cut_short_is_still_a_closed_message() -> None:
+    out = feed_all(anthropic.StreamTranslator(model="m"), chunk(content="a"))
     assert events(out) == ["message_start", "content_block_start", "content_block_delta", "content_block_stop",
                            "message_delta", "message_stop"]
-    deltas = [json.loads(line[6:]) for line in out.decode().split("\n") if line.startswith("data: ") and "text_delta" in line]
-    assert [d["delta"]["text"] for d in deltas] == ["\U0001F44B hi"]
 
 
-def test_a_stream_cut_short_is_closed_and_unopened_blocks_are_opened() -> None:
-    worker = sse("message_start", {"type": "message_start", "message": {"id": "x"}}) + sse(
-        "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "a"}})
-    out = feed_all(anthropic.StreamNormalizer(model="m"), worker)
-    assert events(out) == ["message_start", "content_block_start", "content_block_delta", "content_block_stop",
-                           "message_delta", "message_stop"]
-
-
-def test_a_well_formed_stream_passes_through_unchanged() -> None:
-    worker = sse("message_start", {"type": "message_start", "message": {"id": "x"}}) + WORKER_WITHOUT_MESSAGE_START
-    worker = worker[:-len(sse("message_stop", {"type": "message_stop"}))] + sse("ping", {"type": "ping"}) + sse(
-        "message_stop", {"type": "message_stop"})
-    assert feed_all(anthropic.StreamNormalizer(model="m"), worker) == worker
+def test_a_whole_answer_is_translated_with_its_usage() -> None:
+    call = anthropic.parse(raw({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}))
+    plan = anthropic.plan(call, Target(max_tokens=5))
+    assert plan.convert is not None
+    answer = plan.convert({"choices": [{"message": {"content": "Hello"}, "finish_reason": "length"}],
+                           "usage": {"prompt_tokens": 9, "completion_tokens": 5}})
+    assert answer["content"] == [{"type": "text", "text": "Hello"}] and answer["stop_reason"] == "max_tokens"
+    assert answer["usage"] == {"input_tokens": 9, "cache_read_input_tokens": 0, "output_tokens": 5}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.env import ConfigError, env_bool, env_int, env_str, parse_database_url, parse_redis_url
+from core.env import ConfigError, env_bool, env_choice, env_int, env_str, parse_database_url, parse_redis_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,6 +18,14 @@ def test_env_bool_accepts_common_spellings_and_names_the_variable_on_garbage() -
     assert env_bool("X", True, environ={}) is True
     with pytest.raises(ConfigError, match="OCS_DEBUG='maybe'"):
         env_bool("OCS_DEBUG", False, environ={"OCS_DEBUG": "maybe"})
+
+
+def test_env_choice_takes_one_of_its_choices_and_names_the_variable_otherwise() -> None:
+    assert env_choice("OCS_FAIR_POLICY", "tokens", ("tokens", "requests"), environ={}) == "tokens"
+    assert env_choice("OCS_FAIR_POLICY", "tokens", ("tokens", "requests"), environ={"OCS_FAIR_POLICY": "requests"}) \
+        == "requests"
+    with pytest.raises(ConfigError, match="OCS_FAIR_POLICY='fifo': expected one of tokens, requests"):
+        env_choice("OCS_FAIR_POLICY", "tokens", ("tokens", "requests"), environ={"OCS_FAIR_POLICY": "fifo"})
 
 
 def test_env_int_rejects_non_integers_and_values_below_minimum() -> None:

@@ -150,6 +150,22 @@ def test_teacher_sets_student_and_class_limits(teacher_client: Client, student: 
     assert student.requests_per_minute == 5
 
 
+def test_teacher_sets_a_class_share_weight_and_a_student_cannot(teacher_client: Client, student: User) -> None:
+    room = Classroom.objects.create(name="7B")
+    assert "Share weight" in teacher_client.get(f"/teacher/classes/{room.id}/").content.decode()
+    teacher_client.post(f"/teacher/classes/{room.id}/weight/", {"fair_weight": "2"})
+    room.refresh_from_db()
+    assert room.fair_weight == 2.0
+    assert AuditEvent.objects.filter(action="limits.changed", subject="class 7B", detail="fair_weight=2.0").exists()
+    response = teacher_client.post(f"/teacher/classes/{room.id}/weight/", {"fair_weight": "50"}, follow=True)
+    assert "Share weight not saved" in response.content.decode()
+    client = Client()
+    client.force_login(student)
+    assert client.post(f"/teacher/classes/{room.id}/weight/", {"fair_weight": "10"}).status_code == 403
+    room.refresh_from_db()
+    assert room.fair_weight == 2.0
+
+
 def test_teacher_hands_out_a_new_set_password_link(teacher_client: Client, student: User) -> None:
     response = teacher_client.post(f"/teacher/students/{student.id}/link/", follow=True)
     html = response.content.decode()

@@ -1,0 +1,112 @@
+"""Which slot of a worker a request gets, and whose prompt that slot last held. Pure: no I/O.
+
+A worker slot's KV cache keeps the last prompt it processed, and llama-server reuses the longest
+common prefix with the next prompt on that slot (`cache_prompt`). Reuse across students leaks:
+the returned cache counts and the time to first token both say how much of a guess matched a
+classmate's prompt. So the gateway pins every request to a slot (`id_slot`) and remembers, per
+slot, the student who last sent a prompt to it (the owner). A request may reuse the slot's cache
+only when it is the owner's; on a handover the worker is told not to reuse (`cache_prompt:
+false`): it computes the whole prompt, which then stays in the slot for the new owner's next turn.
+
+The owner is recorded when the slot is claimed, before the prompt is sent: the record is always
+the last student who may have written the slot, so a failure in between can only cost a reuse,
+never allow a foreign one. A slot with no record (new worker, live state reset) counts as foreign.
+
+Which free slot: the one this conversation used last, else one this student used last (their
+prefix is there), else one nobody has used, else the least recently used (evicting the prefix
+least likely to be wanted again).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# A lease id on a worker resource starts with its slot's index: "<index>.<random hex>".
+SLOT_SEPARATOR = "."
+
+
+@dataclass(frozen=True)
+class SlotOwner:
+    student: str
+    conversation: str
+    last_used_ms: int
+
+
+@dataclass(frozen=True)
+class SlotClaim:
+    """A claimed slot: its lease id (release it with that), its index (llama-server's
+    `id_slot`), and whether its cache holds this student's own prompt (`cache_prompt` may be on)."""
+
+    lease_id: str
+    index: int
+    own_prefix: bool
+
+
+def lease_slot(lease_id: str) -> int | None:
+    head, sep, _ = lease_id.partition(SLOT_SEPARATOR)
+    return int(head) if sep and head.isdigit() else None
+
+
+def pick_slot(*, capacity: int, used: set[int], owners: dict[int, SlotOwner], student: str,
+              conversation: str) -> int | None:
+    """The free slot index to claim (0 <= index < capacity), or None when all are in use."""
+    best: tuple[int, int] | None = None
+    chosen: int | None = None
+    for index in range(capacity):
+        if index in used:
+            continue
+        owner = owners.get(index)
+        if owner is None:
+            rank = (2, 0)
+        elif owner.student == student and conversation and owner.conversation == conversation:
+            rank = (0, -owner.last_used_ms)
+        elif owner.student == student:
+            rank = (1, -owner.last_used_ms)
+        else:
+            rank = (3, owner.last_used_ms)
+        if best is None or rank < best:
+            best, chosen = rank, index
+    return chosen
+
+
+# The same choice in Redis, atomic with the claim. KEYS[1] = the worker's lease zset, KEYS[2] = its
+# owner hash (field = slot index, value = "student|conversation|last_used_ms").
+# ARGV = capacity, now_ms, expires_ms, random part of the lease id, student, conversation, owner ttl ms.
+# Returns {index, own (1/0)} or {-1, 0} when every slot is in use.
+CLAIM_SLOT_LUA = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
+local capacity = tonumber(ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= capacity then return {-1, 0} end
+local used = {}
+for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local index = string.match(member, '^(%d+)%.')
+  if index then used[tonumber(index)] = true end
+end
+local student, conversation = ARGV[5], ARGV[6]
+local chosen, best_class, best_order, chosen_own = -1, 99, 0, 0
+for index = 0, capacity - 1 do
+  if not used[index] then
+    local value = redis.call('HGET', KEYS[2], tostring(index))
+    local class, order, own = 2, 0, 0
+    if value then
+      local owner, owner_conversation, last = string.match(value, '^([^|]*)|([^|]*)|(%d+)$')
+      last = tonumber(last) or 0
+      if owner == student and conversation ~= '' and owner_conversation == conversation then
+        class, order, own = 0, -last, 1
+      elseif owner == student then
+        class, order, own = 1, -last, 1
+      else
+        class, order = 3, last
+      end
+    end
+    if class < best_class or (class == best_class and order < best_order) then
+      chosen, best_class, best_order, chosen_own = index, class, order, own
+    end
+  end
+end
+if chosen < 0 then return {-1, 0} end
+redis.call('ZADD', KEYS[1], ARGV[3], tostring(chosen) .. '.' .. ARGV[4])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) - tonumber(ARGV[2]) + 60000)
+redis.call('HSET', KEYS[2], tostring(chosen), student .. '|' .. conversation .. '|' .. ARGV[2])
+redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[7]))
+return {chosen, chosen_own}
+"""
