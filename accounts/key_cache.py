@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -24,6 +25,7 @@ from core.db import fresh_connection
 from core.live import live_state
 
 GENERATION = "keys"
+Refusal = Literal["key", "disabled", "access_ended"]
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,19 @@ class KeyIdentity:
     is_staff: bool = False  # a teacher or operator: may pin a request to a worker (X-OCS-Worker)
 
     def usable(self, now: datetime) -> bool:
-        if self.revoked or not self.user_active:
-            return False
-        ends = [end for end in (self.expires_at, self.policy.access_expires_at) if end is not None]
-        return all(end > now for end in ends)
+        return self.refusal(now) is None
+
+    def refusal(self, now: datetime) -> Refusal | None:
+        """Why this key may not be used now, or None. "key": revoked or expired, the same answer
+        as an unknown key; "disabled" / "access_ended": the owner's account (a new key would not
+        help, so the gateway says so)."""
+        if self.revoked or (self.expires_at is not None and self.expires_at <= now):
+            return "key"
+        if not self.user_active:
+            return "disabled"
+        if self.policy.access_expires_at is not None and self.policy.access_expires_at <= now:
+            return "access_ended"
+        return None
 
 
 def site_defaults() -> Caps:
@@ -87,7 +98,17 @@ def _load(prefix: str) -> KeyIdentity | None:
 
 
 async def key_authenticate(raw: str) -> KeyIdentity | None:
-    """The identity behind a raw key, or None if it is malformed, unknown, revoked or expired."""
+    """The identity behind a raw key, or None if it is malformed, unknown, revoked or expired,
+    or its owner may not use it now."""
+    identity = await key_lookup(raw)
+    if identity is None or not identity.usable(timezone.now()):
+        return None
+    return identity
+
+
+async def key_lookup(raw: str) -> KeyIdentity | None:
+    """The identity behind a raw key whose secret matches, usable or not (see
+    KeyIdentity.refusal); None if it is malformed or unknown or the secret is wrong."""
     prefix = parse_prefix(raw)
     if prefix is None:
         return None
@@ -104,8 +125,6 @@ async def key_authenticate(raw: str) -> KeyIdentity | None:
             return None
         _cache[prefix] = (identity, now, generation)
     if not hash_matches(raw, identity.secret_hash):
-        return None
-    if not identity.usable(timezone.now()):
         return None
     return identity
 

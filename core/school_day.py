@@ -17,3 +17,11 @@ def today(now: datetime | None = None) -> tuple[str, float]:
     local = timezone.localtime(now)
     _start, end = day_bounds(local.date())
     return local.date().isoformat(), (end - local).total_seconds()
+
+
+def school_time(at: datetime, now: datetime | None = None) -> str:
+    """`at` as the school reads it: "14:30 CET" today, "Wed 2026-12-02 14:30 CET" another day."""
+    local, reference = timezone.localtime(at), timezone.localtime(now)
+    if local.date() == reference.date():
+        return local.strftime("%H:%M %Z").strip()
+    return local.strftime("%a %Y-%m-%d %H:%M %Z").strip()

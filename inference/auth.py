@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from accounts.key_cache import KeyIdentity, key_authenticate
+from accounts.key_cache import KeyIdentity, Refusal, key_lookup
 from accounts.models import ApiKey
 from core import errors
 from core.db import fresh_connection
+from core.school_day import school_time
 
 LAST_USED_RESOLUTION_S = 60.0
 _last_touched: dict[int, float] = {}
@@ -31,11 +32,22 @@ def key_from_headers(headers: Mapping[str, str]) -> str | None:
 async def authenticate(raw_key: str | None) -> KeyIdentity:
     if not raw_key:
         raise errors.invalid_api_key()
-    identity = await key_authenticate(raw_key)
+    identity = await key_lookup(raw_key)
     if identity is None:
         raise errors.invalid_api_key()
+    refused = identity.refusal(timezone.now())
+    if refused is not None:
+        raise _refusal_error(identity, refused)
     _touch_last_used(identity.key_id)
     return identity
+
+
+def _refusal_error(identity: KeyIdentity, refused: Refusal) -> errors.ApiError:
+    if refused == "disabled":
+        return errors.account_disabled()
+    if refused == "access_ended" and identity.policy.access_expires_at is not None:
+        return errors.account_disabled(ended_at=school_time(identity.policy.access_expires_at))
+    return errors.invalid_api_key()
 
 
 def _touch_last_used(key_id: int) -> None:

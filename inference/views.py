@@ -119,19 +119,19 @@ count_tokens = generating(anthropic.COUNT_TOKENS, generates=False)
 ollama_chat_completions = generating(openai_chat.OLLAMA_CHAT, key_in_path=True)
 
 
-@answering(openai_chat.OLLAMA_CHAT, "GET")
+@answering(openai_chat.OLLAMA_API, "GET")
 async def ollama_version(request: HttpRequest, record: RequestRecord, key: str) -> HttpResponseBase:
     identity = await authenticate(key)
     record.identify(identity)
     return JsonResponse(ollama.version())
 
 
-@answering(openai_chat.OLLAMA_CHAT, "GET")
+@answering(openai_chat.OLLAMA_API, "GET")
 async def ollama_tags(request: HttpRequest, record: RequestRecord, key: str) -> HttpResponseBase:
     return JsonResponse(ollama.tags(await visible_models(record, key)))
 
 
-@answering(openai_chat.OLLAMA_CHAT, "POST")
+@answering(openai_chat.OLLAMA_API, "POST")
 async def ollama_show(request: HttpRequest, record: RequestRecord, key: str) -> HttpResponseBase:
     models = {m.public_id: m for m in await visible_models(record, key)}
     return JsonResponse(ollama.show(request.body, models))
