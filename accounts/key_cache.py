@@ -19,13 +19,15 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
+from accounts.models import Classroom
 from core.keys import hash_matches, parse_prefix
 from accounts.limits import Caps, Policy, resolve
+from accounts.pause import ActivePause, PauseRule, Window, active_pause
 from core.db import fresh_connection
 from core.live import live_state
 
 GENERATION = "keys"
-Refusal = Literal["key", "disabled", "access_ended"]
+Refusal = Literal["key", "disabled", "access_ended", "paused"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class KeyIdentity:
     user_active: bool
     policy: Policy
     is_staff: bool = False  # a teacher or operator: may pin a request to a worker (X-OCS-Worker)
+    pause: PauseRule | None = None  # the student's class's pauses (staff are never paused)
 
     def usable(self, now: datetime) -> bool:
         return self.refusal(now) is None
@@ -58,7 +61,12 @@ class KeyIdentity:
             return "disabled"
         if self.policy.access_expires_at is not None and self.policy.access_expires_at <= now:
             return "access_ended"
+        if self.paused(now) is not None:
+            return "paused"
         return None
+
+    def paused(self, now: datetime) -> ActivePause | None:
+        return active_pause(self.pause, timezone.localtime(now))
 
 
 def site_defaults() -> Caps:
@@ -73,11 +81,24 @@ def site_defaults() -> Caps:
 _cache: dict[str, tuple[KeyIdentity, float, int]] = {}
 
 
+def class_pause_rule(room: Classroom | None) -> PauseRule | None:
+    """What can pause `room`'s students: its one-off pause and its weekly windows (one query)."""
+    if room is None:
+        return None
+    windows = tuple(Window(w.weekday, w.starts, w.ends, w.message) for w in room.pause_windows.all())
+    if not room.paused and not windows:
+        return None
+    by = (room.paused_by.get_full_name() or room.paused_by.username) if room.paused_by else ""
+    return PauseRule(class_name=room.name, starts=room.pause_starts, until=room.pause_until, active=room.paused,
+                     by=by, message=room.pause_message, windows=windows, lifted_until=room.pause_lifted_until)
+
+
 @fresh_connection
 def _load(prefix: str) -> KeyIdentity | None:
     from accounts.models import ApiKey
 
-    key = ApiKey.objects.select_related("user", "user__classroom", "pool").filter(prefix=prefix).first()
+    key = ApiKey.objects.select_related("user", "user__classroom", "user__classroom__paused_by", "pool").filter(
+        prefix=prefix).first()
     if key is None:
         return None
     return KeyIdentity(
@@ -92,6 +113,7 @@ def _load(prefix: str) -> KeyIdentity | None:
         revoked=key.revoked_at is not None,
         user_active=key.user.is_active,
         is_staff=key.user.is_staff,
+        pause=None if key.user.is_staff else class_pause_rule(key.user.classroom),
         policy=resolve(defaults=site_defaults(), classroom=key.user.classroom, student=key.user, key=key,
                        access_expires_at=key.user.access_expires_at),
     )

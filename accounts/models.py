@@ -27,15 +27,38 @@ class LimitFields(models.Model):
 
 
 class Classroom(LimitFields):
-    """A class of students: its limits are the defaults for every student in it."""
+    """A class of students: its limits are the defaults for every student in it. A class can be
+    paused (exam mode): once, or by a weekly timetable (ClassPauseWindow); see accounts/pause.py."""
 
     name = models.CharField(max_length=100, unique=True)
+    paused = models.BooleanField(default=False, help_text="A one-off pause is set (see its start and end).")
+    pause_starts = models.DateTimeField(null=True, blank=True, help_text="Empty: paused from when it was set.")
+    pause_until = models.DateTimeField(null=True, blank=True, help_text="Empty: until resumed.")
+    paused_by = models.ForeignKey("User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    pause_message = models.CharField(max_length=200, blank=True)
+    pause_lifted_until = models.DateTimeField(
+        null=True, blank=True, help_text="A resume during a timetable window lifts windows ending by then.")
 
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+
+class ClassPauseWindow(models.Model):
+    """A weekly pause of a class, in the school's time zone. An end not after the start ends
+    the next day."""
+
+    classroom = models.ForeignKey(Classroom, on_delete=models.CASCADE, related_name="pause_windows")
+    weekday = models.PositiveSmallIntegerField(choices=[(n, day) for n, day in enumerate(
+        ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"))])
+    starts = models.TimeField()
+    ends = models.TimeField()
+    message = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["weekday", "starts"]
 
 
 class User(AbstractUser, LimitFields):

@@ -4,12 +4,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
+from datetime import datetime
 
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from accounts.key_cache import KeyIdentity, Refusal, key_lookup
 from accounts.models import ApiKey
+from accounts.pause import pause_text
 from core import errors
 from core.db import fresh_connection
 from core.school_day import school_time
@@ -35,18 +37,23 @@ async def authenticate(raw_key: str | None) -> KeyIdentity:
     identity = await key_lookup(raw_key)
     if identity is None:
         raise errors.invalid_api_key()
-    refused = identity.refusal(timezone.now())
+    now = timezone.now()
+    refused = identity.refusal(now)
     if refused is not None:
-        raise _refusal_error(identity, refused)
+        raise _refusal_error(identity, refused, now)
     _touch_last_used(identity.key_id)
     return identity
 
 
-def _refusal_error(identity: KeyIdentity, refused: Refusal) -> errors.ApiError:
+def _refusal_error(identity: KeyIdentity, refused: Refusal, now: datetime) -> errors.ApiError:
     if refused == "disabled":
         return errors.account_disabled()
     if refused == "access_ended" and identity.policy.access_expires_at is not None:
         return errors.account_disabled(ended_at=school_time(identity.policy.access_expires_at))
+    if refused == "paused":
+        pause = identity.paused(now)
+        if pause is not None:
+            return errors.class_paused(pause_text(pause, timezone.localtime(now)))
     return errors.invalid_api_key()
 
 

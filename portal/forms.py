@@ -68,6 +68,25 @@ class LimitsForm(forms.Form):
                                     help_text="Pool names, separated by spaces. Empty: all.")
 
 
+class PauseForm(forms.Form):
+    """Pause a class now: for some minutes, until a time of day (the next such time), or until resumed."""
+
+    minutes = forms.IntegerField(min_value=1, max_value=7 * 24 * 60, required=False, label="For (minutes)")
+    until = forms.TimeField(required=False, label="Or until (HH:MM)", widget=forms.TimeInput(attrs={"type": "time"}))
+    message = forms.CharField(max_length=200, required=False, label="Note for the students",
+                              help_text="Shown with the refusal, e.g. 'Exam until 10:30: no AI'.")
+
+
+class PauseWindowForm(forms.Form):
+    """A weekly pause in the school's time zone; an end before the start ends the next day."""
+
+    weekday = forms.TypedChoiceField(coerce=int, label="Day", choices=[(n, day) for n, day in enumerate(
+        ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"))])
+    starts = forms.TimeField(label="From", widget=forms.TimeInput(attrs={"type": "time"}))
+    ends = forms.TimeField(label="To", widget=forms.TimeInput(attrs={"type": "time"}))
+    message = forms.CharField(max_length=200, required=False, label="Note for the students")
+
+
 class RequestFilterForm(forms.Form):
     student = forms.CharField(required=False, max_length=150)
     model = forms.CharField(required=False, max_length=100)

@@ -4,6 +4,7 @@ through a service that audits it."""
 from __future__ import annotations
 
 import csv
+from datetime import timedelta
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -19,17 +20,19 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.audit import acting_user, audit_record
-from accounts.models import ApiKey, AuditEvent, Classroom, User
-from accounts.selectors import student_policy
+from accounts.models import ApiKey, AuditEvent, ClassPauseWindow, Classroom, User
+from accounts.selectors import pause_status, student_policy
 from inference.selectors import class_daily_usage
-from accounts.services import key_revoke, limits_set, user_set_active
+from accounts.pause import next_time_of_day
+from accounts.services import class_pause, class_pause_window_add, class_pause_window_remove, class_resume, \
+    key_revoke, limits_set, user_set_active
 from fleet.models import Pool, Worker
 from fleet.services import worker_disable, worker_drain, worker_enable, worker_move
 from inference.models import RequestLog
 from portal import selectors
 from portal.csv_import import CsvProblem, parse_students_csv
 from portal.fleet_status import fleet_status
-from portal.forms import ImportStudentsForm, LimitsForm, RequestFilterForm
+from portal.forms import ImportStudentsForm, LimitsForm, PauseForm, PauseWindowForm, RequestFilterForm
 from portal.services import set_password_path, students_import
 from portal.stats import bar_heights
 from portal.views import site_root
@@ -75,6 +78,9 @@ def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse
         "room": room, "rows": [(s, today.get(s.id, {"requests": 0, "tokens": 0})) for s in students],
         "chart": list(zip(daily, heights)),
         "limits_form": LimitsForm(initial=_limits_initial(room)) if room else None,
+        "pause": pause_status(room) if room else None,
+        "pause_form": PauseForm(), "window_form": PauseWindowForm(),
+        "windows": list(room.pause_windows.all()) if room else [],
     })
 
 
@@ -144,6 +150,61 @@ def student_limits(request: HttpRequest, user_id: int) -> HttpResponse:
 def class_limits(request: HttpRequest, class_id: int) -> HttpResponse:
     room = get_object_or_404(Classroom, id=class_id)
     _apply_limits(request, room)
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
+def class_pause_view(request: HttpRequest, class_id: int) -> HttpResponse:
+    room = get_object_or_404(Classroom, id=class_id)
+    form = PauseForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Not paused: " + "; ".join(" ".join(e) for e in form.errors.values()))
+        return redirect("portal:teacher-class", class_id=room.id)
+    now = timezone.localtime()
+    data = form.cleaned_data
+    until = (now + timedelta(minutes=data["minutes"]) if data["minutes"]
+             else next_time_of_day(data["until"], now) if data["until"] else None)
+    class_pause(classroom=room, actor=acting_user(request), until=until, message=data["message"])
+    messages.success(request, f"Class {room.name} is paused " + (
+        f"until {timezone.localtime(until):%H:%M}." if until else "until you resume it.")
+        + " Answers already running finish.")
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
+def class_resume_view(request: HttpRequest, class_id: int) -> HttpResponse:
+    room = get_object_or_404(Classroom, id=class_id)
+    class_resume(classroom=room, actor=acting_user(request))
+    messages.success(request, f"Class {room.name} is resumed: its students are served again.")
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
+def class_window_add(request: HttpRequest, class_id: int) -> HttpResponse:
+    room = get_object_or_404(Classroom, id=class_id)
+    form = PauseWindowForm(request.POST)
+    if form.is_valid():
+        try:
+            class_pause_window_add(classroom=room, actor=acting_user(request), **form.cleaned_data)
+        except ValueError as problem:
+            messages.error(request, str(problem))
+        else:
+            messages.success(request, "Added to the timetable.")
+    else:
+        messages.error(request, "Not added: " + "; ".join(" ".join(e) for e in form.errors.values()))
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
+def class_window_remove(request: HttpRequest, class_id: int, window_id: int) -> HttpResponse:
+    room = get_object_or_404(Classroom, id=class_id)
+    window = get_object_or_404(ClassPauseWindow, id=window_id, classroom=room)
+    class_pause_window_remove(window=window, actor=acting_user(request))
+    messages.success(request, "Removed from the timetable.")
     return redirect("portal:teacher-class", class_id=room.id)
 
 
