@@ -31,6 +31,9 @@ class Classroom(LimitFields):
     paused (exam mode): once, or by a weekly timetable (ClassPauseWindow); see accounts/pause.py."""
 
     name = models.CharField(max_length=100, unique=True)
+    teachers = models.ManyToManyField("User", blank=True, related_name="taught_classes",
+                                      help_text="Teachers who see and act on this class's students (staff "
+                                                "superusers see every class).")
     paused = models.BooleanField(default=False, help_text="A one-off pause is set (see its start and end).")
     pause_starts = models.DateTimeField(null=True, blank=True, help_text="Empty: paused from when it was set.")
     pause_until = models.DateTimeField(null=True, blank=True, help_text="Empty: until resumed.")

@@ -1,7 +1,12 @@
-"""What a person may see about keys and people: their own, or, for a teacher, anyone's; a student's limits."""
+"""What a person may see and act on: their own keys and usage; a teacher, also their classes'
+students (a staff superuser: everyone); a student's limits and their class's pause.
+
+One notion of "teacher" for pages, APIs, the websocket and commands: an active staff account
+(`acts_as_teacher`). The role field is a label; removing the staff flag (or disabling the
+account) ends a teacher's access everywhere at once."""
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from dataclasses import dataclass
 from datetime import timedelta
@@ -14,13 +19,52 @@ from accounts.limits import UNSET, Policy, resolve
 from accounts.models import ApiKey, Classroom, User
 
 
+def acts_as_teacher(user: object) -> bool:
+    return bool(getattr(user, "is_authenticated", False) and getattr(user, "is_active", False)
+                and getattr(user, "is_staff", False))
+
+
+def sees_everyone(user: object) -> bool:
+    """A staff superuser (an admin): every class, student and key."""
+    return acts_as_teacher(user) and bool(getattr(user, "is_superuser", False))
+
+
+def classes_visible_to(viewer: User) -> QuerySet[Classroom]:
+    if sees_everyone(viewer):
+        return Classroom.objects.all()
+    if acts_as_teacher(viewer):
+        return Classroom.objects.filter(teachers=viewer)
+    return Classroom.objects.none()
+
+
+def students_visible_to(viewer: User) -> QuerySet[User]:
+    """The people a teacher acts on: the students of their classes; never another teacher, staff
+    member or admin (an admin acts on everyone)."""
+    if sees_everyone(viewer):
+        return User.objects.all()
+    if acts_as_teacher(viewer):
+        return User.objects.filter(classroom__teachers=viewer, is_staff=False, is_superuser=False).distinct()
+    return User.objects.none()
+
+
+def may_manage(viewer: User, person: User) -> bool:
+    """May `viewer` change `person`'s account, limits or keys?"""
+    return students_visible_to(viewer).filter(id=person.id).exists()
+
+
 def keys_visible_to(viewer: User) -> QuerySet[ApiKey]:
     keys = ApiKey.objects.select_related("user", "pool")
-    return keys if viewer.is_teacher else keys.filter(user=viewer)
+    if sees_everyone(viewer):
+        return keys
+    if acts_as_teacher(viewer):
+        return keys.filter(Q(user=viewer) | Q(user__in=students_visible_to(viewer)))
+    return keys.filter(user=viewer)
 
 
 def people_visible_to(viewer: User) -> QuerySet[User]:
-    return User.objects.all() if viewer.is_teacher else User.objects.filter(id=viewer.id)
+    if sees_everyone(viewer):
+        return User.objects.all()
+    return User.objects.filter(Q(id=viewer.id) | Q(id__in=students_visible_to(viewer)))
 
 
 def student_policy(user: User) -> Policy:

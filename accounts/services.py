@@ -188,3 +188,23 @@ def class_pause_window_remove(*, window: ClassPauseWindow, actor: User | None = 
     window.delete()
     audit_record(actor=actor, action="class.timetable", subject=f"class {room.name}", detail=f"removed {described}")
     key_cache_invalidate()
+
+
+def teacher_ensure(*, username: str, class_names: list[str], actor: User | None = None) -> tuple[User, bool]:
+    """Create a teacher (staff, with no usable password until they set one) if missing, and make
+    them a teacher of each named class (created if missing). Returns (teacher, created). Audited."""
+    username = username.strip().lower()
+    with transaction.atomic():
+        teacher, created = User.objects.get_or_create(
+            username=username, defaults={"role": User.Role.TEACHER, "is_staff": True})
+        if created:
+            teacher.set_unusable_password()
+            teacher.save(update_fields=["password"])
+        elif not teacher.is_staff:
+            raise ValueError(f"{username} exists and is not a staff account (a student?); choose another username")
+        rooms = [Classroom.objects.get_or_create(name=name.strip()[:100])[0] for name in class_names if name.strip()]
+        for room in rooms:
+            room.teachers.add(teacher)
+        audit_record(actor=actor, action="teacher.created" if created else "teacher.classes",
+                     subject=teacher.username, detail=", ".join(f"class {room.name}" for room in rooms))
+    return teacher, created

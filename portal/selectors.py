@@ -75,8 +75,8 @@ def today_totals(user_ids: list[int]) -> dict[int, dict[str, int]]:
     return {row["user_id"]: {"requests": row["requests"], "tokens": row["tokens"] or 0} for row in rows}
 
 
-def classes_overview() -> QuerySet[Classroom]:
-    return Classroom.objects.annotate(
+def classes_overview(rooms: QuerySet[Classroom] | None = None) -> QuerySet[Classroom]:
+    return (Classroom.objects.all() if rooms is None else rooms).annotate(
         student_count=Count("students", filter=Q(students__role=User.Role.STUDENT), distinct=True),
         active_count=Count("students", filter=Q(students__is_active=True, students__role=User.Role.STUDENT),
                            distinct=True),
@@ -90,16 +90,20 @@ def students_of(classroom: Classroom | None) -> QuerySet[User]:
         "username")
 
 
-def usage_by_person(*, days: int = 30) -> list[dict[str, Any]]:
+def usage_by_person(*, days: int = 30, users: QuerySet[User] | None = None) -> list[dict[str, Any]]:
     """Requests and tokens per student over the last `days` days from the daily roll-ups,
-    plus today from the request log; most tokens first."""
+    plus today from the request log; most tokens first. `users`: only these people."""
     since = timezone.localdate() - timedelta(days=days)
-    rolled = (DailyUsage.objects.filter(day__gte=since, day__lt=timezone.localdate())
+    rolled_rows = DailyUsage.objects.filter(day__gte=since, day__lt=timezone.localdate())
+    today_rows = RequestLog.objects.filter(user__isnull=False)
+    if users is not None:
+        rolled_rows, today_rows = rolled_rows.filter(user__in=users), today_rows.filter(user__in=users)
+    rolled = (rolled_rows
               .values("user_id", "user__username", "user__classroom__name")
               .annotate(requests=Sum("requests"), prompt_tokens=Sum("prompt_tokens"),
                         completion_tokens=Sum("completion_tokens")))
     start, _ = day_bounds(timezone.localdate())
-    today = (RequestLog.objects.filter(at__gte=start, user__isnull=False)
+    today = (today_rows.filter(at__gte=start)
              .values("user_id", "user__username", "user__classroom__name")
              .annotate(requests=Count("id"), prompt_tokens=Sum("prompt_tokens"),
                        completion_tokens=Sum("completion_tokens")))

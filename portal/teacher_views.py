@@ -14,14 +14,15 @@ from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.audit import acting_user, audit_record
 from accounts.models import ApiKey, AuditEvent, ClassPauseWindow, Classroom, User
-from accounts.selectors import pause_status, student_policy
+from accounts.selectors import classes_visible_to, keys_visible_to, pause_status, sees_everyone, student_policy, \
+    students_visible_to
 from inference.selectors import class_daily_usage
 from accounts.pause import next_time_of_day
 from accounts.services import class_pause, class_pause_window_add, class_pause_window_remove, class_resume, \
@@ -53,23 +54,42 @@ def staff_required(view: View) -> View:
     return wrapper
 
 
+def _viewer(request: HttpRequest) -> User:
+    user = request.user
+    assert isinstance(user, User)  # staff_required ran first
+    return user
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise Http404("no such class") from None
+
+
 def _limits_initial(target: Classroom | User) -> dict[str, Any]:
     return {name: getattr(target, name) for name in LimitsForm.base_fields}
 
 
 @staff_required
 def index(request: HttpRequest) -> HttpResponse:
-    classes = list(selectors.classes_overview())
-    unassigned = User.objects.filter(role=User.Role.STUDENT, classroom__isnull=True).count()
+    viewer = _viewer(request)
+    classes = list(selectors.classes_overview(classes_visible_to(viewer)))
+    admin = sees_everyone(viewer)
+    unassigned = User.objects.filter(role=User.Role.STUDENT, classroom__isnull=True).count() if admin else 0
+    audit = AuditEvent.objects.select_related("actor")
     return render(request, "teacher/index.html", {
         "classes": classes, "unassigned": unassigned,
-        "audit": list(AuditEvent.objects.select_related("actor")[:10]),
+        "audit": list((audit if admin else audit.filter(actor=viewer))[:10]),
     })
 
 
 @staff_required
 def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse:
-    room = get_object_or_404(Classroom, id=class_id) if class_id is not None else None
+    viewer = _viewer(request)
+    room = get_object_or_404(classes_visible_to(viewer), id=class_id) if class_id is not None else None
+    if room is None and not sees_everyone(viewer):
+        raise Http404("Students in no class are the admin's.")
     students = list(selectors.students_of(room))
     today = selectors.today_totals([s.id for s in students])
     daily = class_daily_usage(room) if room else []
@@ -86,7 +106,7 @@ def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse
 
 @staff_required
 def student(request: HttpRequest, user_id: int) -> HttpResponse:
-    person = get_object_or_404(User.objects.select_related("classroom"), id=user_id)
+    person = get_object_or_404(students_visible_to(_viewer(request)).select_related("classroom"), id=user_id)
     days = selectors.usage_days(person)
     return render(request, "teacher/student.html", {
         "person": person, "keys": list(selectors.keys_of(person)), "policy": student_policy(person),
@@ -101,7 +121,7 @@ def student(request: HttpRequest, user_id: int) -> HttpResponse:
 @staff_required
 @require_POST
 def student_set_active(request: HttpRequest, user_id: int) -> HttpResponse:
-    person = get_object_or_404(User, id=user_id)
+    person = get_object_or_404(students_visible_to(_viewer(request)), id=user_id)
     if person.is_staff:
         messages.error(request, "Staff accounts are managed in the admin.")
     else:
@@ -115,7 +135,7 @@ def student_set_active(request: HttpRequest, user_id: int) -> HttpResponse:
 @require_POST
 def student_link(request: HttpRequest, user_id: int) -> HttpResponse:
     """A new one-time set-password link, shown once on the student's page."""
-    person = get_object_or_404(User, id=user_id)
+    person = get_object_or_404(students_visible_to(_viewer(request)), id=user_id)
     if person.is_staff:
         messages.error(request, "Staff accounts are managed in the admin.")
         return redirect("portal:teacher-student", user_id=person.id)
@@ -140,7 +160,7 @@ def _apply_limits(request: HttpRequest, target: Classroom | User) -> bool:
 @staff_required
 @require_POST
 def student_limits(request: HttpRequest, user_id: int) -> HttpResponse:
-    person = get_object_or_404(User, id=user_id)
+    person = get_object_or_404(students_visible_to(_viewer(request)), id=user_id)
     _apply_limits(request, person)
     return redirect("portal:teacher-student", user_id=person.id)
 
@@ -148,7 +168,7 @@ def student_limits(request: HttpRequest, user_id: int) -> HttpResponse:
 @staff_required
 @require_POST
 def class_limits(request: HttpRequest, class_id: int) -> HttpResponse:
-    room = get_object_or_404(Classroom, id=class_id)
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
     _apply_limits(request, room)
     return redirect("portal:teacher-class", class_id=room.id)
 
@@ -156,7 +176,7 @@ def class_limits(request: HttpRequest, class_id: int) -> HttpResponse:
 @staff_required
 @require_POST
 def class_pause_view(request: HttpRequest, class_id: int) -> HttpResponse:
-    room = get_object_or_404(Classroom, id=class_id)
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
     form = PauseForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Not paused: " + "; ".join(" ".join(e) for e in form.errors.values()))
@@ -175,7 +195,7 @@ def class_pause_view(request: HttpRequest, class_id: int) -> HttpResponse:
 @staff_required
 @require_POST
 def class_resume_view(request: HttpRequest, class_id: int) -> HttpResponse:
-    room = get_object_or_404(Classroom, id=class_id)
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
     class_resume(classroom=room, actor=acting_user(request))
     messages.success(request, f"Class {room.name} is resumed: its students are served again.")
     return redirect("portal:teacher-class", class_id=room.id)
@@ -184,7 +204,7 @@ def class_resume_view(request: HttpRequest, class_id: int) -> HttpResponse:
 @staff_required
 @require_POST
 def class_window_add(request: HttpRequest, class_id: int) -> HttpResponse:
-    room = get_object_or_404(Classroom, id=class_id)
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
     form = PauseWindowForm(request.POST)
     if form.is_valid():
         try:
@@ -201,7 +221,7 @@ def class_window_add(request: HttpRequest, class_id: int) -> HttpResponse:
 @staff_required
 @require_POST
 def class_window_remove(request: HttpRequest, class_id: int, window_id: int) -> HttpResponse:
-    room = get_object_or_404(Classroom, id=class_id)
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
     window = get_object_or_404(ClassPauseWindow, id=window_id, classroom=room)
     class_pause_window_remove(window=window, actor=acting_user(request))
     messages.success(request, "Removed from the timetable.")
@@ -211,7 +231,7 @@ def class_window_remove(request: HttpRequest, class_id: int, window_id: int) -> 
 @staff_required
 @require_POST
 def key_revoke_view(request: HttpRequest, key_id: int) -> HttpResponse:
-    key = get_object_or_404(ApiKey.objects.select_related("user"), id=key_id)
+    key = get_object_or_404(keys_visible_to(_viewer(request)), id=key_id)
     key_revoke(key=key, actor=acting_user(request))
     messages.success(request, f"Revoked {key.display} of {key.user.username}.")
     return redirect("portal:teacher-student", user_id=key.user_id)
@@ -244,7 +264,12 @@ def import_students(request: HttpRequest) -> HttpResponse:
 
 @staff_required
 def usage(request: HttpRequest) -> HttpResponse:
-    people = selectors.usage_by_person()
+    viewer = _viewer(request)
+    scope = students_visible_to(viewer)
+    if request.GET.get("class"):
+        scope = scope.filter(classroom=get_object_or_404(classes_visible_to(viewer), id=_int(request.GET["class"])))
+    people = selectors.usage_by_person(users=None if sees_everyone(viewer) and not request.GET.get("class")
+                                       else scope)
     classes = selectors.usage_by_class(people)
     if request.GET.get("format") == "csv":
         response = HttpResponse(content_type="text/csv; charset=utf-8")
@@ -289,6 +314,9 @@ def _filtered_requests(form: RequestFilterForm) -> Any:
 def requests(request: HttpRequest) -> HttpResponse:
     form = RequestFilterForm(request.GET or None)
     rows = _filtered_requests(form) if request.GET else RequestLog.objects.select_related("user").order_by("-at")
+    viewer = _viewer(request)
+    if not sees_everyone(viewer):
+        rows = rows.filter(user__in=students_visible_to(viewer))
     if request.GET.get("format") == "csv":
         response = HttpResponse(content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = 'attachment; filename="requests.csv"'

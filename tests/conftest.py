@@ -101,6 +101,20 @@ def other_student(django_user_model):  # noqa: ANN001, ANN201
     return user_ensure(username="bob", role="student", password="pw-bob-1")[0]
 
 
+@pytest.fixture
+def taught_class(teacher, student, other_student):  # noqa: ANN001, ANN201
+    """Class 7A, taught by `teacher`, with alice and bob in it: a teacher acts only on the
+    students of their classes."""
+    from accounts.models import Classroom, User
+
+    room = Classroom.objects.create(name="7A")
+    room.teachers.add(teacher)
+    User.objects.filter(id__in=[student.id, other_student.id]).update(classroom=room)
+    student.refresh_from_db()
+    other_student.refresh_from_db()
+    return room
+
+
 # --- real processes ----------------------------------------------------------------------------
 
 

@@ -114,6 +114,7 @@ def test_commands_pause_until_the_next_such_time_and_resume(room, student) -> No
 
 
 def test_the_teacher_pauses_from_the_class_page_and_students_see_it_at_home(room, student, teacher) -> None:  # noqa: ANN001
+    room.teachers.add(teacher)
     page = Client()
     page.force_login(teacher)
     assert "Pause now" in page.get(f"/teacher/classes/{room.id}/").content.decode()

@@ -115,7 +115,8 @@ def test_import_students_command_errors_are_clear(tmp_path) -> None:  # noqa: AN
         call_command("import_students", str(bad))
 
 
-def test_teacher_disables_and_enables_a_student(teacher_client: Client, student: User, teacher: User) -> None:
+def test_teacher_disables_and_enables_a_student(teacher_client: Client, student: User, teacher: User,
+                                                taught_class: Classroom) -> None:
     assert teacher_client.post(f"/teacher/students/{student.id}/active/", {"active": "0"}).status_code == 302
     student.refresh_from_db()
     assert not student.is_active
@@ -125,7 +126,7 @@ def test_teacher_disables_and_enables_a_student(teacher_client: Client, student:
     assert student.is_active
 
 
-def test_teacher_revokes_a_students_key(teacher_client: Client, student: User) -> None:
+def test_teacher_revokes_a_students_key(teacher_client: Client, student: User, taught_class: Classroom) -> None:
     key, raw = key_issue(user=student, name="laptop")
     page = teacher_client.get(f"/teacher/students/{student.id}/").content.decode()
     assert key.display in page and raw not in page
@@ -133,8 +134,10 @@ def test_teacher_revokes_a_students_key(teacher_client: Client, student: User) -
     assert ApiKey.objects.get(id=key.id).revoked_at is not None
 
 
-def test_teacher_sets_student_and_class_limits(teacher_client: Client, student: User) -> None:
+def test_teacher_sets_student_and_class_limits(teacher_client: Client, student: User, teacher: User,
+                                              taught_class: Classroom) -> None:
     room = Classroom.objects.create(name="7B")
+    room.teachers.add(teacher)
     teacher_client.post(f"/teacher/students/{student.id}/limits/", {"requests_per_minute": "5", "tokens_per_day": ""})
     student.refresh_from_db()
     assert student.requests_per_minute == 5 and student.tokens_per_day is None
@@ -150,7 +153,8 @@ def test_teacher_sets_student_and_class_limits(teacher_client: Client, student: 
     assert student.requests_per_minute == 5
 
 
-def test_teacher_hands_out_a_new_set_password_link(teacher_client: Client, student: User) -> None:
+def test_teacher_hands_out_a_new_set_password_link(teacher_client: Client, student: User,
+                                                   taught_class: Classroom) -> None:
     response = teacher_client.post(f"/teacher/students/{student.id}/link/", follow=True)
     html = response.content.decode()
     assert 'data-testid="set-password-link">http://testserver/accounts/set-password/' in html
@@ -172,7 +176,8 @@ def test_unknown_student_or_class_is_404(teacher_client: Client) -> None:
     assert teacher_client.get("/teacher/classes/99999/").status_code == 404
 
 
-def test_request_log_filters_and_csv(teacher_client: Client, student: User, other_student: User) -> None:
+def test_request_log_filters_and_csv(teacher_client: Client, student: User, other_student: User,
+                                     taught_class: Classroom) -> None:
     from tests.portal.test_pages import log_request
 
     log_request(student, model="model-a", worker_name="w1")
@@ -188,13 +193,13 @@ def test_request_log_filters_and_csv(teacher_client: Client, student: User, othe
     assert ",alice,model-a," in csv_text and "89.7" in csv_text
 
 
-def test_usage_csv_export(teacher_client: Client, student: User) -> None:
+def test_usage_csv_export(teacher_client: Client, student: User, taught_class: Classroom) -> None:
     from tests.portal.test_pages import log_request
 
     log_request(student)
     response = teacher_client.get("/teacher/usage/?format=csv")
     assert response["Content-Type"].startswith("text/csv")
-    assert response.content.decode().splitlines()[1] == "alice,,1,12,30"
+    assert response.content.decode().splitlines()[1] == "alice,7A,1,12,30"
 
 
 def test_worker_actions_from_the_fleet_page(teacher_client: Client, teacher: User) -> None:
