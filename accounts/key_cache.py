@@ -115,7 +115,8 @@ def _load(prefix: str) -> KeyIdentity | None:
         is_staff=key.user.is_staff,
         pause=None if key.user.is_staff else class_pause_rule(key.user.classroom),
         policy=resolve(defaults=site_defaults(), classroom=key.user.classroom, student=key.user, key=key,
-                       access_expires_at=key.user.access_expires_at),
+                       access_expires_at=key.user.access_expires_at,
+                       term=key.user.classroom.term if key.user.classroom else None),
     )
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
+from typing import Any
 
 from django.contrib.auth.models import AbstractUser
 from django.db import models
@@ -17,6 +18,11 @@ class LimitFields(models.Model):
         null=True, blank=True, help_text="Prompt + completion tokens per day (school time zone). Empty: inherit.")
     concurrency = models.PositiveIntegerField(
         null=True, blank=True, help_text="Requests running or waiting at the same time. Empty: inherit.")
+    tokens_per_week = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Prompt + completion tokens per week, Monday to Sunday (school time zone). "
+                                         "Empty: inherit.")
+    tokens_per_term = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Prompt + completion tokens per term (the class's term dates). Empty: inherit.")
     allowed_models = models.CharField(
         max_length=500, blank=True, help_text="Public model ids, separated by spaces or commas. Empty: inherit (all).")
     allowed_pools = models.CharField(
@@ -31,7 +37,7 @@ class Classroom(LimitFields):
     paused (exam mode): once, or by a weekly timetable (ClassPauseWindow); see accounts/pause.py."""
 
     name = models.CharField(max_length=100, unique=True)
-    teachers = models.ManyToManyField("User", blank=True, related_name="taught_classes",
+    teachers: models.ManyToManyField[User, Any] = models.ManyToManyField("User", blank=True, related_name="taught_classes",
                                       help_text="Teachers who see and act on this class's students (staff "
                                                 "superusers see every class).")
     paused = models.BooleanField(default=False, help_text="A one-off pause is set (see its start and end).")
@@ -39,6 +45,8 @@ class Classroom(LimitFields):
     pause_until = models.DateTimeField(null=True, blank=True, help_text="Empty: until resumed.")
     paused_by = models.ForeignKey("User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     pause_message = models.CharField(max_length=200, blank=True)
+    term_starts = models.DateField(null=True, blank=True, help_text="First day of the term (school time zone).")
+    term_ends = models.DateField(null=True, blank=True, help_text="Last day of the term.")
     pause_lifted_until = models.DateTimeField(
         null=True, blank=True, help_text="A resume during a timetable window lifts windows ending by then.")
 
@@ -47,6 +55,10 @@ class Classroom(LimitFields):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def term(self) -> tuple[date, date] | None:
+        return (self.term_starts, self.term_ends) if self.term_starts and self.term_ends else None
 
 
 class ClassPauseWindow(models.Model):

@@ -70,7 +70,7 @@ def people_visible_to(viewer: User) -> QuerySet[User]:
 def student_policy(user: User) -> Policy:
     """The limits that apply to the student (before any key of theirs adds its own)."""
     return resolve(defaults=site_defaults(), classroom=user.classroom, student=user, key=UNSET,
-                   access_expires_at=user.access_expires_at)
+                   access_expires_at=user.access_expires_at, term=user.classroom.term if user.classroom else None)
 
 
 UPCOMING_PAUSE = timedelta(hours=1)

@@ -1,7 +1,7 @@
 """State changes for people and keys."""
 from __future__ import annotations
 
-from datetime import datetime, time
+from datetime import date, datetime, time
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -91,7 +91,8 @@ def user_set_active(*, user: User, active: bool, actor: User | None = None) -> U
     return user
 
 
-LIMIT_FIELDS = ("requests_per_minute", "tokens_per_day", "concurrency", "allowed_models", "allowed_pools")
+LIMIT_FIELDS = ("requests_per_minute", "tokens_per_day", "tokens_per_week", "tokens_per_term", "concurrency",
+                "allowed_models", "allowed_pools")
 
 
 def limits_set(*, target: Classroom | User | ApiKey, actor: User | None = None, **changes: object) -> list[str]:
@@ -208,3 +209,19 @@ def teacher_ensure(*, username: str, class_names: list[str], actor: User | None 
         audit_record(actor=actor, action="teacher.created" if created else "teacher.classes",
                      subject=teacher.username, detail=", ".join(f"class {room.name}" for room in rooms))
     return teacher, created
+
+
+def class_term_set(*, classroom: Classroom, starts: date | None, ends: date | None,
+                   actor: User | None = None) -> bool:
+    """Set (or, with None, clear) a class's term; its students' budgets per term count within
+    it. Audited; applies to the next request everywhere. Returns whether anything changed."""
+    if (starts is None) != (ends is None) or (starts is not None and ends is not None and ends < starts):
+        raise ValueError("A term needs a first and a last day, the last not before the first.")
+    if (classroom.term_starts, classroom.term_ends) == (starts, ends):
+        return False
+    classroom.term_starts, classroom.term_ends = starts, ends
+    classroom.save(update_fields=["term_starts", "term_ends"])
+    audit_record(actor=actor, action="class.term", subject=f"class {classroom.name}",
+                 detail=f"{starts} to {ends}" if starts else "no term")
+    key_cache_invalidate()
+    return True

@@ -35,7 +35,8 @@ class ApiError(Exception):
 
 # Refusals about the student's situation, not the request's form: their message says what
 # happened and what the student can do; dialects without a shown code lead the message with it.
-STUDENT_REFUSALS = frozenset({"account_disabled", "class_paused", "budget_exhausted", "context_length_exceeded"})
+STUDENT_REFUSALS = frozenset({"account_disabled", "class_paused", "budget_exhausted", "tokens_per_day_exceeded",
+                              "context_length_exceeded"})
 
 
 def invalid_api_key() -> ApiError:

@@ -61,11 +61,31 @@ class LimitsForm(forms.Form):
     requests_per_minute = forms.IntegerField(min_value=0, max_value=1_000_000, required=False,
                                              label="Requests per minute")
     tokens_per_day = forms.IntegerField(min_value=0, max_value=10**15, required=False, label="Tokens per day")
+    tokens_per_week = forms.IntegerField(min_value=0, max_value=10**15, required=False, label="Tokens per week",
+                                         help_text="Monday to Sunday, school time zone.")
+    tokens_per_term = forms.IntegerField(min_value=0, max_value=10**15, required=False, label="Tokens per term",
+                                         help_text="Counted between the class's term dates.")
     concurrency = forms.IntegerField(min_value=0, max_value=10_000, required=False, label="Requests at once")
     allowed_models = forms.CharField(max_length=500, required=False, label="Allowed models",
                                      help_text="Model ids, separated by spaces. Empty: all.")
     allowed_pools = forms.CharField(max_length=200, required=False, label="Allowed pools",
                                     help_text="Pool names, separated by spaces. Empty: all.")
+
+
+class TermForm(forms.Form):
+    """A class's term: its token budget per term counts between these days (both included)."""
+
+    term_starts = forms.DateField(required=False, label="Term starts", widget=forms.DateInput(attrs={"type": "date"}))
+    term_ends = forms.DateField(required=False, label="Term ends", widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        starts, ends = data.get("term_starts"), data.get("term_ends")
+        if (starts is None) != (ends is None):
+            raise forms.ValidationError("Give both term dates, or neither.")
+        if starts is not None and ends is not None and ends < starts:
+            raise forms.ValidationError("The term must end on or after its first day.")
+        return data
 
 
 class PauseForm(forms.Form):

@@ -23,17 +23,17 @@ from accounts.audit import acting_user, audit_record
 from accounts.models import ApiKey, AuditEvent, ClassPauseWindow, Classroom, User
 from accounts.selectors import classes_visible_to, keys_visible_to, pause_status, sees_everyone, student_policy, \
     students_visible_to
-from inference.selectors import class_daily_usage
+from inference.selectors import class_daily_usage, near_their_limit
 from accounts.pause import next_time_of_day
 from accounts.services import class_pause, class_pause_window_add, class_pause_window_remove, class_resume, \
-    key_revoke, limits_set, user_set_active
+    class_term_set, key_revoke, limits_set, user_set_active
 from fleet.models import Pool, Worker
 from fleet.services import worker_disable, worker_drain, worker_enable, worker_move
 from inference.models import RequestLog
 from portal import selectors
 from portal.csv_import import CsvProblem, parse_students_csv
 from portal.fleet_status import fleet_status
-from portal.forms import ImportStudentsForm, LimitsForm, PauseForm, PauseWindowForm, RequestFilterForm
+from portal.forms import ImportStudentsForm, LimitsForm, PauseForm, PauseWindowForm, RequestFilterForm, TermForm
 from portal.services import set_password_path, students_import
 from portal.stats import bar_heights
 from portal.views import site_root
@@ -90,7 +90,7 @@ def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse
     room = get_object_or_404(classes_visible_to(viewer), id=class_id) if class_id is not None else None
     if room is None and not sees_everyone(viewer):
         raise Http404("Students in no class are the admin's.")
-    students = list(selectors.students_of(room))
+    students = list(selectors.students_of(room).select_related("classroom"))
     today = selectors.today_totals([s.id for s in students])
     daily = class_daily_usage(room) if room else []
     heights = bar_heights([float(d["prompt_tokens"] + d["completion_tokens"]) for d in daily], height=100)
@@ -99,6 +99,8 @@ def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse
         "chart": list(zip(daily, heights)),
         "limits_form": LimitsForm(initial=_limits_initial(room)) if room else None,
         "pause": pause_status(room) if room else None,
+        "near_limit": near_their_limit(students)[:20] if room else [],
+        "term_form": TermForm(initial={"term_starts": room.term_starts, "term_ends": room.term_ends}) if room else None,
         "pause_form": PauseForm(), "window_form": PauseWindowForm(),
         "windows": list(room.pause_windows.all()) if room else [],
     })
@@ -175,11 +177,25 @@ def class_limits(request: HttpRequest, class_id: int) -> HttpResponse:
 
 @staff_required
 @require_POST
+def class_term(request: HttpRequest, class_id: int) -> HttpResponse:
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
+    form = TermForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Term not saved: " + "; ".join(" ".join(str(e) for e in errors) for errors in form.errors.values()))
+    else:
+        changed = class_term_set(classroom=room, starts=form.cleaned_data["term_starts"],
+                                 ends=form.cleaned_data["term_ends"], actor=acting_user(request))
+        messages.success(request, "Term saved." if changed else "Nothing changed.")
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
 def class_pause_view(request: HttpRequest, class_id: int) -> HttpResponse:
     room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
     form = PauseForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Not paused: " + "; ".join(" ".join(e) for e in form.errors.values()))
+        messages.error(request, "Not paused: " + "; ".join(" ".join(str(e) for e in errors) for errors in form.errors.values()))
         return redirect("portal:teacher-class", class_id=room.id)
     now = timezone.localtime()
     data = form.cleaned_data
@@ -214,7 +230,7 @@ def class_window_add(request: HttpRequest, class_id: int) -> HttpResponse:
         else:
             messages.success(request, "Added to the timetable.")
     else:
-        messages.error(request, "Not added: " + "; ".join(" ".join(e) for e in form.errors.values()))
+        messages.error(request, "Not added: " + "; ".join(" ".join(str(e) for e in errors) for errors in form.errors.values()))
     return redirect("portal:teacher-class", class_id=room.id)
 
 

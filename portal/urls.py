@@ -35,6 +35,7 @@ urlpatterns = [
     path("teacher/students/<int:user_id>/link/", teacher.student_link, name="teacher-student-link"),
     path("teacher/students/<int:user_id>/limits/", teacher.student_limits, name="teacher-student-limits"),
     path("teacher/classes/<int:class_id>/limits/", teacher.class_limits, name="teacher-class-limits"),
+    path("teacher/classes/<int:class_id>/term/", teacher.class_term, name="teacher-class-term"),
     path("teacher/classes/<int:class_id>/pause/", teacher.class_pause_view, name="teacher-class-pause"),
     path("teacher/classes/<int:class_id>/resume/", teacher.class_resume_view, name="teacher-class-resume"),
     path("teacher/classes/<int:class_id>/timetable/", teacher.class_window_add, name="teacher-class-window-add"),

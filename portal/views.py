@@ -11,7 +11,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts.audit import acting_user
 from accounts.models import User
 from accounts.selectors import pause_status, student_policy
-from inference.selectors import usage_summary
+from inference.selectors import budgets_left, usage_summary
 from accounts.services import MAX_ACTIVE_KEYS, TooManyKeys, key_issue, key_revoke
 from portal import selectors
 from portal.connect import KEY_PLACEHOLDER, setups
@@ -40,6 +40,7 @@ def home(request: HttpRequest) -> HttpResponse:
         "limits": summary["limits"], "tokens_today": summary["today"]["prompt_tokens"]
         + summary["today"]["completion_tokens"],
         "pause": None if person.is_staff else pause_status(person.classroom),
+        "budgets": budgets_left(person),
     })
 
 

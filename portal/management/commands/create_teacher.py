@@ -5,6 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from accounts.models import Classroom
 from accounts.services import teacher_ensure
 from portal.services import set_password_path
 
@@ -26,6 +27,6 @@ class Command(BaseCommand):
                                               class_names=options["classes"].split(","))
         except ValueError as problem:
             raise CommandError(str(problem)) from None
-        classes = ", ".join(teacher.taught_classes.order_by("name").values_list("name", flat=True)) or "none yet"
+        classes = ", ".join(Classroom.objects.filter(teachers=teacher).values_list("name", flat=True)) or "none yet"
         self.stderr.write(f"{'created' if created else 'updated'}: teacher {teacher.username}; classes: {classes}")
         self.stdout.write(options["site"].rstrip("/") + set_password_path(user=teacher))
