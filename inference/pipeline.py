@@ -22,6 +22,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 
 from fleet.scheduler import conversation_key
+from fleet.selectors import ModelView
 from core import errors
 from inference import dispatch
 from inference.admission import Want
@@ -30,7 +31,7 @@ from inference.catalogue import resolve_model
 from inference.client_tools import client_tool
 from inference.metrics import REFUSALS, REQUESTS
 from inference.protocols.base import Call, Plan, Protocol, Target
-from inference.quota_gate import admit, charge_refusal, check_access, reservation
+from inference.quota_gate import admit, budget_fallback, charge_refusal, check_access, reservation
 from inference.request_log import RequestRecord
 from inference.validation import output_cap
 from core.redact import redact
@@ -95,13 +96,19 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
             await charge_refusal(identity)  # a refused request still counts toward requests per minute
             raise
         record.model, record.stream = model.public_id, call.stream
-        call = _with_model(call, model.public_id)
-        target = Target(max_tokens=output_cap(call.max_tokens, cap=model.max_output_tokens), reasoning=model.reasoning)
-        plan = protocol.plan(call, target)
-        # admit
-        record.ticket = await admit(identity, reserve=reservation(
-            body_bytes=call.size, max_tokens=target.max_tokens if generates else 0,
-            context_length=model.context_length))
+        call, target, plan = _planned(protocol, call, model)
+        # admit (a student whose token budget is spent may be served by the fallback model)
+        try:
+            record.ticket = await admit(identity, reserve=reservation(
+                body_bytes=call.size, max_tokens=target.max_tokens if generates else 0,
+                context_length=model.context_length))
+        except errors.ApiError as refused:
+            model = await budget_fallback(refused, identity, model.public_id)  # or the refusal stands
+            record.model, record.fallback = model.public_id, "budget"
+            call, target, plan = _planned(protocol, call, model)
+            record.ticket = await admit(identity, budgets=False, reserve=reservation(
+                body_bytes=call.size, max_tokens=target.max_tokens if generates else 0,
+                context_length=model.context_length))
         record.want = Want(user_id=identity.user_id, pool_id=identity.pool_id, model_id=model.public_id,
                            conversation=conversation_key(user_id=identity.user_id, model_id=model.public_id,
                                                          messages=list(call.opening)) if call.opening else None,
@@ -137,9 +144,18 @@ def _with_model(call: Call, model_id: str) -> Call:
     return call if call.model == model_id else replace(call, model=model_id)
 
 
+def _planned(protocol: Protocol, call: Call, model: ModelView) -> tuple[Call, Target, Plan]:
+    """The call as sent to `model`: its model id, the output cap the gateway applies, its plan."""
+    call = _with_model(call, model.public_id)
+    target = Target(max_tokens=output_cap(call.max_tokens, cap=model.max_output_tokens), reasoning=model.reasoning)
+    return call, target, protocol.plan(call, target)
+
+
 def _headers(response: HttpResponseBase, record: RequestRecord) -> None:
     # The hot paths skip SecurityMiddleware (ocsweb/asgi.py); HSTS comes from the HTTPS proxy.
     response["X-Content-Type-Options"] = "nosniff"
+    if record.fallback:
+        response["x-ocs-fallback"] = record.fallback  # the answer's `model` names the model that answered
     if record.staff and record.worker_name:
         response[PIN_HEADER] = record.worker_name  # which worker served it: for teachers only
     if record.ticket is not None:

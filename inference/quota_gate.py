@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from django.conf import settings
@@ -24,6 +24,8 @@ from django.utils import timezone
 from accounts.key_cache import KeyIdentity
 from accounts.limits import Caps
 from core import errors
+from fleet.selectors import ModelView
+from inference.catalogue import resolve_model
 from inference.admission import Lease
 from core.school_day import school_time, this_term, this_week, today
 from core.live import LiveStateUnavailable, live_state
@@ -159,6 +161,24 @@ class Ticket:
                 log.warning("could not settle a token reservation (live state unavailable): it stands as charged")
 
 
+BUDGET_CODES = frozenset({"budget_exhausted", "tokens_per_day_exceeded"})
+
+
+async def budget_fallback(refused: errors.ApiError, identity: KeyIdentity, model_id: str) -> ModelView:
+    """The model that serves a student whose token budget is spent (OCS_BUDGET_FALLBACK_MODEL),
+    if it is another model, served for the key's pool and allowed for the student; otherwise
+    the refusal stands (re-raised)."""
+    fallback = settings.OCS["BUDGET_FALLBACK_MODEL"]
+    if refused.code not in BUDGET_CODES or not fallback or fallback == model_id:
+        raise refused
+    try:
+        model = await resolve_model(fallback, identity)
+        check_access(identity, model.public_id)
+    except errors.ApiError:
+        raise refused from None
+    return model
+
+
 def check_access(identity: KeyIdentity, model_id: str) -> None:
     """Models and pools a teacher allowed: refused like a model or pool the key cannot see."""
     if not identity.policy.allows_pool(identity.pool_name):
@@ -185,8 +205,12 @@ async def charge_refusal(identity: KeyIdentity) -> None:
         raise refusal(scopes[verdict.scope_index], verdict, reserve=0, day_left_s=day_left_s)
 
 
-async def admit(identity: KeyIdentity, *, reserve: int) -> Ticket:
+async def admit(identity: KeyIdentity, *, reserve: int, budgets: bool = True) -> Ticket:
+    """Check and charge the request's limits. `budgets=False` (the budget fallback): token
+    budgets are not checked, though the tokens are still counted; the other caps hold."""
     scopes = scopes_for(identity)
+    if not budgets:
+        scopes = [replace(s, tokens_per_day=None, tokens_per_week=None, tokens_per_term=None) for s in scopes]
     now = periods_now(identity)
     request_id = uuid.uuid4().hex
     lease_s = settings.OCS["SLOT_LEASE_S"]

@@ -265,8 +265,10 @@ def spare_llama_servers(tmp_path):  # noqa: ANN001, ANN201
 
     started: list[LlamaServerProcess] = []
 
-    def start(port: int | None = None, slots: int = 4, context_per_slot: int = 4096) -> LlamaServerProcess:
-        spec = local_worker_spec(port=port or free_port(), slots=slots, context_per_slot=context_per_slot)
+    def start(port: int | None = None, slots: int = 4, context_per_slot: int = 4096,
+              model_id: str = MODEL_ID) -> LlamaServerProcess:
+        spec = local_worker_spec(port=port or free_port(), slots=slots, context_per_slot=context_per_slot,
+                                 model_id=model_id)
         process = LlamaServerProcess(spec, log_path=tmp_path / f"llama-{spec.port}.log").start()
         process.wait_healthy(120)
         started.append(process)

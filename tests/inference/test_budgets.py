@@ -118,3 +118,19 @@ def test_set_limits_sets_weekly_and_term_budgets(student) -> None:  # noqa: ANN0
     call_command("set_limits", "alice", "--tokens-per-week", "5000", "--tokens-per-term", "60000", stdout=io.StringIO())
     student.refresh_from_db()
     assert (student.tokens_per_week, student.tokens_per_term) == (5000, 60000)
+
+
+def test_without_a_fallback_model_or_for_another_refusal_the_refusal_stands(settings) -> None:  # noqa: ANN001
+    from inference.quota_gate import budget_fallback
+
+    spent = errors.ApiError(429, "spent", type="tokens", code="budget_exhausted")
+    too_fast = errors.ApiError(429, "slow down", type="requests", code="rate_limit_exceeded")
+    settings.OCS = {**settings.OCS, "BUDGET_FALLBACK_MODEL": ""}
+    with pytest.raises(errors.ApiError) as caught:
+        async_to_sync(budget_fallback)(spent, None, "big")  # type: ignore[arg-type]
+    assert caught.value is spent
+    settings.OCS = {**settings.OCS, "BUDGET_FALLBACK_MODEL": "small"}
+    for refused, model in ((too_fast, "big"), (spent, "small")):  # not a budget; already the fallback
+        with pytest.raises(errors.ApiError) as caught:
+            async_to_sync(budget_fallback)(refused, None, model)  # type: ignore[arg-type]
+        assert caught.value is refused
