@@ -64,7 +64,7 @@ def periods_now(identity: KeyIdentity) -> Periods:
 
 
 def scopes_for(identity: KeyIdentity) -> list[QuotaScope]:
-    scopes = [_scope(f"user:{identity.user_id}", identity.policy.student)]
+    scopes = [_scope(f"user:{identity.user_id}", identity.policy.student)]  # inference/budgets.py student_scope
     if identity.policy.key is not None:
         scopes.append(_scope(f"key:{identity.key_id}", identity.policy.key))
     return scopes

@@ -72,6 +72,14 @@ class LimitsForm(forms.Form):
                                     help_text="Pool names, separated by spaces. Empty: all.")
 
 
+class BudgetForm(forms.Form):
+    """A one-off extra allowance (tokens) for the current day, week or term, or (no tokens) a reset."""
+
+    period = forms.ChoiceField(choices=[("day", "today"), ("week", "this week"), ("term", "this term")],
+                               label="Budget")
+    tokens = forms.IntegerField(min_value=1, max_value=10**12, required=False, label="Extra tokens")
+
+
 class TermForm(forms.Form):
     """A class's term: its token budget per term counts between these days (both included)."""
 

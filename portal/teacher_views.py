@@ -23,7 +23,8 @@ from accounts.audit import acting_user, audit_record
 from accounts.models import ApiKey, AuditEvent, ClassPauseWindow, Classroom, User
 from accounts.selectors import classes_visible_to, keys_visible_to, pause_status, sees_everyone, student_policy, \
     students_visible_to
-from inference.selectors import class_daily_usage, near_their_limit
+from inference.budgets import budget_grant, budget_reset
+from inference.selectors import budgets_left, class_daily_usage, near_their_limit
 from accounts.pause import next_time_of_day
 from accounts.services import class_pause, class_pause_window_add, class_pause_window_remove, class_resume, \
     class_term_set, key_revoke, limits_set, user_set_active
@@ -33,7 +34,7 @@ from inference.models import RequestLog
 from portal import selectors
 from portal.csv_import import CsvProblem, parse_students_csv
 from portal.fleet_status import fleet_status
-from portal.forms import ImportStudentsForm, LimitsForm, PauseForm, PauseWindowForm, RequestFilterForm, TermForm
+from portal.forms import BudgetForm, ImportStudentsForm, LimitsForm, PauseForm, PauseWindowForm, RequestFilterForm, TermForm
 from portal.services import set_password_path, students_import
 from portal.stats import bar_heights
 from portal.views import site_root
@@ -115,6 +116,7 @@ def student(request: HttpRequest, user_id: int) -> HttpResponse:
         "days": days, "chart": list(zip(days, bar_heights([float(d.tokens) for d in days], height=100))),
         "recent": list(selectors.recent_requests(person, limit=10)),
         "limits_form": LimitsForm(initial=_limits_initial(person)),
+        "budgets": budgets_left(person), "budget_form": BudgetForm(),
         "link": request.session.pop("set_password_link", None) if request.session.get(
             "set_password_link_for") == person.id else None,
     })
@@ -164,6 +166,29 @@ def _apply_limits(request: HttpRequest, target: Classroom | User) -> bool:
 def student_limits(request: HttpRequest, user_id: int) -> HttpResponse:
     person = get_object_or_404(students_visible_to(_viewer(request)), id=user_id)
     _apply_limits(request, person)
+    return redirect("portal:teacher-student", user_id=person.id)
+
+
+@staff_required
+@require_POST
+def student_budget(request: HttpRequest, user_id: int, action: str) -> HttpResponse:
+    """action "grant": a one-off extra allowance; "reset": what the period used back to zero."""
+    person = get_object_or_404(students_visible_to(_viewer(request)), id=user_id)
+    form = BudgetForm(request.POST)
+    if not form.is_valid() or action not in ("grant", "reset") or (action == "grant" and not form.cleaned_data["tokens"]):
+        messages.error(request, "Nothing changed: choose a budget" + (" and a number of tokens." if action == "grant"
+                                                                         else "."))
+        return redirect("portal:teacher-student", user_id=person.id)
+    period = form.cleaned_data["period"]
+    try:
+        if action == "grant":
+            budget_grant(student=person, period=period, tokens=form.cleaned_data["tokens"], actor=acting_user(request))
+            messages.success(request, f"{person.username} has {form.cleaned_data['tokens']} extra tokens this {period}.")
+        else:
+            used = budget_reset(student=person, period=period, actor=acting_user(request))
+            messages.success(request, f"Reset: the {used} tokens {person.username} used this {period} no longer count.")
+    except ValueError as problem:
+        messages.error(request, str(problem))
     return redirect("portal:teacher-student", user_id=person.id)
 
 

@@ -33,6 +33,8 @@ urlpatterns = [
     path("teacher/students/<int:user_id>/", teacher.student, name="teacher-student"),
     path("teacher/students/<int:user_id>/active/", teacher.student_set_active, name="teacher-student-active"),
     path("teacher/students/<int:user_id>/link/", teacher.student_link, name="teacher-student-link"),
+    path("teacher/students/<int:user_id>/budget/<str:action>/", teacher.student_budget,
+         name="teacher-student-budget"),
     path("teacher/students/<int:user_id>/limits/", teacher.student_limits, name="teacher-student-limits"),
     path("teacher/classes/<int:class_id>/limits/", teacher.class_limits, name="teacher-class-limits"),
     path("teacher/classes/<int:class_id>/term/", teacher.class_term, name="teacher-class-term"),

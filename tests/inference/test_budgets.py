@@ -134,3 +134,27 @@ def test_without_a_fallback_model_or_for_another_refusal_the_refusal_stands(sett
         with pytest.raises(errors.ApiError) as caught:
             async_to_sync(budget_fallback)(refused, None, model)  # type: ignore[arg-type]
         assert caught.value is refused
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_teacher_gives_a_one_off_allowance_and_resets_a_week_audited(student, teacher, taught_class) -> None:  # noqa: ANN001
+    limits_set(target=taught_class, actor=teacher, tokens_per_week=100)
+    _key, raw = key_issue(user=student)
+    identity = async_to_sync(key_authenticate)(raw)
+    assert identity is not None
+    async_to_sync(admit)(identity, reserve=90)
+    with pytest.raises(errors.ApiError):
+        async_to_sync(admit)(identity, reserve=50)
+    page = Client()
+    page.force_login(teacher)
+    assert page.post(f"/teacher/students/{student.id}/budget/grant/", {"period": "week", "tokens": "50"}).status_code == 302
+    async_to_sync(admit)(identity, reserve=50)  # 140 used of 100 + 50
+    with pytest.raises(errors.ApiError):
+        async_to_sync(admit)(identity, reserve=20)
+    page.post(f"/teacher/students/{student.id}/budget/reset/", {"period": "week"})
+    async_to_sync(admit)(identity, reserve=100)  # the week starts over: all 100 (the grant is used up too)
+    assert list(AuditEvent.objects.filter(subject="alice", action__startswith="budget.").order_by("id")
+                .values_list("action", flat=True)) == ["budget.granted", "budget.reset"]
+    assert "100 of 100 used (100%)" in page.get(f"/teacher/students/{student.id}/").content.decode()
+    refused = page.post(f"/teacher/students/{student.id}/budget/reset/", {"period": "term"}, follow=True)
+    assert "no term running" in refused.content.decode()

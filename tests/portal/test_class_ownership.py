@@ -48,6 +48,9 @@ def test_another_teachers_class_student_and_key_answer_404(taught_class, student
     for action, data in ((f"/teacher/students/{student.id}/active/", {"active": "0"}),
                          (f"/teacher/students/{student.id}/link/", {}),
                          (f"/teacher/students/{student.id}/limits/", {"requests_per_minute": "0"}),
+                         (f"/teacher/students/{student.id}/budget/grant/", {"period": "week", "tokens": "5"}),
+                         (f"/teacher/students/{student.id}/budget/reset/", {"period": "week"}),
+                         (f"/teacher/classes/{taught_class.id}/term/", {}),
                          (f"/teacher/classes/{taught_class.id}/limits/", {"tokens_per_day": "1"}),
                          (f"/teacher/classes/{taught_class.id}/pause/", {}),
                          (f"/teacher/keys/{key.id}/revoke/", {})):
