@@ -14,7 +14,7 @@ from accounts.selectors import pause_status, student_policy
 from inference.selectors import budgets_left, usage_summary
 from accounts.services import MAX_ACTIVE_KEYS, TooManyKeys, key_issue, key_revoke
 from portal import selectors
-from portal.connect import KEY_PLACEHOLDER, setups
+from portal.connect import KEY_PLACEHOLDER, context_warnings, setups
 from portal.forms import KeyCreateForm
 from portal.stats import bar_heights
 
@@ -100,5 +100,6 @@ def connect(request: HttpRequest) -> HttpResponse:
     site = site_root(request)
     return render(request, "portal/connect.html", {
         "site": site, "models": models, "snippets": setups(site=site, models=models),
+        "context_warnings": context_warnings(models),
         "placeholder": KEY_PLACEHOLDER, "has_keys": selectors.active_keys(person).exists(),
     })

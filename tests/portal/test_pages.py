@@ -310,3 +310,11 @@ def test_admin_request_detail_rounds_rates_and_links_to_the_teacher_pages(teache
     html = signed_in(teacher).get(f"/admin/inference/requestlog/{row.id}/change/").content.decode()
     assert "89.7" in html and "1,235" in html and "89.6838" not in html and "1234.5678" not in html
     assert 'href="/teacher/"' in html
+
+
+def test_connect_page_warns_that_a_small_model_cannot_hold_the_agents_first_request(alice_client: Client) -> None:
+    worker_register(name="w-small", base_url="http://127.0.0.1:9", model_id="tiny", pool_name="production",
+                    state="healthy", context_length=4096)
+    html = alice_client.get("/connect/").content.decode()
+    assert 'data-context-warning="copilot_cli"' in html and 'data-context-warning="codex"' in html
+    assert 'data-context-warning="claude_code"' not in html
