@@ -116,7 +116,8 @@ class PauseWindowForm(forms.Form):
 
 
 class RequestFilterForm(forms.Form):
-    student = forms.CharField(required=False, max_length=150)
+    student = forms.CharField(required=False, max_length=150, help_text="Part of a username.")
+    classroom = forms.CharField(required=False, max_length=100, label="Class")
     model = forms.CharField(required=False, max_length=100)
     worker = forms.CharField(required=False, max_length=100)
     status = forms.ChoiceField(required=False, choices=[("", "any"), ("ok", "OK (2xx)"), ("error", "errors (4xx, 5xx)"),

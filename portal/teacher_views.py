@@ -332,7 +332,9 @@ def _filtered_requests(form: RequestFilterForm) -> Any:
         return rows.none()
     data = form.cleaned_data
     if data["student"]:
-        rows = rows.filter(user__username=data["student"].strip().lower())
+        rows = rows.filter(user__username__icontains=data["student"].strip())
+    if data["classroom"]:
+        rows = rows.filter(user__classroom__name__iexact=data["classroom"].strip())
     if data["model"]:
         rows = rows.filter(model=data["model"].strip())
     if data["worker"]:

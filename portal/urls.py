@@ -15,8 +15,8 @@ urlpatterns = [
     path("keys/<int:key_id>/revoke/", views.key_revoke_view, name="key-revoke"),
     path("usage/", views.usage, name="usage"),
     path("connect/", views.connect, name="connect"),
-    path("accounts/login/", auth_views.LoginView.as_view(
-        authentication_form=PortalLoginForm, template_name="registration/login.html", next_page="/",
+    path("accounts/login/", views.SignInView.as_view(
+        authentication_form=PortalLoginForm, template_name="registration/login.html",
         redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(next_page="/accounts/login/"), name="logout"),
     path("accounts/password/", auth_views.PasswordChangeView.as_view(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.audit import acting_user
 from accounts.models import User
-from accounts.selectors import pause_status, student_policy
+from accounts.selectors import acts_as_teacher, pause_status, student_policy
 from inference.selectors import budgets_left, usage_summary
 from accounts.services import MAX_ACTIVE_KEYS, TooManyKeys, key_issue, key_revoke
 from portal import selectors
@@ -23,6 +24,13 @@ def _person(request: HttpRequest) -> User:
     user = request.user
     assert isinstance(user, User)  # login_required ran first
     return user
+
+
+class SignInView(LoginView):
+    """Sign-in; without a `next`, teachers land on their classes, students on their home."""
+
+    def get_default_redirect_url(self) -> str:
+        return "/teacher/" if acts_as_teacher(self.request.user) else "/"
 
 
 def site_root(request: HttpRequest) -> str:
