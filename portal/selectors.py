@@ -118,6 +118,27 @@ def usage_by_person(*, days: int = 30, users: QuerySet[User] | None = None) -> l
     return sorted(people.values(), key=lambda p: (-(p["prompt_tokens"] + p["completion_tokens"]), p["username"]))
 
 
+def usage_per_day(*, days: int = 30, users: QuerySet[User] | None = None) -> list[dict[str, Any]]:
+    """Requests and tokens per student and school day over the last `days` days (the roll-ups,
+    and today from the request log), oldest day first."""
+    local_today = timezone.localdate()
+    rolled_rows = DailyUsage.objects.filter(day__gte=local_today - timedelta(days=days), day__lt=local_today)
+    start, _ = day_bounds(local_today)
+    today_rows = RequestLog.objects.filter(at__gte=start, user__isnull=False)
+    if users is not None:
+        rolled_rows, today_rows = rolled_rows.filter(user__in=users), today_rows.filter(user__in=users)
+    fields = ("user__username", "user__classroom__name")
+    totals = {"requests": Sum("requests"), "prompt_tokens": Sum("prompt_tokens"),
+              "completion_tokens": Sum("completion_tokens")}
+    rows = [{**row, "day": row["day"]} for row in rolled_rows.values("day", *fields).annotate(**totals)]
+    rows += [{**row, "day": local_today} for row in today_rows.values(*fields).annotate(
+        requests=Count("id"), prompt_tokens=Sum("prompt_tokens"), completion_tokens=Sum("completion_tokens"))]
+    return sorted(({"day": row["day"], "username": row["user__username"], "classroom": row["user__classroom__name"] or "",
+                    "requests": row["requests"] or 0, "prompt_tokens": row["prompt_tokens"] or 0,
+                    "completion_tokens": row["completion_tokens"] or 0} for row in rows),
+                  key=lambda row: (row["day"], row["username"]))
+
+
 def usage_by_class(people: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """usage_by_person summed per class (the class a student is in now)."""
     classes: dict[str, dict[str, Any]] = {}

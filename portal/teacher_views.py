@@ -309,17 +309,27 @@ def usage(request: HttpRequest) -> HttpResponse:
     scope = students_visible_to(viewer)
     if request.GET.get("class"):
         scope = scope.filter(classroom=get_object_or_404(classes_visible_to(viewer), id=_int(request.GET["class"])))
-    people = selectors.usage_by_person(users=None if sees_everyone(viewer) and not request.GET.get("class")
-                                       else scope)
+    users = None if sees_everyone(viewer) and not request.GET.get("class") else scope
+    if request.GET.get("format") == "csv" and request.GET.get("per") == "day":
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="usage-per-day-{timezone.localdate()}.csv"'
+        writer = csv.writer(response)
+        writer.writerow(["day", "username", "class", "requests", "prompt_tokens", "completion_tokens"])
+        for row in selectors.usage_per_day(users=users):
+            writer.writerow([row["day"].isoformat(), row["username"], row["classroom"], row["requests"],
+                             row["prompt_tokens"], row["completion_tokens"]])
+        return response
+    people = selectors.usage_by_person(users=users)
     classes = selectors.usage_by_class(people)
     if request.GET.get("format") == "csv":
         response = HttpResponse(content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="usage-{timezone.localdate()}.csv"'
         writer = csv.writer(response)
-        writer.writerow(["username", "class", "requests", "prompt_tokens", "completion_tokens"])
+        first_day, last_day = timezone.localdate() - timedelta(days=30), timezone.localdate()
+        writer.writerow(["username", "class", "requests", "prompt_tokens", "completion_tokens", "from", "to"])
         for person in people:
             writer.writerow([person["username"], person["classroom"], person["requests"], person["prompt_tokens"],
-                             person["completion_tokens"]])
+                             person["completion_tokens"], first_day.isoformat(), last_day.isoformat()])
         return response
     top = [float(p["prompt_tokens"] + p["completion_tokens"]) for p in people[:20]]
     return render(request, "teacher/usage.html", {

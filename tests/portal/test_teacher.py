@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import re
+from datetime import timedelta
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -196,10 +197,20 @@ def test_request_log_filters_and_csv(teacher_client: Client, student: User, othe
 def test_usage_csv_export(teacher_client: Client, student: User, taught_class: Classroom) -> None:
     from tests.portal.test_pages import log_request
 
+    from django.utils import timezone
+
+    from inference.models import DailyUsage
+
     log_request(student)
     response = teacher_client.get("/teacher/usage/?format=csv")
     assert response["Content-Type"].startswith("text/csv")
-    assert response.content.decode().splitlines()[1] == "alice,7A,1,12,30"
+    today = timezone.localdate()
+    assert response.content.decode().splitlines()[1] == f"alice,7A,1,12,30,{today - timedelta(days=30)},{today}"
+    DailyUsage.objects.create(day=today - timedelta(days=2), user=student, classroom=taught_class, requests=3,
+                              prompt_tokens=100, completion_tokens=50)
+    per_day = teacher_client.get("/teacher/usage/?format=csv&per=day").content.decode().splitlines()
+    assert per_day == ["day,username,class,requests,prompt_tokens,completion_tokens",
+                       f"{today - timedelta(days=2)},alice,7A,3,100,50", f"{today},alice,7A,1,12,30"]
 
 
 def test_worker_actions_from_the_fleet_page(teacher_client: Client, teacher: User) -> None:
