@@ -4,6 +4,7 @@ through a service that audits it."""
 from __future__ import annotations
 
 import csv
+import io
 from datetime import timedelta
 from collections.abc import Callable
 from functools import wraps
@@ -35,7 +36,7 @@ from portal import selectors
 from portal.csv_import import CsvProblem, parse_students_csv
 from portal.fleet_status import fleet_status
 from portal.forms import BudgetForm, ImportStudentsForm, LimitsForm, PauseForm, PauseWindowForm, RequestFilterForm, TermForm
-from portal.services import set_password_path, students_import
+from portal.services import ImportedStudent, set_password_path, students_import
 from portal.stats import bar_heights
 from portal.views import site_root
 
@@ -296,11 +297,25 @@ def import_students(request: HttpRequest) -> HttpResponse:
                 problems, status = [str(problem)], 400
         else:
             status = 400
+    site = site_root(request)
     response = render(request, "teacher/import.html", {
-        "form": form, "imported": imported, "problems": problems, "site": site_root(request)}, status=status)
+        "form": form, "imported": imported, "problems": problems, "site": site,
+        "links_csv": _links_csv(imported or [], site)}, status=status)
     if imported:
         response["Cache-Control"] = "no-store"
     return response
+
+
+def _links_csv(imported: list[ImportedStudent], site: str) -> str:
+    """username, link, initial password: for the teacher to download (generated into the page,
+    never stored)."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["username", "set_password_link", "initial_password"])
+    for student in imported:
+        writer.writerow([student.username, "" if student.initial_password else site + student.set_password_path,
+                         student.initial_password or ""])
+    return out.getvalue()
 
 
 @staff_required
