@@ -56,7 +56,14 @@ class ImportStudentsForm(forms.Form):
 
 
 class LimitsForm(forms.Form):
-    """The limit fields of a class or a student; empty = inherit."""
+    """The limit fields of a class or a student; empty = inherit. `inherited` (field -> the value
+    an empty field takes, as text) shows in each empty field, so the teacher sees what applies."""
+
+    def __init__(self, *args: Any, inherited: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, value in (inherited or {}).items():
+            if name in self.fields:
+                self.fields[name].widget.attrs["placeholder"] = f"inherits: {value}"
 
     requests_per_minute = forms.IntegerField(min_value=0, max_value=1_000_000, required=False,
                                              label="Requests per minute")

@@ -21,6 +21,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.audit import acting_user, audit_record
+from accounts.key_cache import site_defaults
+from accounts.limits import NUMERIC, UNSET, resolve
 from accounts.models import ApiKey, AuditEvent, ClassPauseWindow, Classroom, User
 from accounts.selectors import classes_visible_to, keys_visible_to, pause_status, sees_everyone, student_policy, \
     students_visible_to
@@ -73,6 +75,20 @@ def _limits_initial(target: Classroom | User) -> dict[str, Any]:
     return {name: getattr(target, name) for name in LimitsForm.base_fields}
 
 
+def _inherited(target: Classroom | User) -> dict[str, str]:
+    """What each limit field left empty on `target` takes: for a student, their class's value
+    or the site default; for a class, the site default."""
+    policy = resolve(defaults=site_defaults(), classroom=target.classroom if isinstance(target, User) else None,
+                     student=UNSET if isinstance(target, User) else target, key=UNSET)
+    room = target.classroom if isinstance(target, User) else None
+    texts = {name: "no cap" if value is None else f"{value:,}"
+             for name in NUMERIC if name in LimitsForm.base_fields
+             for value in [getattr(policy.student, name)]}
+    texts["allowed_models"] = (room.allowed_models if room and room.allowed_models else "all")
+    texts["allowed_pools"] = (room.allowed_pools if room and room.allowed_pools else "all")
+    return texts
+
+
 @staff_required
 def index(request: HttpRequest) -> HttpResponse:
     viewer = _viewer(request)
@@ -99,7 +115,7 @@ def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse
     return render(request, "teacher/class.html", {
         "room": room, "rows": [(s, today.get(s.id, {"requests": 0, "tokens": 0})) for s in students],
         "chart": list(zip(daily, heights)),
-        "limits_form": LimitsForm(initial=_limits_initial(room)) if room else None,
+        "limits_form": LimitsForm(initial=_limits_initial(room), inherited=_inherited(room)) if room else None,
         "pause": pause_status(room) if room else None,
         "near_limit": near_their_limit(students)[:20] if room else [],
         "term_form": TermForm(initial={"term_starts": room.term_starts, "term_ends": room.term_ends}) if room else None,
@@ -116,7 +132,7 @@ def student(request: HttpRequest, user_id: int) -> HttpResponse:
         "person": person, "keys": list(selectors.keys_of(person)), "policy": student_policy(person),
         "days": days, "chart": list(zip(days, bar_heights([float(d.tokens) for d in days], height=100))),
         "recent": list(selectors.recent_requests(person, limit=10)),
-        "limits_form": LimitsForm(initial=_limits_initial(person)),
+        "limits_form": LimitsForm(initial=_limits_initial(person), inherited=_inherited(person)),
         "budgets": budgets_left(person), "budget_form": BudgetForm(),
         "link": request.session.pop("set_password_link", None) if request.session.get(
             "set_password_link_for") == person.id else None,

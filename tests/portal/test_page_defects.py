@@ -51,3 +51,15 @@ def test_the_teacher_menu_links_the_lessons_progress_and_pages_name_a_favicon(te
     html = client.get("/teacher/").content.decode()
     assert 'href="/lessons/teacher/"' in html
     assert 'rel="icon"' in html and "favicon.svg" in html
+
+
+def test_empty_limit_fields_show_what_they_inherit(teacher, taught_class, student) -> None:  # noqa: ANN001
+    from accounts.services import limits_set
+
+    limits_set(target=taught_class, tokens_per_week=50_000, allowed_models="tiny")
+    client = Client()
+    client.force_login(teacher)
+    student_page = client.get(f"/teacher/students/{student.id}/").content.decode()
+    assert 'placeholder="inherits: 50,000"' in student_page and 'placeholder="inherits: tiny"' in student_page
+    class_page = client.get(f"/teacher/classes/{taught_class.id}/").content.decode()
+    assert 'placeholder="inherits: 60"' in class_page  # the site's default requests per minute
