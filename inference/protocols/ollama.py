@@ -65,8 +65,9 @@ def show(raw: bytes, models: dict[str, ModelView]) -> dict[str, Any]:
 
 
 def error_body(error: errors.ApiError) -> bytes:
-    """Ollama's envelope, {"error": "<text>"}: a student refusal's text starts with its code."""
-    return json.dumps({"error": error.labelled_message()}).encode()
+    """Ollama's envelope, {"error": "<text>"}. It has no other place for our code, so the text
+    starts with it ("class_paused: …", "invalid_api_key: …")."""
+    return json.dumps({"error": f"{error.code}: {error.message}" if error.code else error.message}).encode()
 
 
 def openai_model_list(models: list[ModelView]) -> dict[str, Any]:
