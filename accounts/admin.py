@@ -29,7 +29,8 @@ class LimitsAdminMixin(admin.ModelAdmin):
 @admin.register(Classroom)
 class ClassroomAdmin(LimitsAdminMixin):
     list_display = ("name", "requests_per_minute", "tokens_per_day", "concurrency", "allowed_models", "student_count")
-    fieldsets = ((None, {"fields": ("name", "fair_weight")}), ("Default limits for its students", {
+    filter_horizontal = ("teachers",)
+    fieldsets = ((None, {"fields": ("name", "teachers", "fair_weight")}), ("Default limits for its students", {
         "fields": LIMIT_FIELDS, "description": LIMITS_HELP}))
 
     @admin.display(description="students")

@@ -26,12 +26,15 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
 from accounts.limits.resolution import Caps, Policy, resolve
+from accounts.models import Classroom
+from accounts.pause import ActivePause, PauseRule, Window, active_pause
 from core.db import fresh_connection
 from core.keys import hash_matches, parse_prefix
 from core.live import LiveStateUnavailable, live_state
@@ -39,6 +42,7 @@ from core.live import LiveStateUnavailable, live_state
 log = logging.getLogger(__name__)
 GENERATION = "keys"
 ISSUED_GENERATION = "keys-issued"
+Refusal = Literal["key", "disabled", "access_ended", "paused"]
 
 
 @dataclass(frozen=True)
@@ -58,12 +62,27 @@ class KeyIdentity:
     policy: Policy
     is_staff: bool = False  # a teacher or operator: may pin a request to a worker (X-OCS-Worker)
     fair_weight: float = 1.0  # the class's share weight (core/fair_share.py); 1 without a class
+    pause: PauseRule | None = None  # the student's class's pauses (staff are never paused)
 
     def usable(self, now: datetime) -> bool:
-        if self.revoked or not self.user_active:
-            return False
-        ends = [end for end in (self.expires_at, self.policy.access_expires_at) if end is not None]
-        return all(end > now for end in ends)
+        return self.refusal(now) is None
+
+    def refusal(self, now: datetime) -> Refusal | None:
+        """Why this key may not be used now, or None. "key": revoked or expired, the same answer
+        as an unknown key; "disabled" / "access_ended": the owner's account (a new key would not
+        help, so the gateway says so)."""
+        if self.revoked or (self.expires_at is not None and self.expires_at <= now):
+            return "key"
+        if not self.user_active:
+            return "disabled"
+        if self.policy.access_expires_at is not None and self.policy.access_expires_at <= now:
+            return "access_ended"
+        if self.paused(now) is not None:
+            return "paused"
+        return None
+
+    def paused(self, now: datetime) -> ActivePause | None:
+        return active_pause(self.pause, timezone.localtime(now))
 
 
 def site_defaults() -> Caps:
@@ -78,11 +97,24 @@ def site_defaults() -> Caps:
 _cache: dict[str, tuple[KeyIdentity, float, int]] = {}
 
 
+def class_pause_rule(room: Classroom | None) -> PauseRule | None:
+    """What can pause `room`'s students: its one-off pause and its weekly windows (one query)."""
+    if room is None:
+        return None
+    windows = tuple(Window(w.weekday, w.starts, w.ends, w.message) for w in room.pause_windows.all())
+    if not room.paused and not windows:
+        return None
+    by = (room.paused_by.get_full_name() or room.paused_by.username) if room.paused_by else ""
+    return PauseRule(class_name=room.name, starts=room.pause_starts, until=room.pause_until, active=room.paused,
+                     by=by, message=room.pause_message, windows=windows, lifted_until=room.pause_lifted_until)
+
+
 @fresh_connection
 def _load(prefix: str) -> KeyIdentity | None:
     from accounts.models import ApiKey
 
-    key = ApiKey.objects.select_related("user", "user__classroom", "pool").filter(prefix=prefix).first()
+    key = ApiKey.objects.select_related("user", "user__classroom", "user__classroom__paused_by", "pool").filter(
+        prefix=prefix).first()
     if key is None:
         return None
     return KeyIdentity(
@@ -98,8 +130,10 @@ def _load(prefix: str) -> KeyIdentity | None:
         user_active=key.user.is_active,
         is_staff=key.user.is_staff,
         fair_weight=key.user.classroom.fair_weight if key.user.classroom is not None else 1.0,
+        pause=None if key.user.is_staff else class_pause_rule(key.user.classroom),
         policy=resolve(defaults=site_defaults(), classroom=key.user.classroom, student=key.user, key=key,
-                       access_expires_at=key.user.access_expires_at),
+                       access_expires_at=key.user.access_expires_at,
+                       term=key.user.classroom.term if key.user.classroom else None),
     )
 
 
@@ -176,7 +210,17 @@ def key_prefixes_changed() -> None:
 
 
 async def key_authenticate(raw: str) -> KeyIdentity | None:
-    """The identity behind a raw key, or None if it is malformed, unknown, revoked or expired."""
+    """The identity behind a raw key, or None if it is malformed, unknown, revoked or expired,
+    or its owner may not use it now."""
+    identity = await key_lookup(raw)
+    if identity is None or not identity.usable(timezone.now()):
+        return None
+    return identity
+
+
+async def key_lookup(raw: str) -> KeyIdentity | None:
+    """The identity behind a raw key whose secret matches, usable or not (see
+    KeyIdentity.refusal); None if it is malformed or unknown or the secret is wrong."""
     prefix = parse_prefix(raw)
     if prefix is None:
         return None
@@ -195,8 +239,6 @@ async def key_authenticate(raw: str) -> KeyIdentity | None:
             return None
         _cache[prefix] = (identity, now, generation)
     if not hash_matches(raw, identity.secret_hash):
-        return None
-    if not identity.usable(timezone.now()):
         return None
     return identity
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
+from typing import Any
 
 from django.contrib.auth.models import AbstractUser
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -18,6 +19,11 @@ class LimitFields(models.Model):
         null=True, blank=True, help_text="Prompt + completion tokens per day (school time zone). Empty: inherit.")
     concurrency = models.PositiveIntegerField(
         null=True, blank=True, help_text="Requests running or waiting at the same time. Empty: inherit.")
+    tokens_per_week = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Prompt + completion tokens per week, Monday to Sunday (school time zone). "
+                                         "Empty: inherit.")
+    tokens_per_term = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Prompt + completion tokens per term (the class's term dates). Empty: inherit.")
     allowed_models = models.CharField(
         max_length=500, blank=True, help_text="Public model ids, separated by spaces or commas. Empty: inherit (all).")
     allowed_pools = models.CharField(
@@ -28,7 +34,8 @@ class LimitFields(models.Model):
 
 
 class Classroom(LimitFields):
-    """A class of students: its limits are the defaults for every student in it."""
+    """A class of students: its limits are the defaults for every student in it. A class can be
+    paused (exam mode): once, or by a weekly timetable (ClassPauseWindow); see accounts/pause.py."""
 
     name = models.CharField(max_length=100, unique=True)
     is_replay = models.BooleanField(
@@ -37,12 +44,43 @@ class Classroom(LimitFields):
         default=1.0, validators=[MinValueValidator(0.1), MaxValueValidator(10.0)], verbose_name="share weight",
         help_text="While the workers are busy, each student of this class receives service in proportion to "
                   "this weight (1 = an equal share; 2 = twice the share of a student in a class with 1).")
+    teachers: models.ManyToManyField[User, Any] = models.ManyToManyField("User", blank=True, related_name="taught_classes",
+                                      help_text="Teachers who see and act on this class's students (staff "
+                                                "superusers see every class).")
+    paused = models.BooleanField(default=False, help_text="A one-off pause is set (see its start and end).")
+    pause_starts = models.DateTimeField(null=True, blank=True, help_text="Empty: paused from when it was set.")
+    pause_until = models.DateTimeField(null=True, blank=True, help_text="Empty: until resumed.")
+    paused_by = models.ForeignKey("User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    pause_message = models.CharField(max_length=200, blank=True)
+    term_starts = models.DateField(null=True, blank=True, help_text="First day of the term (school time zone).")
+    term_ends = models.DateField(null=True, blank=True, help_text="Last day of the term.")
+    pause_lifted_until = models.DateTimeField(
+        null=True, blank=True, help_text="A resume during a timetable window lifts windows ending by then.")
 
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def term(self) -> tuple[date, date] | None:
+        return (self.term_starts, self.term_ends) if self.term_starts and self.term_ends else None
+
+
+class ClassPauseWindow(models.Model):
+    """A weekly pause of a class, in the school's time zone. An end not after the start ends
+    the next day."""
+
+    classroom = models.ForeignKey(Classroom, on_delete=models.CASCADE, related_name="pause_windows")
+    weekday = models.PositiveSmallIntegerField(choices=[(n, day) for n, day in enumerate(
+        ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"))])
+    starts = models.TimeField()
+    ends = models.TimeField()
+    message = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["weekday", "starts"]
 
 
 class User(AbstractUser, LimitFields):

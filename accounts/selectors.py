@@ -1,23 +1,98 @@
-"""What a person may see about keys and people: their own, or, for a teacher, anyone's; a student's limits."""
+"""What a person may see and act on: their own keys and usage; a teacher, also their classes'
+students (a staff superuser: everyone); a student's limits and their class's pause.
+
+One notion of "teacher" for pages, APIs, the websocket and commands: an active staff account
+(`acts_as_teacher`). The role field is a label; removing the staff flag (or disabling the
+account) ends a teacher's access everywhere at once."""
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from dataclasses import dataclass
+from datetime import timedelta
 
-from accounts.key_cache import site_defaults
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from accounts.access import is_teacher
+from accounts.key_cache import class_pause_rule, site_defaults
 from accounts.limits.resolution import UNSET, Policy, resolve
-from accounts.models import ApiKey, User
+from accounts.models import ApiKey, Classroom, User
+from accounts.pause import ActivePause, active_pause, pause_text, upcoming_pause, when
+
+
+def sees_everyone(user: object) -> bool:
+    """A staff superuser (an admin): every class, student and key."""
+    return is_teacher(user) and bool(getattr(user, "is_superuser", False))
+
+
+def classes_visible_to(viewer: User) -> QuerySet[Classroom]:
+    if sees_everyone(viewer):
+        return Classroom.objects.all()
+    if is_teacher(viewer):
+        return Classroom.objects.filter(teachers=viewer)
+    return Classroom.objects.none()
+
+
+def students_visible_to(viewer: User) -> QuerySet[User]:
+    """The people a teacher acts on: the students of their classes; never another teacher, staff
+    member or admin (an admin acts on everyone)."""
+    if sees_everyone(viewer):
+        return User.objects.all()
+    if is_teacher(viewer):
+        return User.objects.filter(classroom__teachers=viewer, is_staff=False, is_superuser=False).distinct()
+    return User.objects.none()
+
+
+def may_manage(viewer: User, person: User) -> bool:
+    """May `viewer` change `person`'s account, limits or keys?"""
+    return students_visible_to(viewer).filter(id=person.id).exists()
 
 
 def keys_visible_to(viewer: User) -> QuerySet[ApiKey]:
     keys = ApiKey.objects.select_related("user", "pool")
-    return keys if viewer.is_teacher else keys.filter(user=viewer)
+    if sees_everyone(viewer):
+        return keys
+    if is_teacher(viewer):
+        return keys.filter(Q(user=viewer) | Q(user__in=students_visible_to(viewer)))
+    return keys.filter(user=viewer)
 
 
 def people_visible_to(viewer: User) -> QuerySet[User]:
-    return User.objects.all() if viewer.is_teacher else User.objects.filter(id=viewer.id)
+    if sees_everyone(viewer):
+        return User.objects.all()
+    return User.objects.filter(Q(id=viewer.id) | Q(id__in=students_visible_to(viewer)))
 
 
 def student_policy(user: User) -> Policy:
     """The limits that apply to the student (before any key of theirs adds its own)."""
     return resolve(defaults=site_defaults(), classroom=user.classroom, student=user, key=UNSET,
-                   access_expires_at=user.access_expires_at)
+                   access_expires_at=user.access_expires_at, term=user.classroom.term if user.classroom else None)
+
+
+UPCOMING_PAUSE = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class PauseStatus:
+    """A class's pause as a page shows it: holding now and/or starting within the hour."""
+
+    now: ActivePause | None
+    coming: ActivePause | None
+    text: str  # what a student reads ("" when neither)
+
+
+def pause_status(room: Classroom | None) -> PauseStatus:
+    if room is None:
+        return PauseStatus(None, None, "")
+    rule = class_pause_rule(room)
+    local = timezone.localtime()
+    holding = active_pause(rule, local)
+    coming = upcoming_pause(rule, local, within=UPCOMING_PAUSE) if holding is None else None
+    if holding is not None:
+        text = pause_text(holding, local)
+    elif coming is not None and coming.starts is not None:
+        text = (f"Your class {room.name} will be paused from {when(coming.starts, local)}"
+                + (f" until {when(coming.until, local)}" if coming.until else "")
+                + (f": {coming.message}" if coming.message else "."))
+    else:
+        text = ""
+    return PauseStatus(holding, coming, text)

@@ -1,14 +1,15 @@
 """State changes for people and keys."""
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime, time
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.audit import audit_record
-from accounts.key_cache import key_cache_invalidate, key_prefixes_changed
-from accounts.models import ApiKey, Classroom, User
+from accounts.key_cache import class_pause_rule, key_cache_invalidate, key_prefixes_changed
+from accounts.models import ApiKey, ClassPauseWindow, Classroom, User
+from accounts.pause import Window, active_pause
 from core.keys import generate_key
 from fleet.models import Pool
 
@@ -94,7 +95,8 @@ def user_set_active(*, user: User, active: bool, actor: User | None = None) -> U
     return user
 
 
-LIMIT_FIELDS = ("requests_per_minute", "tokens_per_day", "concurrency", "allowed_models", "allowed_pools")
+LIMIT_FIELDS = ("requests_per_minute", "tokens_per_day", "tokens_per_week", "tokens_per_term", "concurrency",
+                "allowed_models", "allowed_pools")
 
 
 def limits_set(*, target: Classroom | User | ApiKey, actor: User | None = None, **changes: object) -> list[str]:
@@ -145,3 +147,98 @@ def _subject(target: Classroom | User | ApiKey) -> str:
     if isinstance(target, ApiKey):
         return f"{target.user.username} key {target.display}"
     return target.username
+
+
+# --- pausing a class (exam mode); the rules are in accounts/pause.py ---------------------------
+
+
+def class_pause(*, classroom: Classroom, actor: User | None = None, until: datetime | None = None,
+                starts: datetime | None = None, message: str = "") -> Classroom:
+    """Pause a class now (or from `starts`) until `until` (None: until resumed). Its students'
+    requests are refused on their next request in every gateway process; running streams finish."""
+    if until is not None and until <= (starts or timezone.now()):
+        raise ValueError("The pause must end after it starts.")
+    classroom.paused, classroom.pause_starts, classroom.pause_until = True, starts, until
+    classroom.paused_by, classroom.pause_message = actor, message[:200]
+    classroom.pause_lifted_until = None
+    classroom.save(update_fields=["paused", "pause_starts", "pause_until", "paused_by", "pause_message",
+                                  "pause_lifted_until"])
+    span = (f"from {timezone.localtime(starts):%Y-%m-%d %H:%M} " if starts else "") + (
+        f"until {timezone.localtime(until):%Y-%m-%d %H:%M}" if until else "until resumed")
+    audit_record(actor=actor, action="class.paused", subject=f"class {classroom.name}",
+                 detail=span + (f": {message}" if message else ""))
+    key_cache_invalidate()
+    return classroom
+
+
+def class_resume(*, classroom: Classroom, actor: User | None = None) -> Classroom:
+    """End the one-off pause, and lift a timetable window holding now (the next one still pauses)."""
+    now = timezone.localtime()
+    holding = active_pause(class_pause_rule(classroom), now)
+    classroom.paused, classroom.pause_starts, classroom.pause_until = False, None, None
+    classroom.pause_message = ""
+    if holding is not None and holding.scheduled:
+        classroom.pause_lifted_until = holding.until
+    classroom.save(update_fields=["paused", "pause_starts", "pause_until", "pause_message", "pause_lifted_until"])
+    audit_record(actor=actor, action="class.resumed", subject=f"class {classroom.name}",
+                 detail="timetable window lifted" if holding is not None and holding.scheduled else "")
+    key_cache_invalidate()
+    return classroom
+
+
+def class_pause_window_add(*, classroom: Classroom, weekday: int, starts: time, ends: time, message: str = "",
+                           actor: User | None = None) -> ClassPauseWindow:
+    if not 0 <= weekday <= 6:
+        raise ValueError("weekday is 0 (Monday) to 6 (Sunday)")
+    if starts == ends:
+        raise ValueError("A window must not start and end at the same time.")
+    window = ClassPauseWindow.objects.create(classroom=classroom, weekday=weekday, starts=starts, ends=ends,
+                                             message=message[:200])
+    audit_record(actor=actor, action="class.timetable", subject=f"class {classroom.name}",
+                 detail=f"added {Window(weekday, starts, ends).describe()}")
+    key_cache_invalidate()
+    return window
+
+
+def class_pause_window_remove(*, window: ClassPauseWindow, actor: User | None = None) -> None:
+    described = Window(window.weekday, window.starts, window.ends).describe()
+    room = window.classroom
+    window.delete()
+    audit_record(actor=actor, action="class.timetable", subject=f"class {room.name}", detail=f"removed {described}")
+    key_cache_invalidate()
+
+
+def teacher_ensure(*, username: str, class_names: list[str], actor: User | None = None) -> tuple[User, bool]:
+    """Create a teacher (staff, with no usable password until they set one) if missing, and make
+    them a teacher of each named class (created if missing). Returns (teacher, created). Audited."""
+    username = username.strip().lower()
+    with transaction.atomic():
+        teacher, created = User.objects.get_or_create(
+            username=username, defaults={"role": User.Role.TEACHER, "is_staff": True})
+        if created:
+            teacher.set_unusable_password()
+            teacher.save(update_fields=["password"])
+        elif not teacher.is_staff:
+            raise ValueError(f"{username} exists and is not a staff account (a student?); choose another username")
+        rooms = [Classroom.objects.get_or_create(name=name.strip()[:100])[0] for name in class_names if name.strip()]
+        for room in rooms:
+            room.teachers.add(teacher)
+        audit_record(actor=actor, action="teacher.created" if created else "teacher.classes",
+                     subject=teacher.username, detail=", ".join(f"class {room.name}" for room in rooms))
+    return teacher, created
+
+
+def class_term_set(*, classroom: Classroom, starts: date | None, ends: date | None,
+                   actor: User | None = None) -> bool:
+    """Set (or, with None, clear) a class's term; its students' budgets per term count within
+    it. Audited; applies to the next request everywhere. Returns whether anything changed."""
+    if (starts is None) != (ends is None) or (starts is not None and ends is not None and ends < starts):
+        raise ValueError("A term needs a first and a last day, the last not before the first.")
+    if (classroom.term_starts, classroom.term_ends) == (starts, ends):
+        return False
+    classroom.term_starts, classroom.term_ends = starts, ends
+    classroom.save(update_fields=["term_starts", "term_ends"])
+    audit_record(actor=actor, action="class.term", subject=f"class {classroom.name}",
+                 detail=f"{starts} to {ends}" if starts else "no term")
+    key_cache_invalidate()
+    return True

@@ -7,6 +7,7 @@ with the status the official SDKs map to their exception classes.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 
@@ -26,6 +27,17 @@ class ApiError(Exception):
     def openai_json(self) -> bytes:
         return json.dumps(self.openai_body()).encode()
 
+    def labelled_message(self) -> str:
+        """The message, led by its code for the refusals a student must be able to tell apart
+        (Anthropic's and Ollama's envelopes have no code field that clients show)."""
+        return f"{self.code}: {self.message}" if self.code in STUDENT_REFUSALS else self.message
+
+
+# Refusals about the student's situation, not the request's form: their message says what
+# happened and what the student can do; dialects without a shown code lead the message with it.
+STUDENT_REFUSALS = frozenset({"account_disabled", "class_paused", "budget_exhausted", "tokens_per_day_exceeded",
+                              "context_length_exceeded"})
+
 
 def invalid_api_key() -> ApiError:
     return ApiError(
@@ -35,6 +47,33 @@ def invalid_api_key() -> ApiError:
         type="invalid_request_error",
         code="invalid_api_key",
     )
+
+
+def account_disabled(*, ended_at: str | None = None) -> ApiError:
+    """The key is right, its owner's account is not usable: disabled by a teacher, or past the
+    end of its access. Not "invalid key": a new key would not help."""
+    what = (f"Your account's access ended on {ended_at}." if ended_at
+            else "Your account has been disabled by your teacher.")
+    return ApiError(403, f"{what} Your keys work again only once your teacher re-enables the account; ask them.",
+                    type="permission_error", code="account_disabled")
+
+
+def class_paused(message: str) -> ApiError:
+    return ApiError(403, message, type="permission_error", code="class_paused")
+
+
+def context_length_exceeded(*, prompt_tokens: int | None, context_tokens: int | None, detail: str = "") -> ApiError:
+    """The prompt does not fit in the model's context per request. Says both numbers when the
+    worker gave them, and what a student can do (they cannot change the worker's context)."""
+    if prompt_tokens is not None and context_tokens is not None:
+        sizes = (f"This request is {prompt_tokens} tokens long; the model's context holds {context_tokens} tokens "
+                 "per request (prompt and answer together).")
+    else:
+        sizes = f"This request does not fit in the model's context ({detail or 'the worker refused it'})."
+    return ApiError(400, sizes + " Start a new, shorter conversation (or remove earlier messages and files), "
+                    "choose a model with a larger context, or, for coding agents, ask your teacher for the "
+                    "agents profile (workers with a long context).",
+                    code="context_length_exceeded", param="messages")
 
 
 def model_not_found(model: str) -> ApiError:
@@ -106,15 +145,31 @@ _LLAMA_ERROR_CODES = {
 }
 
 
+_CONTEXT_NUMBERS = re.compile(r"\((\d+) tokens\).*?\((\d+) tokens\)")
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def from_llama_server(status: int, body: bytes) -> ApiError:
     """Translate a llama-server error response into the OpenAI envelope."""
+    error: dict[str, object] = {}
     try:
-        error = json.loads(body).get("error") or {}
+        found = json.loads(body).get("error") or {}
+        error = found if isinstance(found, dict) else {}
         message = str(error.get("message") or "")
         kind = str(error.get("type") or "")
     except (ValueError, AttributeError):
         message, kind = body[:300].decode("utf-8", "replace"), ""
     code, mapped_status = _LLAMA_ERROR_CODES.get(kind, (None, status if 400 <= status < 500 else 502))
+    if code == "context_length_exceeded":
+        prompt_tokens, context_tokens = _int_or_none(error.get("n_prompt_tokens")), _int_or_none(error.get("n_ctx"))
+        numbers = _CONTEXT_NUMBERS.search(message)
+        if (prompt_tokens is None or context_tokens is None) and numbers:
+            prompt_tokens, context_tokens = int(numbers.group(1)), int(numbers.group(2))
+        return context_length_exceeded(prompt_tokens=prompt_tokens, context_tokens=context_tokens,
+                                       detail=message[:200])
     if 400 <= mapped_status < 500:
         param = "messages" if code == "context_length_exceeded" else None
         return ApiError(mapped_status, message or "The worker refused the request.", code=code, param=param)

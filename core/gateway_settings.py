@@ -25,6 +25,7 @@ class GatewaySettings(TypedDict):
     MAX_BODY_BYTES: int
     DEFAULT_POOL: str
     ANTHROPIC_DEFAULT_MODEL: str
+    BUDGET_FALLBACK_MODEL: str
     METRICS_NETWORKS: list[str]
     METRICS_TOKEN: str
     TRUSTED_PROXIES: tuple[str, ...]

@@ -27,19 +27,19 @@ from urllib.parse import urlsplit
 
 from redis.exceptions import RedisError
 
+from core.fair_share import JOIN_LUA, SERVED_LUA, TURN_LUA, Waiting, check_policy, lifted, pick
 from core.quota import (
     ADMIT_LUA,
-    TOKEN_COUNTER_TTL_MS,
     QuotaAsk,
     QuotaScope,
     QuotaVerdict,
     concurrency_resource,
+    counter_ttl_ms,
     decide_in_memory,
     drop_up_to,
     lua_args,
     verdict_from_lua,
 )
-from core.fair_share import JOIN_LUA, SERVED_LUA, TURN_LUA, Waiting, check_policy, lifted, pick
 from core.slot_owners import CLAIM_SLOT_LUA, SlotClaim, SlotOwner, lease_slot, pick_slot
 
 
@@ -140,7 +140,7 @@ class LiveState(Protocol):
     async def publish_queue(self, process: str, depths: dict[str, int], ttl_s: float) -> None: ...
     def queue_depths_sync(self) -> dict[str, int]: ...
     async def admit(self, scopes: list[QuotaScope], ask: QuotaAsk) -> QuotaVerdict: ...
-    async def settle(self, scopes: list[str], day: str, delta: int) -> None: ...
+    async def settle(self, scopes: list[str], day: str, delta: int, *, periods: tuple[str, ...] = ()) -> None: ...
     def tokens_used_sync(self, scope: str, day: str) -> int: ...
     async def check(self) -> None: ...
 
@@ -319,12 +319,15 @@ class InProcessLiveState:
             return decide_in_memory(scopes=scopes, ask=ask, now_ms=int(self._clock() * 1000), windows=self._windows,
                                     leases=self._leases, tokens=self._tokens)
 
-    async def settle(self, scopes: list[str], day: str, delta: int) -> None:
+    async def settle(self, scopes: list[str], day: str, delta: int, *, periods: tuple[str, ...] = ()) -> None:
+        """`delta` on the day's counter and on each of `periods` (the week's, the term's)."""
         with self._lock:
-            if len(self._tokens) > 100_000:  # bound memory: keep today's counters only
-                self._tokens = {k: v for k, v in self._tokens.items() if k[1] == day}
+            if len(self._tokens) > 100_000:  # bound memory: keep the current counters only
+                current = {day, *periods}
+                self._tokens = {k: v for k, v in self._tokens.items() if k[1] in current}
             for scope in scopes:
-                self._tokens[(scope, day)] = self._tokens.get((scope, day), 0) + delta
+                for period in (day, *periods):
+                    self._tokens[(scope, period)] = self._tokens.get((scope, period), 0) + delta
 
     def tokens_used_sync(self, scope: str, day: str) -> int:
         return self._tokens.get((scope, day), 0)
@@ -558,17 +561,19 @@ class RedisLiveState:
             key
             for scope in scopes
             for key in (self._k("window", scope.name), self._k("lease", concurrency_resource(scope.name)),
-                        self._k("tokens", scope.name, ask.day))
+                        self._k("tokens", scope.name, ask.day), self._k("tokens", scope.name, ask.week or "-"),
+                        self._k("tokens", scope.name, ask.term or "-"))
         ]
         result = await self._client().eval(ADMIT_LUA, len(keys), *keys, *lua_args(scopes, ask, int(time.time() * 1000)))
         return verdict_from_lua(result)
 
     @_guarded_async
-    async def settle(self, scopes: list[str], day: str, delta: int) -> None:
+    async def settle(self, scopes: list[str], day: str, delta: int, *, periods: tuple[str, ...] = ()) -> None:
         pipe = self._client().pipeline(transaction=False)
         for scope in scopes:
-            pipe.incrby(self._k("tokens", scope, day), delta)
-            pipe.pexpire(self._k("tokens", scope, day), TOKEN_COUNTER_TTL_MS)
+            for period in (day, *periods):
+                pipe.incrby(self._k("tokens", scope, period), delta)
+                pipe.pexpire(self._k("tokens", scope, period), counter_ttl_ms(period))
         await pipe.execute()
 
     @_guarded

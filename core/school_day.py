@@ -1,4 +1,5 @@
-"""The school's day (settings.TIME_ZONE): token budgets, roll-ups and "today" all use it."""
+"""The school's day, week and term (settings.TIME_ZONE): token budgets, roll-ups and "today"
+all use them. Weeks start on Monday."""
 from __future__ import annotations
 
 from datetime import date, datetime, time, timedelta
@@ -17,3 +18,31 @@ def today(now: datetime | None = None) -> tuple[str, float]:
     local = timezone.localtime(now)
     _start, end = day_bounds(local.date())
     return local.date().isoformat(), (end - local).total_seconds()
+
+
+def school_time(at: datetime, now: datetime | None = None) -> str:
+    """`at` as the school reads it: "14:30 CET" today, "Wed 2026-12-02 14:30 CET" another day."""
+    local, reference = timezone.localtime(at), timezone.localtime(now)
+    if local.date() == reference.date():
+        return local.strftime("%H:%M %Z").strip()
+    return local.strftime("%a %Y-%m-%d %H:%M %Z").strip()
+
+
+def this_week(now: datetime | None = None) -> tuple[str, float]:
+    """The school's week (Monday to Sunday) as "W" + its Monday's date, and seconds until it ends."""
+    local = timezone.localtime(now)
+    monday = local.date() - timedelta(days=local.weekday())
+    _start, end = day_bounds(monday + timedelta(days=6))
+    return f"W{monday.isoformat()}", (end - local).total_seconds()
+
+
+def this_term(term: tuple[date, date] | None, now: datetime | None = None) -> tuple[str, float] | None:
+    """The term holding today as "T" + its first day, and seconds until it ends; None outside it."""
+    if term is None:
+        return None
+    local = timezone.localtime(now)
+    first, last = term
+    if not first <= local.date() <= last:
+        return None
+    _start, end = day_bounds(last)
+    return f"T{first.isoformat()}", (end - local).total_seconds()

@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from fleet.local_worker import (
     DEFAULT_MODEL_ID,
-    LlamaServerProcess,
     LaunchOptions,
+    LlamaServerProcess,
     LlamaServerSpec,
     context_options,
     find_default_model,

@@ -11,18 +11,21 @@ import asyncio
 import math
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest
 from django.utils import timezone
 
-from accounts.key_cache import KeyIdentity, key_authenticate, prefix_exists
+from accounts.key_cache import KeyIdentity, Refusal, key_lookup, prefix_exists
 from accounts.models import ApiKey
+from accounts.pause import pause_text
 from core import errors
 from core.client_address import request_client_address
 from core.db import fresh_connection
 from core.keys import parse_prefix
+from core.school_day import school_time
 
 LAST_USED_RESOLUTION_S = 60.0
 _last_touched: dict[int, float] = {}
@@ -89,19 +92,36 @@ async def _prefix_exists(raw_key: str | None) -> bool:
 
 async def authenticate(raw_key: str | None, request: HttpRequest | None = None) -> KeyIdentity:
     """The key's identity, or invalid_api_key (401); too_many_bad_keys (429) for a request from
-    an address past its allowance of failures whose key's prefix does not exist."""
+    an address past its allowance of failures whose key's prefix does not exist; a key whose
+    owner may not use it now: account_disabled or class_paused (403)."""
     address = api_client_address(request) if request is not None else None
     if address is not None:
         wait = bad_keys.retry_after_s(address, allowance=settings.OCS["BAD_KEY_ALLOWANCE"])
         if wait is not None and not await _prefix_exists(raw_key):
             raise errors.too_many_bad_keys(wait)
-    identity = await key_authenticate(raw_key) if raw_key else None
+    identity = await key_lookup(raw_key) if raw_key else None
     if identity is None:
         if address is not None:
             bad_keys.failed(address)
         raise errors.invalid_api_key()
+    now = timezone.now()
+    refused = identity.refusal(now)
+    if refused is not None:
+        raise _refusal_error(identity, refused, now)
     _touch_last_used(identity.key_id)
     return identity
+
+
+def _refusal_error(identity: KeyIdentity, refused: Refusal, now: datetime) -> errors.ApiError:
+    if refused == "disabled":
+        return errors.account_disabled()
+    if refused == "access_ended" and identity.policy.access_expires_at is not None:
+        return errors.account_disabled(ended_at=school_time(identity.policy.access_expires_at))
+    if refused == "paused":
+        pause = identity.paused(now)
+        if pause is not None:
+            return errors.class_paused(pause_text(pause, timezone.localtime(now)))
+    return errors.invalid_api_key()
 
 
 def _touch_last_used(key_id: int) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from accounts.key_cache import KeyIdentity
+from accounts.limits.gate import BUDGET_CODES, check_access
 from core import errors
 from fleet.scheduler import serves_model
 from fleet.selectors import FleetSnapshot, ModelView, fleet_snapshot, models_for_pool, usable_pool_ids
@@ -41,4 +42,19 @@ async def resolve_model(model_id: str, identity: KeyIdentity, *, maps_unknown: b
             model = served[0] if served else None
     if model is None:
         raise errors.model_not_found(model_id[:200])
+    return model
+
+
+async def budget_fallback(refused: errors.ApiError, identity: KeyIdentity, model_id: str) -> ModelView:
+    """The model that serves a student whose token budget is spent (OCS_BUDGET_FALLBACK_MODEL),
+    if it is another model, served for the key's pool and allowed for the student; otherwise
+    the refusal stands (re-raised)."""
+    fallback = settings.OCS["BUDGET_FALLBACK_MODEL"]
+    if refused.code not in BUDGET_CODES or not fallback or fallback == model_id:
+        raise refused
+    try:
+        model = await resolve_model(fallback, identity)
+        check_access(identity, model.public_id)
+    except errors.ApiError:
+        raise refused from None
     return model

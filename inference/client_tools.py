@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+
 def client_tool(headers: Mapping[str, str], *, path: str = "") -> str:
     """'claude-code', 'copilot', 'codex', or '' for anything else (SDKs, curl)."""
     agent = headers.get("User-Agent", "").lower()

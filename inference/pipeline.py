@@ -26,10 +26,11 @@ from core import errors
 from core.live import LiveStateUnavailable
 from core.redact import redact
 from fleet.scheduler import conversation_key
+from fleet.selectors import ModelView
 from inference import dispatch
 from inference.admission import Want, settle_share
 from inference.auth import authenticate
-from inference.catalogue import resolve_model
+from inference.catalogue import budget_fallback, resolve_model
 from inference.client_tools import client_tool
 from inference.metrics import REFUSALS, REQUESTS
 from inference.protocols.base import Call, Plan, Protocol, Target
@@ -98,13 +99,19 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
             await charge_refusal(identity)  # a refused request still counts toward requests per minute
             raise
         record.model, record.stream = model.public_id, call.stream
-        call = _with_model(call, model.public_id)
-        target = Target(max_tokens=output_cap(call.max_tokens, cap=model.max_output_tokens), reasoning=model.reasoning)
-        plan = protocol.plan(call, target)
-        # admit
-        record.ticket = await admit(identity, reserve=reservation(
-            body_bytes=call.size, max_tokens=target.max_tokens if generates else 0,
-            context_length=model.context_length))
+        call, target, plan = _planned(protocol, call, model)
+        # admit (a student whose token budget is spent may be served by the fallback model)
+        try:
+            record.ticket = await admit(identity, reserve=reservation(
+                body_bytes=call.size, max_tokens=target.max_tokens if generates else 0,
+                context_length=model.context_length))
+        except errors.ApiError as refused:
+            model = await budget_fallback(refused, identity, model.public_id)  # or the refusal stands
+            record.model, record.fallback = model.public_id, "budget"
+            call, target, plan = _planned(protocol, call, model)
+            record.ticket = await admit(identity, budgets=False, reserve=reservation(
+                body_bytes=call.size, max_tokens=target.max_tokens if generates else 0,
+                context_length=model.context_length))
         record.want = Want(user_id=identity.user_id, pool_id=identity.pool_id, model_id=model.public_id,
                            conversation=conversation_key(user_id=identity.user_id, model_id=model.public_id,
                                                          messages=list(call.opening)) if call.opening else None,
@@ -140,9 +147,18 @@ def _with_model(call: Call, model_id: str) -> Call:
     return call if call.model == model_id else replace(call, model=model_id)
 
 
+def _planned(protocol: Protocol, call: Call, model: ModelView) -> tuple[Call, Target, Plan]:
+    """The call as sent to `model`: its model id, the output cap the gateway applies, its plan."""
+    call = _with_model(call, model.public_id)
+    target = Target(max_tokens=output_cap(call.max_tokens, cap=model.max_output_tokens), reasoning=model.reasoning)
+    return call, target, protocol.plan(call, target)
+
+
 def _headers(response: HttpResponseBase, record: RequestContext) -> None:
     # The hot paths skip SecurityMiddleware (ocsweb/asgi.py); HSTS comes from the HTTPS proxy.
     response["X-Content-Type-Options"] = "nosniff"
+    if record.fallback:
+        response["x-ocs-fallback"] = record.fallback  # the answer's `model` names the model that answered
     response["X-Request-Id"] = record.request_id
     if record.staff and record.worker_name:
         response[PIN_HEADER] = record.worker_name  # which worker served it: for teachers only

@@ -50,6 +50,7 @@ class RequestContext:
     ticket: Ticket | None = None
     slot: Slot | None = None  # the worker slot last claimed for it (released by dispatch; end() makes sure)
     stream_error: str = ""  # an error event sent after the 200 (worker died mid-answer, queue timeout)
+    fallback: str = ""  # why another model than the one asked for answered ("budget"); sent as x-ocs-fallback
     # The worker's end marker has been handed on: a client that closes after this point (the
     # OpenAI SDK closes as soon as it reads `data: [DONE]`) had the whole answer.
     answer_delivered: bool = False

@@ -150,19 +150,19 @@ async def ollama_chat_completions(request: HttpRequest, key: str) -> HttpRespons
     return await _generate(request, openai_chat.OLLAMA_CHAT, raw_key=key)
 
 
-@answering(openai_chat.OLLAMA_CHAT, "GET")
+@answering(openai_chat.OLLAMA_API, "GET")
 async def ollama_version(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
     identity = await authenticate(key, request)
     record.identify(identity)
     return JsonResponse(ollama.version())
 
 
-@answering(openai_chat.OLLAMA_CHAT, "GET")
+@answering(openai_chat.OLLAMA_API, "GET")
 async def ollama_tags(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
     return JsonResponse(ollama.tags(await visible_models(request, record, key)))
 
 
-@answering(openai_chat.OLLAMA_CHAT, "POST")
+@answering(openai_chat.OLLAMA_API, "POST")
 async def ollama_show(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
     models = {m.public_id: m for m in await visible_models(request, record, key)}
     return JsonResponse(ollama.show(request.body, models))

@@ -23,7 +23,7 @@ def render_markdown(text: str) -> str:
     """Safe HTML for `text`. Headings `#` in a lesson become <h2> (the page owns <h1>)."""
     html = _MARKDOWN.render(text)
     html = html.replace("<h1>", "<h2>").replace("</h1>", "</h2>")
-    return nh3.clean(
+    cleaned = nh3.clean(
         html,
         tags=ALLOWED_TAGS,
         attributes=ALLOWED_ATTRIBUTES,
@@ -31,3 +31,9 @@ def render_markdown(text: str) -> str:
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer",
     )
+    # After cleaning (these attributes are ours, never the text's): a code block or a table that
+    # scrolls sideways on a phone is reachable by keyboard.
+    return (cleaned.replace("<pre>", '<pre tabindex="0">')
+            .replace("<table>", '<div class="table-wrap" tabindex="0" role="region" aria-label="Table, scrolls '
+                                'sideways on small screens"><table>')
+            .replace("</table>", "</table></div>"))

@@ -5,6 +5,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from accounts.models import Classroom, User
+from accounts.selectors import classes_visible_to, sees_everyone
 from lessons.catalogue import load_catalogue
 from lessons.models import Answer, StepDone
 from lessons.progress import Progress, summarise
@@ -62,10 +63,11 @@ def class_progress(classroom: Classroom | None) -> ClassProgress:
     return ClassProgress(classroom, [ClassRow(s, progress[s.id]) for s in students])
 
 
-def all_class_progress() -> list[ClassProgress]:
-    groups = [class_progress(c) for c in Classroom.objects.filter(is_replay=False).order_by("name")]
-    unassigned = class_progress(None)
-    if unassigned.rows:
+def all_class_progress(viewer: User) -> list[ClassProgress]:
+    """The classes `viewer` teaches (an admin: every class, and the students in no class)."""
+    groups = [class_progress(c) for c in classes_visible_to(viewer).filter(is_replay=False).order_by("name")]
+    unassigned = class_progress(None) if sees_everyone(viewer) else None
+    if unassigned is not None and unassigned.rows:
         groups.append(unassigned)
     return groups
 

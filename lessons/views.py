@@ -13,7 +13,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.access import staff_required
-from accounts.models import Classroom, User
+from accounts.models import User
+from accounts.selectors import classes_visible_to, sees_everyone
 from lessons import burndown, panels, selectors, services
 from lessons.catalogue import Lesson, load_catalogue
 from lessons.progress import FINISHED_RULE
@@ -149,11 +150,18 @@ def progress_page(request: HttpRequest) -> HttpResponse:
         "finished_rule": FINISHED_RULE})
 
 
+def _teacher(request: HttpRequest) -> User:
+    user = request.user
+    assert isinstance(user, User)  # staff_required ran first
+    return user
+
+
 @staff_required
 @require_GET
 def teacher_page(request: HttpRequest) -> HttpResponse:
     return render(request, "lessons/teacher.html", {
-        "groups": selectors.all_class_progress(), "lessons": load_catalogue().lessons, "finished_rule": FINISHED_RULE})
+        "groups": selectors.all_class_progress(_teacher(request)), "lessons": load_catalogue().lessons,
+        "finished_rule": FINISHED_RULE})
 
 
 @staff_required
@@ -161,15 +169,16 @@ def teacher_page(request: HttpRequest) -> HttpResponse:
 def teacher_csv(request: HttpRequest) -> HttpResponse:
     """?class=<id> for one class, ?class=none for students in no class, nothing for all."""
     wanted = request.GET.get("class", "")
-    if wanted == "none":
+    viewer = _teacher(request)
+    if wanted == "none" and sees_everyone(viewer):
         groups = [selectors.class_progress(None)]
     elif wanted:
-        classroom = Classroom.objects.filter(id=int(wanted)).first() if wanted.isdigit() else None
+        classroom = classes_visible_to(viewer).filter(id=int(wanted)).first() if wanted.isdigit() else None
         if classroom is None:
             raise Http404("No such class.")
         groups = [selectors.class_progress(classroom)]
     else:
-        groups = selectors.all_class_progress()
+        groups = selectors.all_class_progress(viewer)
     lessons = load_catalogue().lessons
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="ground0-progress.csv"'

@@ -26,8 +26,8 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
 from django.core.exceptions import RequestAborted  # noqa: E402
-from django.http import StreamingHttpResponse  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E402
+from django.http import StreamingHttpResponse  # noqa: E402
 from django.urls import set_script_prefix  # noqa: E402
 
 from core.body_limit import BodyTooLarge, CappedReceive, declared_length, too_large  # noqa: E402

@@ -193,6 +193,9 @@ OCS: GatewaySettings = {
     # Claude Code asks for claude-* models (its subagents too): those the catalogue does not know
     # are served by this model; empty = the first model the key's pool serves.
     "ANTHROPIC_DEFAULT_MODEL": env_str("OCS_ANTHROPIC_DEFAULT_MODEL", "") or "",
+    # A student whose token budget (day, week or term) is spent is served by this catalogue model
+    # instead of being refused (answers carry `x-ocs-fallback: budget`); empty = refuse.
+    "BUDGET_FALLBACK_MODEL": env_str("OCS_BUDGET_FALLBACK_MODEL", "") or "",
     # /metrics: readable from these networks (not through the public proxy) or with this token.
     "METRICS_NETWORKS": env_networks("OCS_METRICS_NETWORKS", list(DEFAULT_PRIVATE_NETWORKS)),
     "METRICS_TOKEN": env_str("OCS_METRICS_TOKEN", "") or "",

@@ -1,5 +1,6 @@
 """The portal's JSON API for a signed-in person: their own keys and usage. Someone else's key
-or usage answers 404, exactly like one that does not exist (a teacher sees everyone's)."""
+or usage answers 404, exactly like one that does not exist (a teacher sees their classes'
+students'; an admin everyone's: accounts/selectors.py)."""
 from __future__ import annotations
 
 from typing import Any

@@ -26,6 +26,35 @@ class ConnectModel:
         return max(1, self.usable_context - self.max_output_tokens)
 
 
+# Prompt tokens of each client's first request, measured on the captured requests in
+# tests/fixtures/clients/ (README there; SmolLM2's tokenizer). A model whose usable context is
+# below this refuses the client's very first request (or the client refuses to send it).
+FIRST_REQUEST_TOKENS = {
+    "copilot_cli": ("Copilot CLI", 5400),
+    "claude_code": ("Claude Code", 3050),
+    "codex": ("Codex", 4580),
+}
+
+
+def context_warnings(models: list[ConnectModel]) -> dict[str, str]:
+    """Per snippet, a warning when the model it names cannot hold that client's first request:
+    with the model that can, or what to ask the teacher for."""
+    if not models:
+        return {}
+    named = models[0]
+    warnings = {}
+    for snippet, (client, needed) in FIRST_REQUEST_TOKENS.items():
+        if named.usable_context >= needed:
+            continue
+        fits = [m for m in models if m.usable_context >= needed]
+        advice = (f"Use `{fits[0].id}` ({fits[0].usable_context:,} tokens) instead." if fits
+                  else "No model here holds it yet: ask your teacher for the agents profile (workers with a long "
+                       "context).")
+        warnings[snippet] = (f"{client}'s first request is about {needed:,} tokens, more than `{named.id}` holds "
+                             f"({named.usable_context:,} tokens per request). {advice}")
+    return warnings
+
+
 def _custom_endpoint(site: str, models: list[ConnectModel], key: str, api_type: str, route: str) -> str:
     entry = {
         "name": "OCS Intelligence",

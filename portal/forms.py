@@ -53,11 +53,22 @@ class ImportStudentsForm(forms.Form):
 
 
 class LimitsForm(forms.Form):
-    """The limit fields of a class or a student; empty = inherit."""
+    """The limit fields of a class or a student; empty = inherit. `inherited` (field -> the value
+    an empty field takes, as text) shows in each empty field, so the teacher sees what applies."""
+
+    def __init__(self, *args: Any, inherited: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, value in (inherited or {}).items():
+            if name in self.fields:
+                self.fields[name].widget.attrs["placeholder"] = f"inherits: {value}"
 
     requests_per_minute = forms.IntegerField(min_value=0, max_value=1_000_000, required=False,
                                              label="Requests per minute")
     tokens_per_day = forms.IntegerField(min_value=0, max_value=10**15, required=False, label="Tokens per day")
+    tokens_per_week = forms.IntegerField(min_value=0, max_value=10**15, required=False, label="Tokens per week",
+                                         help_text="Monday to Sunday, school time zone.")
+    tokens_per_term = forms.IntegerField(min_value=0, max_value=10**15, required=False, label="Tokens per term",
+                                         help_text="Counted between the class's term dates.")
     concurrency = forms.IntegerField(min_value=0, max_value=10_000, required=False, label="Requests at once")
     allowed_models = forms.CharField(max_length=500, required=False, label="Allowed models",
                                      help_text="Model ids, separated by spaces. Empty: all.")
@@ -73,8 +84,52 @@ class ShareWeightForm(forms.Form):
                                              "in a class with 1, while both wait for a worker.")
 
 
+class BudgetForm(forms.Form):
+    """A one-off extra allowance (tokens) for the current day, week or term, or (no tokens) a reset."""
+
+    period = forms.ChoiceField(choices=[("day", "today"), ("week", "this week"), ("term", "this term")],
+                               label="Budget")
+    tokens = forms.IntegerField(min_value=1, max_value=10**12, required=False, label="Extra tokens")
+
+
+class TermForm(forms.Form):
+    """A class's term: its token budget per term counts between these days (both included)."""
+
+    term_starts = forms.DateField(required=False, label="Term starts", widget=forms.DateInput(attrs={"type": "date"}))
+    term_ends = forms.DateField(required=False, label="Term ends", widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        starts, ends = data.get("term_starts"), data.get("term_ends")
+        if (starts is None) != (ends is None):
+            raise forms.ValidationError("Give both term dates, or neither.")
+        if starts is not None and ends is not None and ends < starts:
+            raise forms.ValidationError("The term must end on or after its first day.")
+        return data
+
+
+class PauseForm(forms.Form):
+    """Pause a class now: for some minutes, until a time of day (the next such time), or until resumed."""
+
+    minutes = forms.IntegerField(min_value=1, max_value=7 * 24 * 60, required=False, label="For (minutes)")
+    until = forms.TimeField(required=False, label="Or until (HH:MM)", widget=forms.TimeInput(attrs={"type": "time"}))
+    message = forms.CharField(max_length=200, required=False, label="Note for the students",
+                              help_text="Shown with the refusal, e.g. 'Exam until 10:30: no AI'.")
+
+
+class PauseWindowForm(forms.Form):
+    """A weekly pause in the school's time zone; an end before the start ends the next day."""
+
+    weekday = forms.TypedChoiceField(coerce=int, label="Day", choices=[(n, day) for n, day in enumerate(
+        ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"))])
+    starts = forms.TimeField(label="From", widget=forms.TimeInput(attrs={"type": "time"}))
+    ends = forms.TimeField(label="To", widget=forms.TimeInput(attrs={"type": "time"}))
+    message = forms.CharField(max_length=200, required=False, label="Note for the students")
+
+
 class RequestFilterForm(forms.Form):
-    student = forms.CharField(required=False, max_length=150)
+    student = forms.CharField(required=False, max_length=150, help_text="Part of a username.")
+    classroom = forms.CharField(required=False, max_length=100, label="Class")
     model = forms.CharField(required=False, max_length=100)
     worker = forms.CharField(required=False, max_length=100)
     status = forms.ChoiceField(required=False, choices=[("", "any"), ("ok", "OK (2xx)"), ("error", "errors (4xx, 5xx)"),

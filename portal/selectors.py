@@ -75,8 +75,8 @@ def today_totals(user_ids: list[int]) -> dict[int, dict[str, int]]:
     return {row["user_id"]: {"requests": row["requests"], "tokens": row["tokens"] or 0} for row in rows}
 
 
-def classes_overview() -> QuerySet[Classroom]:
-    return Classroom.objects.annotate(
+def classes_overview(rooms: QuerySet[Classroom] | None = None) -> QuerySet[Classroom]:
+    return (Classroom.objects.all() if rooms is None else rooms).annotate(
         student_count=Count("students", filter=Q(students__role=User.Role.STUDENT), distinct=True),
         active_count=Count("students", filter=Q(students__is_active=True, students__role=User.Role.STUDENT),
                            distinct=True),
@@ -90,17 +90,20 @@ def students_of(classroom: Classroom | None) -> QuerySet[User]:
         "username")
 
 
-def usage_by_person(*, days: int = 30) -> list[dict[str, Any]]:
+def usage_by_person(*, days: int = 30, users: QuerySet[User] | None = None) -> list[dict[str, Any]]:
     """Requests and tokens per student over the last `days` days from the daily roll-ups,
-    plus today from the request log; most tokens first. Replay accounts (`class_replay`'s load)
-    are left out."""
+    plus today from the request log; most tokens first. `users`: only these people. Replay accounts (`class_replay`'s load) are left out."""
     since = timezone.localdate() - timedelta(days=days)
-    rolled = (DailyUsage.objects.filter(day__gte=since, day__lt=timezone.localdate(), user__is_replay=False)
+    rolled_rows = DailyUsage.objects.filter(day__gte=since, day__lt=timezone.localdate(), user__is_replay=False)
+    today_rows = RequestLog.objects.filter(user__isnull=False, user__is_replay=False)
+    if users is not None:
+        rolled_rows, today_rows = rolled_rows.filter(user__in=users), today_rows.filter(user__in=users)
+    rolled = (rolled_rows
               .values("user_id", "user__username", "user__classroom__name")
               .annotate(requests=Sum("requests"), prompt_tokens=Sum("prompt_tokens"),
                         completion_tokens=Sum("completion_tokens")))
     start, _ = day_bounds(timezone.localdate())
-    today = (RequestLog.objects.filter(at__gte=start, user__isnull=False, user__is_replay=False)
+    today = (today_rows.filter(at__gte=start)
              .values("user_id", "user__username", "user__classroom__name")
              .annotate(requests=Count("id"), prompt_tokens=Sum("prompt_tokens"),
                        completion_tokens=Sum("completion_tokens")))
@@ -113,6 +116,27 @@ def usage_by_person(*, days: int = 30) -> list[dict[str, Any]]:
         for name in ("requests", "prompt_tokens", "completion_tokens"):
             person[name] += row[name] or 0
     return sorted(people.values(), key=lambda p: (-(p["prompt_tokens"] + p["completion_tokens"]), p["username"]))
+
+
+def usage_per_day(*, days: int = 30, users: QuerySet[User] | None = None) -> list[dict[str, Any]]:
+    """Requests and tokens per student and school day over the last `days` days (the roll-ups,
+    and today from the request log), oldest day first."""
+    local_today = timezone.localdate()
+    rolled_rows = DailyUsage.objects.filter(day__gte=local_today - timedelta(days=days), day__lt=local_today)
+    start, _ = day_bounds(local_today)
+    today_rows = RequestLog.objects.filter(at__gte=start, user__isnull=False)
+    if users is not None:
+        rolled_rows, today_rows = rolled_rows.filter(user__in=users), today_rows.filter(user__in=users)
+    fields = ("user__username", "user__classroom__name")
+    totals = {"requests": Sum("requests"), "prompt_tokens": Sum("prompt_tokens"),
+              "completion_tokens": Sum("completion_tokens")}
+    rows = [{**row, "day": row["day"]} for row in rolled_rows.values("day", *fields).annotate(**totals)]
+    rows += [{**row, "day": local_today} for row in today_rows.values(*fields).annotate(
+        requests=Count("id"), prompt_tokens=Sum("prompt_tokens"), completion_tokens=Sum("completion_tokens"))]
+    return sorted(({"day": row["day"], "username": row["user__username"], "classroom": row["user__classroom__name"] or "",
+                    "requests": row["requests"] or 0, "prompt_tokens": row["prompt_tokens"] or 0,
+                    "completion_tokens": row["completion_tokens"] or 0} for row in rows),
+                  key=lambda row: (row["day"], row["username"]))
 
 
 def usage_by_class(people: list[dict[str, Any]]) -> list[dict[str, Any]]:

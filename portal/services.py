@@ -11,6 +11,7 @@ from django.utils.http import urlsafe_base64_encode
 
 from accounts.audit import audit_record
 from accounts.models import Classroom, User
+from accounts.selectors import sees_everyone, students_visible_to
 from portal.csv_import import StudentRow
 
 SET_PASSWORD_PATH = "/accounts/set-password/{uid}/{token}/"
@@ -38,14 +39,26 @@ def students_import(*, rows: list[StudentRow], classroom_name: str | None, actor
     Existing students keep their password; staff accounts are never changed. Audited."""
     classroom = None
     result: list[ImportedStudent] = []
+    restricted = actor is not None and not sees_everyone(actor)  # a teacher, not an admin
     with transaction.atomic():
         if classroom_name:
-            classroom, _ = Classroom.objects.get_or_create(name=classroom_name.strip()[:100])
+            classroom, created_class = Classroom.objects.get_or_create(name=classroom_name.strip()[:100])
+            if restricted and actor is not None:
+                if not created_class and not classroom.teachers.filter(id=actor.id).exists():
+                    raise ValueError(f"class {classroom.name} belongs to other teachers; choose another name")
+                classroom.teachers.add(actor)
+        elif restricted:
+            raise ValueError("Choose a class: the students of a teacher's import go into one of their classes.")
         existing = {u.username: u for u in User.objects.filter(username__in=[r.username for r in rows])}
+        mine = set(students_visible_to(actor).filter(id__in=[u.id for u in existing.values()])
+                   .values_list("id", flat=True)) if restricted and actor is not None else set()
         for row in rows:
             user = existing.get(row.username)
             if user is not None and (user.is_staff or user.role != User.Role.STUDENT):
                 raise ValueError(f"line {row.line}: {row.username} is a teacher or staff account; not changed")
+            if user is not None and restricted and user.id not in mine:
+                raise ValueError(f"line {row.line}: {row.username} is already a student of another teacher's "
+                                 "class; ask an admin to move them")
             password = None
             created = user is None
             if user is None:

@@ -4,31 +4,64 @@ through a service that audits it."""
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.access import staff_required
 from accounts.audit import acting_user, audit_record
-from accounts.models import ApiKey, AuditEvent, Classroom, User
-from accounts.selectors import student_policy
-from accounts.services import classroom_set_weight, key_revoke, limits_set, user_set_active
+from accounts.key_cache import site_defaults
+from accounts.limits.budgets import budget_grant, budget_reset
+from accounts.limits.resolution import NUMERIC, UNSET, resolve
+from accounts.models import AuditEvent, ClassPauseWindow, Classroom, User
+from accounts.pause import next_time_of_day
+from accounts.selectors import (
+    classes_visible_to,
+    keys_visible_to,
+    pause_status,
+    sees_everyone,
+    student_policy,
+    students_visible_to,
+)
+from accounts.services import (
+    class_pause,
+    class_pause_window_add,
+    class_pause_window_remove,
+    class_resume,
+    class_term_set,
+    classroom_set_weight,
+    key_revoke,
+    limits_set,
+    user_set_active,
+)
 from fleet.models import Worker
 from fleet.services import worker_disable, worker_drain, worker_enable, worker_move
 from inference.models import RequestLog
-from inference.selectors import class_daily_usage
+from inference.selectors import budgets_left, class_daily_usage, near_their_limit
 from portal import selectors
 from portal.csv_import import CsvProblem, parse_students_csv
 from portal.fleet_status import fleet_status
-from portal.forms import ImportStudentsForm, LimitsForm, MoveWorkerForm, RequestFilterForm, ShareWeightForm
-from portal.services import set_password_path, students_import
+from portal.forms import (
+    BudgetForm,
+    ImportStudentsForm,
+    LimitsForm,
+    MoveWorkerForm,
+    PauseForm,
+    PauseWindowForm,
+    RequestFilterForm,
+    ShareWeightForm,
+    TermForm,
+)
+from portal.services import ImportedStudent, set_password_path, students_import
 from portal.stats import bar_heights
 from portal.views import site_root
 
@@ -36,44 +69,83 @@ View = Callable[..., HttpResponse]
 REQUESTS_PER_PAGE = 50
 
 
+def _viewer(request: HttpRequest) -> User:
+    user = request.user
+    assert isinstance(user, User)  # staff_required ran first
+    return user
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise Http404("no such class") from None
+
+
 def _limits_initial(target: Classroom | User) -> dict[str, Any]:
     return {name: getattr(target, name) for name in LimitsForm.base_fields}
 
 
+def _inherited(target: Classroom | User) -> dict[str, str]:
+    """What each limit field left empty on `target` takes: for a student, their class's value
+    or the site default; for a class, the site default."""
+    policy = resolve(defaults=site_defaults(), classroom=target.classroom if isinstance(target, User) else None,
+                     student=UNSET if isinstance(target, User) else target, key=UNSET)
+    room = target.classroom if isinstance(target, User) else None
+    texts = {name: "no cap" if value is None else f"{value:,}"
+             for name in NUMERIC if name in LimitsForm.base_fields
+             for value in [getattr(policy.student, name)]}
+    texts["allowed_models"] = (room.allowed_models if room and room.allowed_models else "all")
+    texts["allowed_pools"] = (room.allowed_pools if room and room.allowed_pools else "all")
+    return texts
+
+
 @staff_required
 def index(request: HttpRequest) -> HttpResponse:
-    classes = list(selectors.classes_overview())
-    unassigned = User.objects.filter(role=User.Role.STUDENT, classroom__isnull=True).count()
+    viewer = _viewer(request)
+    classes = list(selectors.classes_overview(classes_visible_to(viewer)))
+    admin = sees_everyone(viewer)
+    unassigned = User.objects.filter(role=User.Role.STUDENT, classroom__isnull=True).count() if admin else 0
+    audit = AuditEvent.objects.select_related("actor")
     return render(request, "teacher/index.html", {
         "classes": classes, "unassigned": unassigned,
-        "audit": list(AuditEvent.objects.select_related("actor")[:10]),
+        "audit": list((audit if admin else audit.filter(actor=viewer))[:10]),
     })
 
 
 @staff_required
 def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse:
-    room = get_object_or_404(Classroom, id=class_id) if class_id is not None else None
-    students = list(selectors.students_of(room))
+    viewer = _viewer(request)
+    room = get_object_or_404(classes_visible_to(viewer), id=class_id) if class_id is not None else None
+    if room is None and not sees_everyone(viewer):
+        raise Http404("Students in no class are the admin's.")
+    students = list(selectors.students_of(room).select_related("classroom"))
     today = selectors.today_totals([s.id for s in students])
     daily = class_daily_usage(room) if room else []
     heights = bar_heights([float(d["prompt_tokens"] + d["completion_tokens"]) for d in daily], height=100)
     return render(request, "teacher/class.html", {
         "room": room, "rows": [(s, today.get(s.id, {"requests": 0, "tokens": 0})) for s in students],
         "chart": list(zip(daily, heights)),
-        "limits_form": LimitsForm(initial=_limits_initial(room)) if room else None,
+        "limits_form": LimitsForm(initial=_limits_initial(room), inherited=_inherited(room)) if room else None,
+        "pause": pause_status(room) if room else None,
+        "near_limit": near_their_limit(students)[:20] if room else [],
+        "term_form": TermForm(initial={"term_starts": room.term_starts, "term_ends": room.term_ends}) if room else None,
+        "pause_form": PauseForm(), "window_form": PauseWindowForm(),
+        "windows": list(room.pause_windows.all()) if room else [],
         "weight_form": ShareWeightForm(initial={"fair_weight": room.fair_weight}) if room else None,
     })
 
 
 @staff_required
 def student(request: HttpRequest, user_id: int) -> HttpResponse:
-    person = get_object_or_404(User.objects.select_related("classroom"), id=user_id)
+    person = get_object_or_404(students_visible_to(_viewer(request)).select_related("classroom"), id=user_id)
     days = selectors.usage_days(person)
     return render(request, "teacher/student.html", {
         "person": person, "keys": list(selectors.keys_of(person)), "policy": student_policy(person),
         "days": days, "chart": list(zip(days, bar_heights([float(d.tokens) for d in days], height=100))),
         "recent": list(selectors.recent_requests(person, limit=10)),
-        "limits_form": LimitsForm(initial=_limits_initial(person)),
+        "limits_form": LimitsForm(initial=_limits_initial(person), inherited=_inherited(person)),
+        "budgets": budgets_left(person), "budget_form": BudgetForm(),
         "link": request.session.pop("set_password_link", None) if request.session.get(
             "set_password_link_for") == person.id else None,
     })
@@ -82,7 +154,7 @@ def student(request: HttpRequest, user_id: int) -> HttpResponse:
 @staff_required
 @require_POST
 def student_set_active(request: HttpRequest, user_id: int) -> HttpResponse:
-    person = get_object_or_404(User, id=user_id)
+    person = get_object_or_404(students_visible_to(_viewer(request)), id=user_id)
     if person.is_staff:
         messages.error(request, "Staff accounts are managed in the admin.")
     else:
@@ -96,7 +168,7 @@ def student_set_active(request: HttpRequest, user_id: int) -> HttpResponse:
 @require_POST
 def student_link(request: HttpRequest, user_id: int) -> HttpResponse:
     """A new one-time set-password link, shown once on the student's page."""
-    person = get_object_or_404(User, id=user_id)
+    person = get_object_or_404(students_visible_to(_viewer(request)), id=user_id)
     if person.is_staff:
         messages.error(request, "Staff accounts are managed in the admin.")
         return redirect("portal:teacher-student", user_id=person.id)
@@ -121,15 +193,38 @@ def _apply_limits(request: HttpRequest, target: Classroom | User) -> bool:
 @staff_required
 @require_POST
 def student_limits(request: HttpRequest, user_id: int) -> HttpResponse:
-    person = get_object_or_404(User, id=user_id)
+    person = get_object_or_404(students_visible_to(_viewer(request)), id=user_id)
     _apply_limits(request, person)
     return redirect("portal:teacher-student", user_id=person.id)
 
 
 @staff_required
 @require_POST
+def student_budget(request: HttpRequest, user_id: int, action: str) -> HttpResponse:
+    """action "grant": a one-off extra allowance; "reset": what the period used back to zero."""
+    person = get_object_or_404(students_visible_to(_viewer(request)), id=user_id)
+    form = BudgetForm(request.POST)
+    if not form.is_valid() or action not in ("grant", "reset") or (action == "grant" and not form.cleaned_data["tokens"]):
+        messages.error(request, "Nothing changed: choose a budget" + (" and a number of tokens." if action == "grant"
+                                                                         else "."))
+        return redirect("portal:teacher-student", user_id=person.id)
+    period = form.cleaned_data["period"]
+    try:
+        if action == "grant":
+            budget_grant(student=person, period=period, tokens=form.cleaned_data["tokens"], actor=acting_user(request))
+            messages.success(request, f"{person.username} has {form.cleaned_data['tokens']} extra tokens this {period}.")
+        else:
+            used = budget_reset(student=person, period=period, actor=acting_user(request))
+            messages.success(request, f"Reset: the {used} tokens {person.username} used this {period} no longer count.")
+    except ValueError as problem:
+        messages.error(request, str(problem))
+    return redirect("portal:teacher-student", user_id=person.id)
+
+
+@staff_required
+@require_POST
 def class_limits(request: HttpRequest, class_id: int) -> HttpResponse:
-    room = get_object_or_404(Classroom, id=class_id)
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
     _apply_limits(request, room)
     return redirect("portal:teacher-class", class_id=room.id)
 
@@ -137,7 +232,7 @@ def class_limits(request: HttpRequest, class_id: int) -> HttpResponse:
 @staff_required
 @require_POST
 def class_weight(request: HttpRequest, class_id: int) -> HttpResponse:
-    room = get_object_or_404(Classroom, id=class_id)
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
     form = ShareWeightForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Share weight not saved: " + " ".join(
@@ -151,8 +246,77 @@ def class_weight(request: HttpRequest, class_id: int) -> HttpResponse:
 
 @staff_required
 @require_POST
+def class_term(request: HttpRequest, class_id: int) -> HttpResponse:
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
+    form = TermForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Term not saved: " + "; ".join(" ".join(str(e) for e in errors) for errors in form.errors.values()))
+    else:
+        changed = class_term_set(classroom=room, starts=form.cleaned_data["term_starts"],
+                                 ends=form.cleaned_data["term_ends"], actor=acting_user(request))
+        messages.success(request, "Term saved." if changed else "Nothing changed.")
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
+def class_pause_view(request: HttpRequest, class_id: int) -> HttpResponse:
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
+    form = PauseForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Not paused: " + "; ".join(" ".join(str(e) for e in errors) for errors in form.errors.values()))
+        return redirect("portal:teacher-class", class_id=room.id)
+    now = timezone.localtime()
+    data = form.cleaned_data
+    until = (now + timedelta(minutes=data["minutes"]) if data["minutes"]
+             else next_time_of_day(data["until"], now) if data["until"] else None)
+    class_pause(classroom=room, actor=acting_user(request), until=until, message=data["message"])
+    messages.success(request, f"Class {room.name} is paused " + (
+        f"until {timezone.localtime(until):%H:%M}." if until else "until you resume it.")
+        + " Answers already running finish.")
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
+def class_resume_view(request: HttpRequest, class_id: int) -> HttpResponse:
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
+    class_resume(classroom=room, actor=acting_user(request))
+    messages.success(request, f"Class {room.name} is resumed: its students are served again.")
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
+def class_window_add(request: HttpRequest, class_id: int) -> HttpResponse:
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
+    form = PauseWindowForm(request.POST)
+    if form.is_valid():
+        try:
+            class_pause_window_add(classroom=room, actor=acting_user(request), **form.cleaned_data)
+        except ValueError as problem:
+            messages.error(request, str(problem))
+        else:
+            messages.success(request, "Added to the timetable.")
+    else:
+        messages.error(request, "Not added: " + "; ".join(" ".join(str(e) for e in errors) for errors in form.errors.values()))
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
+def class_window_remove(request: HttpRequest, class_id: int, window_id: int) -> HttpResponse:
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
+    window = get_object_or_404(ClassPauseWindow, id=window_id, classroom=room)
+    class_pause_window_remove(window=window, actor=acting_user(request))
+    messages.success(request, "Removed from the timetable.")
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
 def key_revoke_view(request: HttpRequest, key_id: int) -> HttpResponse:
-    key = get_object_or_404(ApiKey.objects.select_related("user"), id=key_id)
+    key = get_object_or_404(keys_visible_to(_viewer(request)), id=key_id)
     key_revoke(key=key, actor=acting_user(request))
     messages.success(request, f"Revoked {key.display} of {key.user.username}.")
     return redirect("portal:teacher-student", user_id=key.user_id)
@@ -176,25 +340,54 @@ def import_students(request: HttpRequest) -> HttpResponse:
                 problems, status = [str(problem)], 400
         else:
             status = 400
+    site = site_root(request)
     response = render(request, "teacher/import.html", {
-        "form": form, "imported": imported, "problems": problems, "site": site_root(request)}, status=status)
+        "form": form, "imported": imported, "problems": problems, "site": site,
+        "links_csv": _links_csv(imported or [], site)}, status=status)
     if imported:
         response["Cache-Control"] = "no-store"
     return response
 
 
+def _links_csv(imported: list[ImportedStudent], site: str) -> str:
+    """username, link, initial password: for the teacher to download (generated into the page,
+    never stored)."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["username", "set_password_link", "initial_password"])
+    for student in imported:
+        writer.writerow([student.username, "" if student.initial_password else site + student.set_password_path,
+                         student.initial_password or ""])
+    return out.getvalue()
+
+
 @staff_required
 def usage(request: HttpRequest) -> HttpResponse:
-    people = selectors.usage_by_person()
+    viewer = _viewer(request)
+    scope = students_visible_to(viewer)
+    if request.GET.get("class"):
+        scope = scope.filter(classroom=get_object_or_404(classes_visible_to(viewer), id=_int(request.GET["class"])))
+    users = None if sees_everyone(viewer) and not request.GET.get("class") else scope
+    if request.GET.get("format") == "csv" and request.GET.get("per") == "day":
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="usage-per-day-{timezone.localdate()}.csv"'
+        writer = csv.writer(response)
+        writer.writerow(["day", "username", "class", "requests", "prompt_tokens", "completion_tokens"])
+        for row in selectors.usage_per_day(users=users):
+            writer.writerow([row["day"].isoformat(), row["username"], row["classroom"], row["requests"],
+                             row["prompt_tokens"], row["completion_tokens"]])
+        return response
+    people = selectors.usage_by_person(users=users)
     classes = selectors.usage_by_class(people)
     if request.GET.get("format") == "csv":
         response = HttpResponse(content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="usage-{timezone.localdate()}.csv"'
         writer = csv.writer(response)
-        writer.writerow(["username", "class", "requests", "prompt_tokens", "completion_tokens"])
+        first_day, last_day = timezone.localdate() - timedelta(days=30), timezone.localdate()
+        writer.writerow(["username", "class", "requests", "prompt_tokens", "completion_tokens", "from", "to"])
         for person in people:
             writer.writerow([person["username"], person["classroom"], person["requests"], person["prompt_tokens"],
-                             person["completion_tokens"]])
+                             person["completion_tokens"], first_day.isoformat(), last_day.isoformat()])
         return response
     top = [float(p["prompt_tokens"] + p["completion_tokens"]) for p in people[:20]]
     return render(request, "teacher/usage.html", {
@@ -207,7 +400,9 @@ def _filtered_requests(form: RequestFilterForm) -> Any:
         return rows.none()
     data = form.cleaned_data
     if data["student"]:
-        rows = rows.filter(user__username=data["student"].strip().lower())
+        rows = rows.filter(user__username__icontains=data["student"].strip())
+    if data["classroom"]:
+        rows = rows.filter(user__classroom__name__iexact=data["classroom"].strip())
     if data["model"]:
         rows = rows.filter(model=data["model"].strip())
     if data["worker"]:
@@ -230,6 +425,9 @@ def _filtered_requests(form: RequestFilterForm) -> Any:
 def requests(request: HttpRequest) -> HttpResponse:
     form = RequestFilterForm(request.GET or None)
     rows = _filtered_requests(form) if request.GET else RequestLog.objects.select_related("user").order_by("-at")
+    viewer = _viewer(request)
+    if not sees_everyone(viewer):
+        rows = rows.filter(user__in=students_visible_to(viewer))
     if request.GET.get("format") == "csv":
         response = HttpResponse(content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = 'attachment; filename="requests.csv"'

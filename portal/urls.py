@@ -15,8 +15,8 @@ urlpatterns = [
     path("keys/<int:key_id>/revoke/", views.key_revoke_view, name="key-revoke"),
     path("usage/", views.usage, name="usage"),
     path("connect/", views.connect, name="connect"),
-    path("accounts/login/", auth_views.LoginView.as_view(
-        authentication_form=PortalLoginForm, template_name="registration/login.html", next_page="/",
+    path("accounts/login/", views.SignInView.as_view(
+        authentication_form=PortalLoginForm, template_name="registration/login.html",
         redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(next_page="/accounts/login/"), name="logout"),
     path("accounts/password/", auth_views.PasswordChangeView.as_view(
@@ -33,9 +33,17 @@ urlpatterns = [
     path("teacher/students/<int:user_id>/", teacher.student, name="teacher-student"),
     path("teacher/students/<int:user_id>/active/", teacher.student_set_active, name="teacher-student-active"),
     path("teacher/students/<int:user_id>/link/", teacher.student_link, name="teacher-student-link"),
+    path("teacher/students/<int:user_id>/budget/<str:action>/", teacher.student_budget,
+         name="teacher-student-budget"),
     path("teacher/students/<int:user_id>/limits/", teacher.student_limits, name="teacher-student-limits"),
     path("teacher/classes/<int:class_id>/limits/", teacher.class_limits, name="teacher-class-limits"),
     path("teacher/classes/<int:class_id>/weight/", teacher.class_weight, name="teacher-class-weight"),
+    path("teacher/classes/<int:class_id>/term/", teacher.class_term, name="teacher-class-term"),
+    path("teacher/classes/<int:class_id>/pause/", teacher.class_pause_view, name="teacher-class-pause"),
+    path("teacher/classes/<int:class_id>/resume/", teacher.class_resume_view, name="teacher-class-resume"),
+    path("teacher/classes/<int:class_id>/timetable/", teacher.class_window_add, name="teacher-class-window-add"),
+    path("teacher/classes/<int:class_id>/timetable/<int:window_id>/remove/", teacher.class_window_remove,
+         name="teacher-class-window-remove"),
     path("teacher/keys/<int:key_id>/revoke/", teacher.key_revoke_view, name="teacher-key-revoke"),
     path("teacher/import/", teacher.import_students, name="teacher-import"),
     path("teacher/usage/", teacher.usage, name="teacher-usage"),

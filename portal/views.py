@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from accounts.access import is_teacher
 from accounts.audit import acting_user
 from accounts.models import User
-from accounts.selectors import student_policy
+from accounts.selectors import pause_status, student_policy
 from accounts.services import MAX_ACTIVE_KEYS, TooManyKeys, key_issue, key_revoke
-from inference.selectors import usage_summary
+from inference.selectors import budgets_left, usage_summary
 from portal import selectors
-from portal.connect import KEY_PLACEHOLDER, setups
+from portal.connect import KEY_PLACEHOLDER, context_warnings, setups
 from portal.forms import KeyCreateForm
 from portal.stats import bar_heights
 
@@ -23,6 +25,13 @@ def _person(request: HttpRequest) -> User:
     user = request.user
     assert isinstance(user, User)  # login_required ran first
     return user
+
+
+class SignInView(LoginView):
+    """Sign-in; without a `next`, teachers land on their classes, students on their home."""
+
+    def get_default_redirect_url(self) -> str:
+        return "/teacher/" if is_teacher(self.request.user) else "/"
 
 
 def site_root(request: HttpRequest) -> str:
@@ -39,6 +48,8 @@ def home(request: HttpRequest) -> HttpResponse:
         "base_url": f"{site_root(request)}/v1", "keys": keys, "today": summary["today"],
         "limits": summary["limits"], "tokens_today": summary["today"]["prompt_tokens"]
         + summary["today"]["completion_tokens"],
+        "pause": None if person.is_staff else pause_status(person.classroom),
+        "budgets": budgets_left(person),
     })
 
 
@@ -98,5 +109,6 @@ def connect(request: HttpRequest) -> HttpResponse:
     site = site_root(request)
     return render(request, "portal/connect.html", {
         "site": site, "models": models, "snippets": setups(site=site, models=models),
+        "context_warnings": context_warnings(models),
         "placeholder": KEY_PLACEHOLDER, "has_keys": selectors.active_keys(person).exists(),
     })

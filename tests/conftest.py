@@ -101,6 +101,20 @@ def other_student(django_user_model):  # noqa: ANN001, ANN201
     return user_ensure(username="bob", role="student", password="pw-bob-1")[0]
 
 
+@pytest.fixture
+def taught_class(teacher, student, other_student):  # noqa: ANN001, ANN201
+    """Class 7A, taught by `teacher`, with alice and bob in it: a teacher acts only on the
+    students of their classes."""
+    from accounts.models import Classroom, User
+
+    room = Classroom.objects.create(name="7A")
+    room.teachers.add(teacher)
+    User.objects.filter(id__in=[student.id, other_student.id]).update(classroom=room)
+    student.refresh_from_db()
+    other_student.refresh_from_db()
+    return room
+
+
 # --- real processes ----------------------------------------------------------------------------
 
 
@@ -251,8 +265,10 @@ def spare_llama_servers(tmp_path):  # noqa: ANN001, ANN201
 
     started: list[LlamaServerProcess] = []
 
-    def start(port: int | None = None, slots: int = 4, context_per_slot: int = 4096) -> LlamaServerProcess:
-        spec = local_worker_spec(port=port or free_port(), slots=slots, context_per_slot=context_per_slot)
+    def start(port: int | None = None, slots: int = 4, context_per_slot: int = 4096,
+              model_id: str = MODEL_ID) -> LlamaServerProcess:
+        spec = local_worker_spec(port=port or free_port(), slots=slots, context_per_slot=context_per_slot,
+                                 model_id=model_id)
         process = LlamaServerProcess(spec, log_path=tmp_path / f"llama-{spec.port}.log").start()
         process.wait_healthy(120)
         started.append(process)

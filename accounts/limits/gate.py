@@ -15,9 +15,11 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 from django.conf import settings
+from django.utils import timezone
 
 from accounts.key_cache import KeyIdentity
 from accounts.limits.resolution import Caps
@@ -25,7 +27,7 @@ from core import errors
 from core.lease import Lease
 from core.live import LiveStateUnavailable, live_state
 from core.quota import QuotaAsk, QuotaScope, QuotaVerdict, concurrency_resource
-from core.school_day import today
+from core.school_day import school_time, this_term, this_week, today
 
 log = logging.getLogger("ocs.quota")
 
@@ -35,11 +37,32 @@ def reservation(*, body_bytes: int, max_tokens: int, context_length: int) -> int
 
 
 def _scope(name: str, caps: Caps) -> QuotaScope:
-    return QuotaScope(name, caps.requests_per_minute, caps.tokens_per_day, caps.concurrency)
+    return QuotaScope(name, caps.requests_per_minute, caps.tokens_per_day, caps.concurrency,
+                      tokens_per_week=caps.tokens_per_week, tokens_per_term=caps.tokens_per_term)
+
+
+@dataclass(frozen=True)
+class Periods:
+    """The school's day, week and (if the student's class has one) term: counter names and
+    seconds until each ends."""
+
+    day: str
+    day_left_s: float
+    week: str
+    week_left_s: float
+    term: str = ""
+    term_left_s: float = 0.0
+
+
+def periods_now(identity: KeyIdentity) -> Periods:
+    day, day_left_s = today()
+    week, week_left_s = this_week()
+    term = this_term(identity.policy.term)
+    return Periods(day, day_left_s, week, week_left_s, *(term or ("", 0.0)))
 
 
 def scopes_for(identity: KeyIdentity) -> list[QuotaScope]:
-    scopes = [_scope(f"user:{identity.user_id}", identity.policy.student)]
+    scopes = [_scope(f"user:{identity.user_id}", identity.policy.student)]  # accounts/limits/budgets.py student_scope
     if identity.policy.key is not None:
         scopes.append(_scope(f"key:{identity.key_id}", identity.policy.key))
     return scopes
@@ -59,9 +82,34 @@ def rate_headers(scope: QuotaScope, verdict: QuotaVerdict, *, day_left_s: float)
     return headers
 
 
-def refusal(scope: QuotaScope, verdict: QuotaVerdict, *, reserve: int, day_left_s: float) -> errors.ApiError:
+def budget_refusal(scope: QuotaScope, verdict: QuotaVerdict, *, reserve: int, left_s: float,
+                   headers: dict[str, str]) -> errors.ApiError:
+    """A week's or a term's budget is spent: 429 budget_exhausted, saying when it resets."""
     whose = "your key's" if scope.name.startswith("key:") else "your"
-    headers = rate_headers(scope, verdict, day_left_s=day_left_s)
+    weekly = verdict.refused_by == "tokens_per_week"
+    budget = (scope.tokens_per_week if weekly else scope.tokens_per_term) or 0
+    left = max(0, budget - verdict.tokens_used)
+    period = "week" if weekly else "term"
+    resets = school_time(timezone.now() + timedelta(seconds=left_s))
+    when = (f"It resets on {resets} (weeks start on Monday)." if weekly
+            else f"The term ends on {resets}; a new term starts a new budget.")
+    hint = ("A shorter conversation or a lower max_tokens may still fit what is left; or ask your teacher for more."
+            if 0 < left < reserve else "Ask your teacher if you need more.")
+    message = (f"Token budget for this {period} used up: {left} of {whose} {budget} tokens for this {period} are "
+               f"left and this request may use up to {reserve}. {when} {hint}")
+    return errors.ApiError(429, message, type="tokens", code="budget_exhausted",
+                           headers={"retry-after": str(math.ceil(left_s)), **headers},
+                           reason=str(verdict.refused_by))
+
+
+def refusal(scope: QuotaScope, verdict: QuotaVerdict, *, reserve: int, day_left_s: float,
+            week_left_s: float = 0.0, term_left_s: float = 0.0) -> errors.ApiError:
+    whose = "your key's" if scope.name.startswith("key:") else "your"
+    headers = rate_headers(scope, verdict, day_left_s=day_left_s) if verdict.refused_by in (
+        "requests_per_minute", "concurrency", "tokens_per_day") else {}
+    if verdict.refused_by in ("tokens_per_week", "tokens_per_term"):
+        left_s = week_left_s if verdict.refused_by == "tokens_per_week" else term_left_s
+        return budget_refusal(scope, verdict, reserve=reserve, left_s=left_s, headers=headers)
     if verdict.refused_by == "requests_per_minute":
         wait = max(1, math.ceil(verdict.window_reset_ms / 1000)) if verdict.window_reset_ms > 0 else 60
         message = (f"Rate limit reached: {verdict.requests_used} requests in the last minute, {whose} limit is "
@@ -91,6 +139,7 @@ class Ticket:
     day: str
     reserved: int
     leases: list[Lease]
+    periods: tuple[str, ...] = ()  # the week's and the term's counters, settled with the day's
     headers: dict[str, str] = field(default_factory=dict)
     _finished: bool = False
 
@@ -104,9 +153,13 @@ class Ticket:
             await lease.release()
         if served_tokens is not None and served_tokens != self.reserved:
             try:
-                await live_state().settle(self.scopes, self.day, served_tokens - self.reserved)
+                await live_state().settle(self.scopes, self.day, served_tokens - self.reserved,
+                                          periods=self.periods)
             except LiveStateUnavailable:
                 log.warning("could not settle a token reservation (live state unavailable): it stands as charged")
+
+
+BUDGET_CODES = frozenset({"budget_exhausted", "tokens_per_day_exceeded"})
 
 
 def check_access(identity: KeyIdentity, model_id: str) -> None:
@@ -135,15 +188,21 @@ async def charge_refusal(identity: KeyIdentity) -> None:
         raise refusal(scopes[verdict.scope_index], verdict, reserve=0, day_left_s=day_left_s)
 
 
-async def admit(identity: KeyIdentity, *, reserve: int) -> Ticket:
+async def admit(identity: KeyIdentity, *, reserve: int, budgets: bool = True) -> Ticket:
+    """Check and charge the request's limits. `budgets=False` (the budget fallback): token
+    budgets are not checked, though the tokens are still counted; the other caps hold."""
     scopes = scopes_for(identity)
-    day, day_left_s = today()
+    if not budgets:
+        scopes = [replace(s, tokens_per_day=None, tokens_per_week=None, tokens_per_term=None) for s in scopes]
+    now = periods_now(identity)
     request_id = uuid.uuid4().hex
     lease_s = settings.OCS["SLOT_LEASE_S"]
-    verdict = await live_state().admit(scopes, QuotaAsk(request_id, reserve, day, lease_s))
+    ask = QuotaAsk(request_id, reserve, now.day, lease_s, week=now.week, term=now.term)
+    verdict = await live_state().admit(scopes, ask)
     scope = scopes[verdict.scope_index]
     if not verdict.admitted:
-        raise refusal(scope, verdict, reserve=reserve, day_left_s=day_left_s)
+        raise refusal(scope, verdict, reserve=reserve, day_left_s=now.day_left_s, week_left_s=now.week_left_s,
+                      term_left_s=now.term_left_s)
     leases = [Lease(concurrency_resource(s.name), request_id).keep() for s in scopes]
-    return Ticket([s.name for s in scopes], day, reserve, leases,
-                  headers=rate_headers(scope, verdict, day_left_s=day_left_s))
+    return Ticket([s.name for s in scopes], now.day, reserve, leases, periods=ask.periods()[1:],
+                  headers=rate_headers(scope, verdict, day_left_s=now.day_left_s))

@@ -9,10 +9,10 @@ but never looser.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Protocol
 
-NUMERIC = ("requests_per_minute", "tokens_per_day", "concurrency")
+NUMERIC = ("requests_per_minute", "tokens_per_day", "concurrency", "tokens_per_week", "tokens_per_term")
 
 
 class LimitSource(Protocol):
@@ -24,6 +24,10 @@ class LimitSource(Protocol):
     def tokens_per_day(self) -> int | None: ...
     @property
     def concurrency(self) -> int | None: ...
+    @property
+    def tokens_per_week(self) -> int | None: ...
+    @property
+    def tokens_per_term(self) -> int | None: ...
     @property
     def allowed_models(self) -> str: ...
     @property
@@ -37,6 +41,8 @@ class LimitLevel:
     requests_per_minute: int | None = None
     tokens_per_day: int | None = None
     concurrency: int | None = None
+    tokens_per_week: int | None = None
+    tokens_per_term: int | None = None
     allowed_models: str = ""
     allowed_pools: str = ""
 
@@ -51,6 +57,8 @@ class Caps:
     requests_per_minute: int | None = None
     tokens_per_day: int | None = None
     concurrency: int | None = None
+    tokens_per_week: int | None = None  # per school week, Monday to Sunday
+    tokens_per_term: int | None = None  # per term of the student's class (no term: not counted)
 
     def any(self) -> bool:
         return any(getattr(self, name) is not None for name in NUMERIC)
@@ -65,6 +73,7 @@ class Policy:
     allowed_models: frozenset[str] | None = None  # None: every model the pool serves
     allowed_pools: frozenset[str] | None = None
     access_expires_at: datetime | None = None
+    term: tuple[date, date] | None = None  # the class's term, first and last day (school time)
 
     def allows_model(self, model_id: str) -> bool:
         return self.allowed_models is None or model_id in self.allowed_models
@@ -90,6 +99,7 @@ def resolve(
     student: LimitSource,
     key: LimitSource,
     access_expires_at: datetime | None = None,
+    term: tuple[date, date] | None = None,
 ) -> Policy:
     levels_for_student = [level for level in (student, classroom) if level is not None]
     student_caps = Caps(
@@ -106,4 +116,5 @@ def resolve(
         allowed_models=next((found for level in ordered if (found := names(level.allowed_models))), None),
         allowed_pools=next((found for level in ordered if (found := names(level.allowed_pools))), None),
         access_expires_at=access_expires_at,
+        term=term,
     )

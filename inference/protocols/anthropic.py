@@ -479,9 +479,14 @@ def error_status(error: ApiError) -> int:
 
 
 def error_payload(error: ApiError) -> dict[str, object]:
+    """Anthropic's envelope. Its clients show `error.message` and ignore other fields: a student
+    refusal's message starts with its code (`class_paused: …`); `code` is there for scripts."""
     status = error_status(error)
     kind = ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
-    return {"type": "error", "error": {"type": kind, "message": error.message}}
+    inner: dict[str, object] = {"type": kind, "message": error.labelled_message()}
+    if error.code:
+        inner["code"] = error.code
+    return {"type": "error", "error": inner}
 
 
 def error_body(error: ApiError) -> bytes:

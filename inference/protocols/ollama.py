@@ -5,6 +5,7 @@ that base URL is OpenAI chat (inference/protocols/openai_chat.py). Pure: no Djan
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import datetime, timezone
 from typing import Any
 
@@ -61,6 +62,12 @@ def show(raw: bytes, models: dict[str, ModelView]) -> dict[str, Any]:
         "capabilities": ["completion"] + (["tools"] if model.supports_tools else []),
         "modified_at": _modified(model),
     }
+
+
+def error_body(error: errors.ApiError) -> bytes:
+    """Ollama's envelope, {"error": "<text>"}. It has no other place for our code, so the text
+    starts with it ("class_paused: …", "invalid_api_key: …")."""
+    return json.dumps({"error": f"{error.code}: {error.message}" if error.code else error.message}).encode()
 
 
 def openai_model_list(models: list[ModelView]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 from core.errors import ApiError, invalid_request
 from inference.forced_tools import StreamConverter, convert_response, plan_forced_tool, rewrite_request
 from inference.protocols.base import Call, Plan, Protocol, Target
+from inference.protocols.ollama import error_body as ollama_error_body
 from inference.reasoning import ReasoningMirror, mirror_reasoning
 from inference.validation import (
     MAX_TOKENS_LIMIT,
@@ -148,5 +149,8 @@ KEEPALIVE = b": waiting for a free worker\n\n"
 
 PROTOCOL = Protocol(client="openai", keepalive=KEEPALIVE, parse=parse, plan=plan, error_status=error_status,
                     error_body=error_body, error_event=error_event)
+# Copilot's Ollama discovery (/ollama/<key>/api/…): Ollama's own error envelope.
+OLLAMA_API = Protocol(client="ollama", keepalive=KEEPALIVE, parse=parse, plan=plan, error_status=error_status,
+                      error_body=ollama_error_body, error_event=error_event)
 OLLAMA_CHAT = Protocol(client="ollama", keepalive=KEEPALIVE, parse=parse, plan=plan, error_status=error_status,
                        error_body=error_body, error_event=error_event)

@@ -34,6 +34,24 @@
     return actionForm(worker, "move", "Move", select);
   }
 
+  // Draining or disabling the last worker that serves a model leaves its students with none:
+  // ask first (the form submits only if the teacher confirms).
+  function lastOfModel(worker, workers) {
+    return !workers.some(function (other) {
+      return other.id !== worker.id && other.model === worker.model &&
+        (other.state === "healthy" || other.state === "degraded");
+    });
+  }
+  function confirming(form, worker, action) {
+    form.addEventListener("submit", function (event) {
+      var question = "Nothing else serves " + worker.model + ": " + action + " " + worker.name +
+        " anyway? Students asking for it will get no answer.";
+      if (!window.confirm(question)) event.preventDefault();
+    });
+    form.setAttribute("data-last-worker", worker.model);
+    return form;
+  }
+
   function renderWorkers(status) {
     var body = document.querySelector("#workers tbody");
     body.textContent = "";
@@ -41,8 +59,11 @@
     status.workers.forEach(function (w) {
       var actions = el("td", {"class": "actions"});
       if (w.state === "draining" || w.state === "disabled") actions.appendChild(actionForm(w, "enable", "Enable"));
-      if (w.state !== "draining" && w.state !== "disabled") actions.appendChild(actionForm(w, "drain", "Drain"));
-      if (w.state !== "disabled") actions.appendChild(actionForm(w, "disable", "Disable"));
+      var last = lastOfModel(w, status.workers);
+      var drain = actionForm(w, "drain", "Drain"), disable = actionForm(w, "disable", "Disable");
+      if (last) { confirming(drain, w, "drain"); confirming(disable, w, "disable"); }
+      if (w.state !== "draining" && w.state !== "disabled") actions.appendChild(drain);
+      if (w.state !== "disabled") actions.appendChild(disable);
       actions.appendChild(moveForm(w, status.pools));
       var busyPct = w.slots ? Math.round(100 * w.busy / w.slots) : 0;
       var busy = el("td", {"class": "num"}, [el("span", {text: w.busy + " / " + w.slots}),

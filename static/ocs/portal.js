@@ -36,6 +36,13 @@
     if (message && !window.confirm(message)) event.preventDefault();
   });
 
+  document.addEventListener("click", function (event) {
+    if (!event.target.closest("button[data-print]")) return;
+    document.body.classList.add("printing-slips");  // the print stylesheet then shows the slips only
+    window.print();
+    document.body.classList.remove("printing-slips");
+  });
+
   var newKey = document.querySelector("[data-testid=new-key]");
   if (newKey) { try { sessionStorage.setItem(KEY_STORE, newKey.textContent.trim()); } catch (e) { /* private mode */ } }
 

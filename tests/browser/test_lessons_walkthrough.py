@@ -108,7 +108,7 @@ def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
 
 
 def test_a_teacher_ticks_the_manual_check_and_sees_the_class_table(  # noqa: ANN001
-    browser, live_server, teacher, student, transactional_db,
+    browser, live_server, teacher, student, transactional_db, taught_class,
 ) -> None:
     context = signed_in_context(browser, live_server, teacher)
     page = context.new_page()

@@ -114,7 +114,7 @@ def _violations(page: Any) -> list[str]:
 
 
 def test_main_pages_have_no_serious_accessibility_violations_and_screenshots(
-        gateway, worker, teacher, student, new_page) -> None:  # noqa: ANN001
+        gateway, worker, teacher, student, taught_class, new_page) -> None:  # noqa: ANN001
     """Each main page at laptop and phone widths: axe-core finds nothing serious or critical;
     screenshots go to var/screenshots/ (test artifacts, not committed)."""
     from accounts.services import key_issue

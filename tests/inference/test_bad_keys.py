@@ -87,7 +87,7 @@ def test_past_its_allowance_an_address_gets_429_in_the_routes_envelope_and_valid
     assert anthropic.status_code == 429 and anthropic.json()["type"] == "error"
     assert anthropic.json()["error"]["type"] == "rate_limit_error"
     ollama = attacker.get(f"/ollama/{random_key()}/api/tags")
-    assert ollama.status_code == 429 and ollama.json()["error"]["code"] == "too_many_bad_keys"
+    assert ollama.status_code == 429 and ollama.json()["error"].startswith("too_many_bad_keys:")  # Ollama's envelope
     # The refusals are counted, not logged one row each (the flood would cost a row each).
     from inference import request_log
     from inference.models import RequestLog

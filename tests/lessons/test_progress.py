@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from accounts.models import Classroom
+from accounts.models import Classroom, User
 from lessons.catalogue import load_catalogue
 from lessons.models import Answer, StepDone
 
@@ -29,6 +29,7 @@ def _csv(client, query: str = "") -> list[dict[str, str]]:  # noqa: ANN001
 
 
 def test_progress_page_and_teacher_views_agree(client, student, other_student, teacher) -> None:  # noqa: ANN001
+    User.objects.filter(id=teacher.id).update(is_superuser=True)  # an admin: every class and the unassigned
     classroom = Classroom.objects.create(name="7b")
     student.classroom = classroom
     student.save(update_fields=["classroom"])
@@ -63,10 +64,25 @@ def test_progress_page_and_teacher_views_agree(client, student, other_student, t
 
 def test_a_student_without_progress_is_not_finished_anywhere(client, student, teacher) -> None:  # noqa: ANN001
     student.first_name = "=HYPERLINK(1)"
-    student.save(update_fields=["first_name"])
+    student.classroom = Classroom.objects.create(name="7a")
+    student.classroom.teachers.add(teacher)
+    student.save(update_fields=["first_name", "classroom"])
     client.force_login(student)
     assert "Not finished yet:" in client.get("/lessons/progress/").content.decode()
     client.force_login(teacher)
     rows = _csv(client)
     assert {row["username"]: row["finished_ground0"] for row in rows} == {"alice": "no"}
     assert rows[0]["name"] == "'=HYPERLINK(1)"  # never a formula in the teacher's spreadsheet
+
+
+def test_a_teacher_sees_only_their_classes_progress(client, student, other_student, teacher) -> None:  # noqa: ANN001
+    mine, theirs = Classroom.objects.create(name="7b"), Classroom.objects.create(name="8c")
+    mine.teachers.add(teacher)
+    User.objects.filter(id=student.id).update(classroom=mine)
+    User.objects.filter(id=other_student.id).update(classroom=theirs)
+    client.force_login(teacher)
+    table = client.get("/lessons/teacher/").content.decode()
+    assert 'data-student="alice"' in table and 'data-student="bob"' not in table
+    assert [row["username"] for row in _csv(client)] == ["alice"]
+    assert client.get(f"/lessons/teacher/progress.csv?class={theirs.id}").status_code == 404
+    assert client.get("/lessons/teacher/progress.csv?class=none").status_code == 404

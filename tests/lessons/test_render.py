@@ -43,5 +43,5 @@ def test_markdown_structure_survives() -> None:
     html = render_markdown("# Title\n\n| a | b |\n| --- | --- |\n| 1 | 2 |\n\n```sh\ncurl -N x\n```\n\n**bold** `code`")
     assert "<h2>Title</h2>" in html  # the page owns <h1>
     assert "<table>" in html and "<td>1</td>" in html
-    assert "<pre><code>curl -N x" in html
+    assert '<pre tabindex="0"><code>curl -N x' in html  # tabindex: a block that scrolls is reachable by keyboard
     assert "<strong>bold</strong>" in html and "<code>code</code>" in html

@@ -47,10 +47,11 @@ def test_a_student_revokes_their_own_key_and_it_is_audited(alice_client, student
     assert AuditEvent.objects.filter(action="key.revoked", actor=student, subject="alice").exists()
 
 
-def test_usage_shows_the_limits_that_apply_and_a_teacher_sees_any_student(student, teacher) -> None:  # noqa: ANN001
+def test_usage_shows_the_limits_that_apply_and_a_teacher_sees_their_student(student, teacher) -> None:  # noqa: ANN001
     from accounts.models import Classroom
 
     student.classroom = Classroom.objects.create(name="7b", requests_per_minute=12, tokens_per_day=5000)
+    student.classroom.teachers.add(teacher)
     student.tokens_per_day = 9000
     student.save()
     client = Client()

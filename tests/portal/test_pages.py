@@ -19,6 +19,7 @@ pytestmark = pytest.mark.django_db
 STUDENT_PAGES = ["/", "/keys/", "/usage/", "/connect/", "/accounts/password/"]
 TEACHER_PAGES = ["/teacher/", "/teacher/import/", "/teacher/usage/", "/teacher/requests/", "/teacher/fleet/",
                  "/teacher/classes/none/"]
+ADMIN_ONLY_PAGES = {"/teacher/classes/none/"}  # students in no class are the admin's
 
 
 def signed_in(user: User) -> Client:
@@ -69,7 +70,10 @@ def test_students_may_not_open_teacher_pages(alice_client: Client, bob_client: C
 
 
 @pytest.mark.parametrize("path", STUDENT_PAGES + TEACHER_PAGES)
-def test_teacher_pages_render(teacher_client: Client, path: str) -> None:
+def test_teacher_pages_render(teacher_client: Client, teacher: User, path: str) -> None:
+    if path in ADMIN_ONLY_PAGES:
+        assert teacher_client.get(path).status_code == 404
+        User.objects.filter(id=teacher.id).update(is_superuser=True)
     assert teacher_client.get(path).status_code == 200
 
 
@@ -259,6 +263,7 @@ def test_busy_student_pages_make_bounded_queries(alice_client: Client, student: 
 def test_busy_teacher_pages_make_bounded_queries(teacher_client: Client, teacher: User,
                                                  django_assert_max_num_queries) -> None:  # noqa: ANN001
     room = Classroom.objects.create(name="7B")
+    room.teachers.add(teacher)
     for n in range(10):
         person = User.objects.create(username=f"s{n}", classroom=room)
         key, _ = key_issue(user=person, name="k")
@@ -305,3 +310,11 @@ def test_admin_request_detail_rounds_rates_and_links_to_the_teacher_pages(teache
     html = signed_in(teacher).get(f"/admin/inference/requestlog/{row.id}/change/").content.decode()
     assert "89.7" in html and "1,235" in html and "89.6838" not in html and "1234.5678" not in html
     assert 'href="/teacher/"' in html
+
+
+def test_connect_page_warns_that_a_small_model_cannot_hold_the_agents_first_request(alice_client: Client) -> None:
+    worker_register(name="w-small", base_url="http://127.0.0.1:9", model_id="tiny", pool_name="production",
+                    state="healthy", context_length=4096)
+    html = alice_client.get("/connect/").content.decode()
+    assert 'data-context-warning="copilot_cli"' in html and 'data-context-warning="codex"' in html
+    assert 'data-context-warning="claude_code"' not in html

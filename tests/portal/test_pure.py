@@ -81,3 +81,15 @@ def test_snippets_use_the_placeholder_without_a_key_and_a_fallback_model() -> No
 def test_cold_start_is_each_workers_latest_recorded_one() -> None:
     events = [(1, None), (1, 12.04), (1, 30.0), (2, None)]  # newest first
     assert cold_starts_s(events) == {1: 12.0}
+
+
+def test_connect_warns_per_client_when_the_model_cannot_hold_its_first_request() -> None:
+    from portal.connect import ConnectModel, context_warnings
+
+    small = ConnectModel("smollm2", usable_context=4096, max_output_tokens=1024, tools=True)
+    big = ConnectModel("smollm2-agents", usable_context=32768, max_output_tokens=4096, tools=True)
+    warnings = context_warnings([small])
+    assert set(warnings) == {"copilot_cli", "codex"}  # Claude Code's ~3,050 fit in 4,096
+    assert "5,400 tokens" in warnings["copilot_cli"] and "agents profile" in warnings["copilot_cli"]
+    assert "Use `smollm2-agents`" in context_warnings([small, big])["codex"]
+    assert context_warnings([big, small]) == {} and context_warnings([]) == {}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import re
+from datetime import timedelta
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -115,7 +116,8 @@ def test_import_students_command_errors_are_clear(tmp_path) -> None:  # noqa: AN
         call_command("import_students", str(bad))
 
 
-def test_teacher_disables_and_enables_a_student(teacher_client: Client, student: User, teacher: User) -> None:
+def test_teacher_disables_and_enables_a_student(teacher_client: Client, student: User, teacher: User,
+                                                taught_class: Classroom) -> None:
     assert teacher_client.post(f"/teacher/students/{student.id}/active/", {"active": "0"}).status_code == 302
     student.refresh_from_db()
     assert not student.is_active
@@ -125,7 +127,7 @@ def test_teacher_disables_and_enables_a_student(teacher_client: Client, student:
     assert student.is_active
 
 
-def test_teacher_revokes_a_students_key(teacher_client: Client, student: User) -> None:
+def test_teacher_revokes_a_students_key(teacher_client: Client, student: User, taught_class: Classroom) -> None:
     key, raw = key_issue(user=student, name="laptop")
     page = teacher_client.get(f"/teacher/students/{student.id}/").content.decode()
     assert key.display in page and raw not in page
@@ -133,8 +135,10 @@ def test_teacher_revokes_a_students_key(teacher_client: Client, student: User) -
     assert ApiKey.objects.get(id=key.id).revoked_at is not None
 
 
-def test_teacher_sets_student_and_class_limits(teacher_client: Client, student: User) -> None:
+def test_teacher_sets_student_and_class_limits(teacher_client: Client, student: User, teacher: User,
+                                              taught_class: Classroom) -> None:
     room = Classroom.objects.create(name="7B")
+    room.teachers.add(teacher)
     teacher_client.post(f"/teacher/students/{student.id}/limits/", {"requests_per_minute": "5", "tokens_per_day": ""})
     student.refresh_from_db()
     assert student.requests_per_minute == 5 and student.tokens_per_day is None
@@ -150,13 +154,14 @@ def test_teacher_sets_student_and_class_limits(teacher_client: Client, student: 
     assert student.requests_per_minute == 5
 
 
-def test_teacher_sets_a_class_share_weight_and_a_student_cannot(teacher_client: Client, student: User) -> None:
-    room = Classroom.objects.create(name="7B")
+def test_teacher_sets_a_class_share_weight_and_a_student_cannot(teacher_client: Client, student: User,
+                                                                 taught_class: Classroom) -> None:
+    room = taught_class
     assert "Share weight" in teacher_client.get(f"/teacher/classes/{room.id}/").content.decode()
     teacher_client.post(f"/teacher/classes/{room.id}/weight/", {"fair_weight": "2"})
     room.refresh_from_db()
     assert room.fair_weight == 2.0
-    assert AuditEvent.objects.filter(action="limits.changed", subject="class 7B", detail="fair_weight=2.0").exists()
+    assert AuditEvent.objects.filter(action="limits.changed", subject="class 7A", detail="fair_weight=2.0").exists()
     response = teacher_client.post(f"/teacher/classes/{room.id}/weight/", {"fair_weight": "50"}, follow=True)
     assert "Share weight not saved" in response.content.decode()
     client = Client()
@@ -166,7 +171,8 @@ def test_teacher_sets_a_class_share_weight_and_a_student_cannot(teacher_client: 
     assert room.fair_weight == 2.0
 
 
-def test_teacher_hands_out_a_new_set_password_link(teacher_client: Client, student: User) -> None:
+def test_teacher_hands_out_a_new_set_password_link(teacher_client: Client, student: User,
+                                                   taught_class: Classroom) -> None:
     response = teacher_client.post(f"/teacher/students/{student.id}/link/", follow=True)
     html = response.content.decode()
     assert 'data-testid="set-password-link">http://testserver/accounts/set-password/' in html
@@ -188,7 +194,8 @@ def test_unknown_student_or_class_is_404(teacher_client: Client) -> None:
     assert teacher_client.get("/teacher/classes/99999/").status_code == 404
 
 
-def test_request_log_filters_and_csv(teacher_client: Client, student: User, other_student: User) -> None:
+def test_request_log_filters_and_csv(teacher_client: Client, student: User, other_student: User,
+                                     taught_class: Classroom) -> None:
     from tests.portal.test_pages import log_request
 
     log_request(student, model="model-a", worker_name="w1")
@@ -204,13 +211,23 @@ def test_request_log_filters_and_csv(teacher_client: Client, student: User, othe
     assert ",alice,model-a," in csv_text and "89.7" in csv_text
 
 
-def test_usage_csv_export(teacher_client: Client, student: User) -> None:
+def test_usage_csv_export(teacher_client: Client, student: User, taught_class: Classroom) -> None:
     from tests.portal.test_pages import log_request
+
+    from django.utils import timezone
+
+    from inference.models import DailyUsage
 
     log_request(student)
     response = teacher_client.get("/teacher/usage/?format=csv")
     assert response["Content-Type"].startswith("text/csv")
-    assert response.content.decode().splitlines()[1] == "alice,,1,12,30"
+    today = timezone.localdate()
+    assert response.content.decode().splitlines()[1] == f"alice,7A,1,12,30,{today - timedelta(days=30)},{today}"
+    DailyUsage.objects.create(day=today - timedelta(days=2), user=student, classroom=taught_class, requests=3,
+                              prompt_tokens=100, completion_tokens=50)
+    per_day = teacher_client.get("/teacher/usage/?format=csv&per=day").content.decode().splitlines()
+    assert per_day == ["day,username,class,requests,prompt_tokens,completion_tokens",
+                       f"{today - timedelta(days=2)},alice,7A,3,100,50", f"{today},alice,7A,1,12,30"]
 
 
 def test_worker_actions_from_the_fleet_page(teacher_client: Client, teacher: User) -> None:

@@ -32,6 +32,10 @@ class Command(BaseCommand):
         given_only = argparse.SUPPRESS  # an omitted option is left out of `options`: it stays as it is
         parser.add_argument("--rpm", type=_cap, help="requests per minute", default=given_only)
         parser.add_argument("--tokens-per-day", type=_cap, help="prompt + completion tokens per day", default=given_only)
+        parser.add_argument("--tokens-per-week", type=_cap, help="tokens per week (Monday to Sunday)",
+                            default=given_only)
+        parser.add_argument("--tokens-per-term", type=_cap, help="tokens per term (the class's term dates)",
+                            default=given_only)
         parser.add_argument("--concurrency", type=_cap, help="requests running or waiting at once", default=given_only)
         parser.add_argument("--models", help="allowed model ids, comma-separated ('' = inherit)", default=given_only)
         parser.add_argument("--pools", help="allowed pool names, comma-separated ('' = inherit)", default=given_only)
@@ -41,7 +45,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         target = self._target(options)
-        fields = {"rpm": "requests_per_minute", "tokens_per_day": "tokens_per_day", "concurrency": "concurrency",
+        fields = {"rpm": "requests_per_minute", "tokens_per_day": "tokens_per_day",
+                  "tokens_per_week": "tokens_per_week", "tokens_per_term": "tokens_per_term", "concurrency": "concurrency",
                   "models": "allowed_models", "pools": "allowed_pools"}
         changes = {field: options[option] for option, field in fields.items() if option in options}
         if not changes:

@@ -18,7 +18,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from research.class_metrics import parse_weights
 from research.class_personas import parse_mix
 from research.class_replay import SentTurn
-from research.replay_services import DEFAULT_LIMITS, POLICIES, ReplayOptions, ReplayRefused, class_replay_run, replay_json
+from research.replay_services import (
+    DEFAULT_LIMITS,
+    POLICIES,
+    ReplayOptions,
+    ReplayRefused,
+    class_replay_run,
+    replay_json,
+)
 
 LIMIT_NAMES = {"rpm": "requests_per_minute", "tokens_per_day": "tokens_per_day", "concurrency": "concurrency"}
 

@@ -1,0 +1,41 @@
+"""The pages test_portal.py's accessibility walk does not reach — the lessons, Ground 0,
+research, a class and a student, the set-password and error pages — at laptop and phone widths:
+axe-core finds nothing serious or critical, and no page scrolls sideways (issue 21, item 5)."""
+from __future__ import annotations
+
+from tests.browser.conftest import LAPTOP, PHONE, sign_in
+from tests.browser.test_portal import _violations
+
+OVERFLOW = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+
+
+def test_the_rest_of_the_site_passes_axe_and_fits_a_phone(gateway, worker, teacher, student, taught_class,
+                                                          new_page) -> None:  # noqa: ANN001
+    from accounts.models import User
+    from lessons.catalogue import load_catalogue
+    from portal.services import set_password_path
+
+    newcomer = User.objects.create(username="newcomer")
+    newcomer.set_unusable_password()
+    newcomer.save()
+    paths = [*[f"/lessons/{lesson.slug}/" for lesson in load_catalogue().lessons], "/lessons/", "/lessons/progress/",
+             "/lessons/summary/", "/lessons/teacher/", "/ground0/", "/research/", "/research/compare/",
+             f"/teacher/classes/{taught_class.id}/", f"/teacher/students/{student.id}/", "/no/such/page/"]
+    problems: dict[str, list[str]] = {}
+    for label, viewport in (("laptop", LAPTOP), ("phone", PHONE)):
+        anonymous = new_page(viewport=viewport)
+        anonymous.goto(gateway.url + set_password_path(user=newcomer))
+        page = new_page(viewport=viewport)
+        sign_in(page, gateway.url, "teacher", "pw-teacher-1")
+        for path in paths:
+            page.goto(f"{gateway.url}{path}")
+            found = _violations(page)
+            overflow = page.evaluate(OVERFLOW)
+            if overflow > 0:
+                found.append(f"page scrolls sideways by {overflow}px")
+            if found:
+                problems[f"{path} {label}"] = found
+        found = _violations(anonymous) + ([f"scrolls by {o}px"] if (o := anonymous.evaluate(OVERFLOW)) > 0 else [])
+        if found:
+            problems[f"set-password {label}"] = found
+    assert not problems, problems
