@@ -169,16 +169,15 @@ def health_failover() -> Status:
 
 
 def teachable_summary() -> Status:
-    from lessons.selectors import finished_count
+    from lessons.selectors import student_cohort
 
     if not SUMMARY_PATH.is_file():
         return Status("open", "docs/ground0.md is missing")
-    finished = finished_count()
-    if finished:
-        return Status("done", f"docs/ground0.md and the lessons exist; {finished} person(s) finished Ground 0",
-                      "/lessons/progress/")
-    return Status("partial", "docs/ground0.md and the lessons exist; nobody has finished Ground 0 yet",
-                  "/lessons/summary/")
+    cohort = student_cohort()
+    counted = f"students finished Ground 0: {len(cohort.finished)} of {cohort.total}"
+    if cohort.total and not cohort.missing:
+        return Status("done", f"docs/ground0.md and the lessons exist; {counted}", "/lessons/teacher/")
+    return Status("partial", f"docs/ground0.md and the lessons exist; {counted}", "/lessons/teacher/")
 
 
 DERIVED: list[tuple[str, str, str, Callable[[], Status]]] = [
@@ -203,7 +202,7 @@ DERIVED: list[tuple[str, str, str, Callable[[], Status]]] = [
      "done: a worker went down and came back (worker events) and a request failed over and was served",
      health_failover),
     ("summary", "The teachable summary",
-     "done: docs/ground0.md exists and at least one person has finished Ground 0", teachable_summary),
+     "done: docs/ground0.md exists and every active student has finished Ground 0", teachable_summary),
 ]
 
 MANUAL: list[tuple[str, str, str]] = [

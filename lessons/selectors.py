@@ -5,6 +5,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from accounts.models import Classroom, User
+from accounts.selectors import student_policy
+from fleet.models import CatalogModel, Worker
 from lessons.catalogue import load_catalogue
 from lessons.models import Answer, StepDone
 from lessons.progress import Progress, summarise
@@ -73,3 +75,31 @@ def finished_count() -> int:
     """People (students and teachers) who have finished Ground 0."""
     user_ids = list(set(StepDone.objects.values_list("user_id", flat=True)))
     return sum(1 for p in _progress_of(user_ids).values() if p.finished)
+
+
+@dataclass(frozen=True)
+class Cohort:
+    """Every active student, split by whether they have finished Ground 0 (by username)."""
+    finished: list[User]
+    missing: list[User]
+
+    @property
+    def total(self) -> int:
+        return len(self.finished) + len(self.missing)
+
+
+def student_cohort() -> Cohort:
+    students = list(User.objects.filter(role=User.Role.STUDENT, is_active=True).order_by("username"))
+    progress = _progress_of([s.id for s in students])
+    return Cohort(finished=[s for s in students if progress[s.id].finished],
+                  missing=[s for s in students if not progress[s.id].finished])
+
+
+def recipe_model(user: User) -> str | None:
+    """The model the lessons' recipes name for `user`: the first (by id) that a worker not
+    disabled serves and the student may use, as /connect/ picks it; None when there is none."""
+    allowed = student_policy(user).allowed_models
+    serving = [state for state in Worker.State.values if state != Worker.State.DISABLED]
+    ids = (CatalogModel.objects.filter(workers__state__in=serving).order_by("public_id")
+           .values_list("public_id", flat=True).distinct())
+    return next((model for model in ids if not allowed or model in allowed), None)

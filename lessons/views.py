@@ -18,6 +18,7 @@ from accounts.models import Classroom, User
 from lessons import burndown, panels, selectors, services
 from lessons.catalogue import Lesson, load_catalogue
 from lessons.progress import FINISHED_RULE
+from lessons.recipes import KEY_PLACEHOLDER, fill_recipes
 from lessons.render import render_markdown
 
 View = Callable[..., HttpResponse]
@@ -88,7 +89,10 @@ def lesson_detail(request: HttpRequest, slug: str) -> HttpResponse:
     position = catalogue.lessons.index(lesson)
     return render(request, "lessons/lesson.html", {
         "lesson": lesson,
-        "body": render_markdown(lesson.markdown()),
+        # Recipes with this site's address (as the browser reached it) and the viewer's model, as /connect/.
+        "body": fill_recipes(render_markdown(lesson.markdown()), site=request.build_absolute_uri("/"),
+                             model=selectors.recipe_model(viewer) if viewer else None),
+        "key_placeholder": KEY_PLACEHOLDER,
         "panel": _panel(lesson, viewer),
         "steps": [(step, done.get(step.slug)) for step in lesson.steps],
         # Right or wrong by the catalogue's answer now (the same rule as progress.summarise).
@@ -213,7 +217,7 @@ def ground0_page(request: HttpRequest) -> HttpResponse:
     rows = burndown.deliverables()
     counts = {state: sum(1 for r in rows if r.status.state == state) for state in ("done", "partial", "open")}
     return render(request, "lessons/ground0.html", {
-        "deliverables": rows, "counts": counts, "finished": selectors.finished_count(),
+        "deliverables": rows, "counts": counts, "cohort": selectors.student_cohort(),
         "finished_rule": FINISHED_RULE})
 
 

@@ -15,25 +15,14 @@ from pathlib import Path
 import httpx
 import pytest
 from django.conf import settings
-from django.test import Client
 
 from inference.models import RequestLog
 from lessons.catalogue import load_catalogue
+from tests.browser.conftest import signed_in_context
 from tests.conftest import MODEL_ID, wait_for
 
 pytestmark = pytest.mark.integration
 SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
-
-
-def signed_in_context(browser, live_server, user):  # noqa: ANN001, ANN201
-    """A desktop-sized browser context carrying `user`'s session cookie."""
-    test_client = Client()
-    test_client.force_login(user)
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
-    context.set_default_timeout(30_000)
-    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": live_server.url,
-                          "value": test_client.cookies[settings.SESSION_COOKIE_NAME].value}])
-    return context
 
 
 def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
@@ -49,7 +38,7 @@ def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
     status = page.locator('[data-step-status="first-editor-request"]')
     assert status.inner_text() == "not yet"
     page.click("#check-first-editor-request")
-    assert "Not yet:" in page.locator(".lesson-messages").inner_text()
+    assert "Not yet:" in page.locator(".messages").inner_text()
 
     # Copilot's Ollama provider: the key in the URL, no auth header, a streamed chat.
     _, raw_key = student_key
@@ -62,7 +51,7 @@ def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
     assert wait_for(lambda: RequestLog.objects.filter(user=student, status=200).exists(), timeout_s=15)
 
     page.click("#check-first-editor-request")
-    assert "Done: GitHub Copilot request" in page.locator(".lesson-messages").inner_text()
+    assert "Done: GitHub Copilot request" in page.locator(".messages").inner_text()
     assert page.locator('[data-step-status="first-editor-request"]').inner_text() == "done"
     assert "it-worker" in page.locator("#live-panel").inner_text()  # the panel shows the request's worker
 
