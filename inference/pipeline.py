@@ -94,7 +94,7 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
         except errors.ApiError:
             await charge_refusal(identity)  # a refused request still counts toward requests per minute
             raise
-        record.model, record.stream = model.public_id, call.stream
+        record.model, record.stream, record.shape = model.public_id, call.stream, call.shape
         call = _with_model(call, model.public_id)
         target = Target(max_tokens=output_cap(call.max_tokens, cap=model.max_output_tokens), reasoning=model.reasoning)
         plan = protocol.plan(call, target)
@@ -140,6 +140,7 @@ def _with_model(call: Call, model_id: str) -> Call:
 def _headers(response: HttpResponseBase, record: RequestRecord) -> None:
     # The hot paths skip SecurityMiddleware (ocsweb/asgi.py); HSTS comes from the HTTPS proxy.
     response["X-Content-Type-Options"] = "nosniff"
+    response["X-Request-Id"] = record.request_id  # the request log's `request_id`: one request a student can quote
     if record.staff and record.worker_name:
         response[PIN_HEADER] = record.worker_name  # which worker served it: for teachers only
     if record.ticket is not None:

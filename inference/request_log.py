@@ -14,6 +14,7 @@ import atexit
 import logging
 import threading
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,6 +24,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection
 from django.utils import timezone
 
+from inference.protocols.base import Shape
 from inference.usage import Usage
 
 if TYPE_CHECKING:
@@ -43,6 +45,9 @@ class RequestRecord:
     path: str
     user_agent: str = ""
     tool: str = ""  # inference/client_tools.py
+    # Returned to the client as `x-request-id`, so a student can quote one request (lessons' TTFT step).
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    shape: Shape = field(default_factory=Shape)  # what the request carried (inference/protocols/base.py)
     staff: bool = False  # the key belongs to a teacher or operator
     at: datetime = field(default_factory=timezone.now)
     started: float = field(default_factory=time.monotonic)
@@ -99,6 +104,11 @@ class RequestRecord:
             "client": self.client,
             "user_agent": self.user_agent[:200],
             "tool": self.tool,
+            "request_id": self.request_id,
+            "tools_n": min(self.shape.tools, 32_767),
+            "system_chars": self.shape.system_chars,
+            "turns": min(self.shape.turns, 32_767),
+            "conversation": (want.conversation or "")[:32] if want else "",
             "path": self.path[:100],
             "stream": self.stream,
             "status": status,

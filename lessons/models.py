@@ -35,6 +35,9 @@ class Answer(models.Model):
                                   "judge by the current catalogue).")
     answered_at = models.DateTimeField(default=timezone.now)
     attempts = models.PositiveIntegerField(default=1)
+    first_try_correct = models.BooleanField(null=True, blank=True,
+                                            help_text="Whether the first attempt was right (None: answered before "
+                                                      "attempts were recorded).")
 
     class Meta:
         ordering = ["question"]
@@ -42,6 +45,20 @@ class Answer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} {self.question}={self.choice}"
+
+
+class AnswerAttempt(models.Model):
+    """Every answer a person submitted, in order; Answer holds only the latest."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="lesson_attempts")
+    question = models.SlugField(max_length=60)
+    choice = models.PositiveSmallIntegerField(help_text="0-based index into the catalogue's choices.")
+    correct = models.BooleanField()
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["user", "question"])]
 
 
 class FleetSighting(models.Model):

@@ -8,7 +8,7 @@ from accounts.models import Classroom, User
 from accounts.selectors import student_policy
 from fleet.models import CatalogModel, Worker
 from lessons.catalogue import load_catalogue
-from lessons.models import Answer, StepDone
+from lessons.models import Answer, AnswerAttempt, StepDone
 from lessons.progress import Progress, summarise
 
 
@@ -37,9 +37,36 @@ def answers_of(user: User) -> dict[str, Answer]:
 
 
 @dataclass(frozen=True)
+class QuizRecord:
+    """A person's check-question record: every submitted answer counts as an attempt."""
+    answered: int = 0  # questions answered at least once
+    attempts: int = 0
+    first_try_right: int = 0  # questions whose first attempt was right
+
+
+def quiz_records(user_ids: list[int]) -> dict[int, QuizRecord]:
+    attempts: dict[int, int] = defaultdict(int)
+    first: dict[tuple[int, str], bool] = {}
+    for user_id, question, correct in AnswerAttempt.objects.filter(user_id__in=user_ids).order_by(
+            "at", "id").values_list("user_id", "question", "correct"):
+        attempts[user_id] += 1
+        first.setdefault((user_id, question), correct)
+    # Answers saved before attempts were recorded: one attempt each, first try as stored.
+    for user_id, question, correct, tries, first_try in Answer.objects.filter(user_id__in=user_ids).values_list(
+            "user_id", "question", "correct", "attempts", "first_try_correct"):
+        if (user_id, question) not in first:
+            attempts[user_id] += tries
+            first[(user_id, question)] = bool(first_try if first_try is not None else (correct and tries == 1))
+    return {uid: QuizRecord(answered=sum(1 for (u, _) in first if u == uid), attempts=attempts[uid],
+                            first_try_right=sum(1 for (u, _), right in first.items() if u == uid and right))
+            for uid in user_ids}
+
+
+@dataclass(frozen=True)
 class ClassRow:
     user: User
     progress: Progress
+    quiz: QuizRecord = QuizRecord()
 
 
 @dataclass(frozen=True)
@@ -60,7 +87,8 @@ def class_progress(classroom: Classroom | None) -> ClassProgress:
     students = list(User.objects.filter(classroom=classroom, role=User.Role.STUDENT, is_active=True)
                     .order_by("username"))
     progress = _progress_of([s.id for s in students])
-    return ClassProgress(classroom, [ClassRow(s, progress[s.id]) for s in students])
+    quiz = quiz_records([s.id for s in students])
+    return ClassProgress(classroom, [ClassRow(s, progress[s.id], quiz[s.id]) for s in students])
 
 
 def all_class_progress() -> list[ClassProgress]:

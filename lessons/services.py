@@ -11,8 +11,8 @@ from accounts.audit import audit_record
 from accounts.models import User
 from lessons import evidence
 from lessons.catalogue import Question, Step
-from lessons.models import Answer, FleetSighting, ManualCheck, StepDone
-from lessons.ttft_check import MAX_REPORTED_MS
+from lessons.models import Answer, AnswerAttempt, FleetSighting, ManualCheck, StepDone
+from lessons.ttft_check import MAX_REPORTED_MS, looks_like_request_id
 
 
 class StepInputError(ValueError):
@@ -34,17 +34,18 @@ def _record(*, user: User, step: Step, found: evidence.Evidence, reported_ttft_m
         return StepDone.objects.get(user=user, step=step.slug)
 
 
-def step_verify(*, user: User, step: Step, reported_ttft_ms: float | None = None) -> StepResult:
+def step_verify(*, user: User, step: Step, reported_ttft_ms: float | None = None,
+                request_id: str = "") -> StepResult:
     """Look for the step's evidence now; record the step as done when it is there.
-    A step already done stays done. `reported_ttft_ms` is required for the TTFT step."""
+    A step already done stays done. `reported_ttft_ms` and `request_id` (the x-request-id the
+    gateway returned) are required for the TTFT step."""
     existing = StepDone.objects.filter(user=user, step=step.slug).first()
     if existing is not None:
         return StepResult(True, existing.evidence)
     found: evidence.Evidence | None
     if step.kind == "editor-request":
         found = evidence.editor_request_evidence(user.id)
-        missing = ("No request from Copilot or Claude Code with your own key has been served yet. Send one "
-                   "from your editor, then check again.")
+        missing = evidence.editor_verdict(user.id).reason + " Then check again." if found is None else ""
     elif step.kind == "fleet-watch":
         found = evidence.fleet_watch_evidence(user.id)
         missing = ("The fleet view has not seen one of your requests in flight yet. Keep this page open, send a "
@@ -54,10 +55,11 @@ def step_verify(*, user: User, step: Step, reported_ttft_ms: float | None = None
             raise StepInputError("Enter the TTFT you measured, in milliseconds.")
         if not 0 < reported_ttft_ms <= MAX_REPORTED_MS:
             raise StepInputError(f"A TTFT is a positive number of milliseconds up to {MAX_REPORTED_MS}.")
-        found = evidence.ttft_evidence(user.id, reported_ttft_ms)
-        missing = (f"None of your streamed requests of the last 24 hours has a logged TTFT close to "
-                   f"{reported_ttft_ms:.0f} ms. Measure a streamed request made with your own key, then enter "
-                   "what you measured.")
+        request_id = request_id.strip().lower()
+        if not looks_like_request_id(request_id):
+            raise StepInputError("Enter the request's id: the x-request-id header the gateway returned "
+                                 "(32 hexadecimal characters).")
+        found, missing = evidence.ttft_evidence(user.id, reported_ttft_ms, request_id)
     else:  # the catalogue refuses unknown kinds; this guards a future kind without a rule
         raise StepInputError(f"The site cannot verify steps of kind {step.kind!r}.")
     if found is None:
@@ -71,8 +73,9 @@ def answer_record(*, user: User, question: Question, choice: int) -> Answer:
     if not 0 <= choice < len(question.choices):
         raise StepInputError("Pick one of the answers.")
     correct = choice == question.answer
+    AnswerAttempt.objects.create(user=user, question=question.id, choice=choice, correct=correct)
     answer, created = Answer.objects.get_or_create(
-        user=user, question=question.id, defaults={"choice": choice, "correct": correct})
+        user=user, question=question.id, defaults={"choice": choice, "correct": correct, "first_try_correct": correct})
     if not created:
         answer.choice, answer.correct = choice, correct
         answer.answered_at, answer.attempts = timezone.now(), answer.attempts + 1

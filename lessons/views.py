@@ -18,6 +18,7 @@ from accounts.models import Classroom, User
 from lessons import burndown, panels, selectors, services
 from lessons.catalogue import Lesson, load_catalogue
 from lessons.progress import FINISHED_RULE
+from lessons.quiz import choice_order
 from lessons.recipes import KEY_PLACEHOLDER, fill_recipes
 from lessons.render import render_markdown
 
@@ -96,7 +97,10 @@ def lesson_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "panel": _panel(lesson, viewer),
         "steps": [(step, done.get(step.slug)) for step in lesson.steps],
         # Right or wrong by the catalogue's answer now (the same rule as progress.summarise).
-        "questions": [(q, answers.get(q.id), q.id in answers and answers[q.id].choice == q.answer)
+        # Choices in this student's own order (lessons/quiz.py); the form posts the catalogue's index.
+        "questions": [(q, answers.get(q.id), q.id in answers and answers[q.id].choice == q.answer,
+                       [(i, q.choices[i]) for i in choice_order(question_id=q.id, user_id=viewer.id if viewer else None,
+                                                                choices=len(q.choices))])
                       for q in lesson.questions],
         "previous": catalogue.lessons[position - 1] if position > 0 else None,
         "next": catalogue.lessons[position + 1] if position + 1 < len(catalogue.lessons) else None,
@@ -119,7 +123,8 @@ def step_check(request: HttpRequest, slug: str, step_slug: str) -> HttpResponse:
                 reported = float(raw)
             except ValueError:
                 raise services.StepInputError("Enter the TTFT as a number of milliseconds, e.g. 420.") from None
-        result = services.step_verify(user=request.user, step=step, reported_ttft_ms=reported)
+        result = services.step_verify(user=request.user, step=step, reported_ttft_ms=reported,
+                                      request_id=request.POST.get("request_id", "")[:64])
     except services.StepInputError as error:
         messages.error(request, str(error))
     else:
@@ -192,13 +197,15 @@ def teacher_csv(request: HttpRequest) -> HttpResponse:
     response["Content-Disposition"] = 'attachment; filename="ground0-progress.csv"'
     writer = csv.writer(response)
     writer.writerow(["class", "username", "name", "finished_ground0", "lessons_complete", "steps_done",
-                     "steps_total", "questions_correct", "questions_total",
+                     "steps_total", "questions_correct", "questions_total", "answer_attempts", "right_first_try",
+                     "questions_answered",
                      *[f"lesson:{lesson.slug}" for lesson in lessons]])
     for group in groups:
         for row in group.rows:
             p = row.progress
             writer.writerow([_csv_cell(group.name), _csv_cell(row.user.username), _csv_cell(row.user.get_full_name()), "yes" if p.finished else "no",
                              p.lessons_complete, p.steps_done, p.steps_total, p.correct, p.questions_total,
+                             row.quiz.attempts, row.quiz.first_try_right, row.quiz.answered,
                              *["complete" if lp.complete else f"{lp.steps_done}/{lp.steps_total} steps, "
                                f"{lp.correct}/{lp.questions_total} right" for lp in p.lessons]])
     return response
