@@ -22,6 +22,7 @@ from lessons import evidence, research_bridge
 from lessons.models import ManualCheck
 
 SUMMARY_PATH = Path(settings.BASE_DIR) / "docs" / "ground0.md"
+START_PATH = Path(settings.BASE_DIR) / "docs" / "start-here.md"
 WEEK = timedelta(days=7)
 
 

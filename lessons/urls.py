@@ -8,6 +8,7 @@ urlpatterns = [
     path("lessons/", views.lesson_index),
     path("lessons/progress/", views.progress_page),
     path("lessons/summary/", views.summary_page),
+    path("lessons/start/", views.start_page),
     path("lessons/fleet.json", views.fleet_json),
     path("lessons/teacher/", views.teacher_page),
     path("lessons/teacher/progress.csv", views.teacher_csv),

@@ -212,6 +212,15 @@ def teacher_csv(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+def start_page(request: HttpRequest) -> HttpResponse:
+    """docs/start-here.md: what to read, in what order, for someone who joins late."""
+    text = burndown.START_PATH.read_text(encoding="utf-8") if burndown.START_PATH.is_file() else \
+        "The start page (docs/start-here.md) is missing from this installation."
+    return render(request, "lessons/summary.html", {"body": render_markdown(text), "title": "Start here",
+                                                    "source": "docs/start-here.md"})
+
+
+@require_GET
 def summary_page(request: HttpRequest) -> HttpResponse:
     text = burndown.SUMMARY_PATH.read_text(encoding="utf-8") if burndown.SUMMARY_PATH.is_file() else \
         "The summary (docs/ground0.md) is missing from this installation."

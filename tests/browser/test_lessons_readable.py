@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 LESSON_PAGES = [f"/lessons/{lesson.slug}/" for lesson in load_catalogue().lessons]
 STUDENT_PAGES = ["/lessons/", *LESSON_PAGES,
-                 "/lessons/progress/", "/lessons/summary/", "/ground0/"]
+                 "/lessons/progress/", "/lessons/summary/", "/lessons/start/", "/ground0/"]
 TEACHER_PAGES = ["/lessons/teacher/", "/ground0/"]
 
 
