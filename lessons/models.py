@@ -84,3 +84,43 @@ class ManualCheck(models.Model):
 
     def __str__(self) -> str:
         return self.deliverable
+
+
+class PathVerification(models.Model):
+    """One run of `manage.py verify_path` (ocsweb/management/commands/verify_path.py): the public
+    URL it checked, whether every hop passed, and whether the TLS hop did. Evidence for the
+    burndown's "deployment path" row."""
+
+    base_url = models.CharField(max_length=255)
+    passed = models.BooleanField()
+    tls_ok = models.BooleanField(help_text="The public TLS hop passed (a trusted, unexpired certificate).")
+    verdict = models.CharField(max_length=500, blank=True)
+    checked_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-checked_at"]
+
+
+class DeliverableAchieved(models.Model):
+    """The first time a burndown row was seen done, with what proved it. Kept when the evidence
+    later lapses (a 24-hour window passes, a rig goes quiet): achieved stays achieved, while the
+    page also shows whether it is still true now."""
+
+    deliverable = models.SlugField(max_length=60, unique=True)
+    achieved_at = models.DateTimeField(default=timezone.now)
+    evidence = models.CharField(max_length=300)
+    link = models.CharField(max_length=200, blank=True)
+
+
+class BurndownSnapshot(models.Model):
+    """Each burndown row's live state on one day (the last look of that day wins): the history
+    the chart on /ground0/ draws."""
+
+    day = models.DateField(db_index=True)
+    deliverable = models.SlugField(max_length=60)
+    state = models.CharField(max_length=16, help_text="done, rehearsed, partial or open.")
+    taken_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["day", "deliverable"]
+        constraints = [models.UniqueConstraint(fields=["day", "deliverable"], name="burndown_snapshot_once_a_day")]

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import date, timedelta
 from dataclasses import dataclass
+
+from django.utils import timezone
 
 from accounts.models import Classroom, User
 from accounts.selectors import student_policy
 from fleet.models import CatalogModel, Worker
 from lessons.catalogue import load_catalogue
-from lessons.models import Answer, AnswerAttempt, StepDone
+from lessons.models import Answer, AnswerAttempt, BurndownSnapshot, StepDone
 from lessons.progress import Progress, summarise
 
 
@@ -131,3 +134,22 @@ def recipe_model(user: User) -> str | None:
     ids = (CatalogModel.objects.filter(workers__state__in=serving).order_by("public_id")
            .values_list("public_id", flat=True).distinct())
     return next((model for model in ids if not allowed or model in allowed), None)
+
+
+@dataclass(frozen=True)
+class HistoryDay:
+    day: date
+    counts: dict[str, int]  # state -> rows in it that day
+
+    def percent(self, state: str) -> float:
+        total = sum(self.counts.values())
+        return round(100.0 * self.counts.get(state, 0) / total, 1) if total else 0.0
+
+
+def burndown_history(days: int = 30) -> list[HistoryDay]:
+    """The burndown's states per day for the last `days` days that have a snapshot, oldest first."""
+    since = timezone.localdate() - timedelta(days=days - 1)
+    per_day: dict[date, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for day, state in BurndownSnapshot.objects.filter(day__gte=since).values_list("day", "state"):
+        per_day[day][state] += 1
+    return [HistoryDay(day, dict(counts)) for day, counts in sorted(per_day.items())]

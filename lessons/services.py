@@ -1,7 +1,7 @@
 """State changes of the lessons app: verified steps, answers, sightings, manual ticks."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
@@ -9,9 +9,10 @@ from django.utils import timezone
 
 from accounts.audit import audit_record
 from accounts.models import User
-from lessons import evidence
+from lessons import burndown, evidence
 from lessons.catalogue import Question, Step
-from lessons.models import Answer, AnswerAttempt, FleetSighting, ManualCheck, StepDone
+from lessons.models import Answer, AnswerAttempt, BurndownSnapshot, DeliverableAchieved, FleetSighting, ManualCheck, \
+    PathVerification, StepDone
 from lessons.ttft_check import MAX_REPORTED_MS, looks_like_request_id
 
 
@@ -105,3 +106,30 @@ def manual_tick(*, deliverable: str, by: User, note: str = "") -> ManualCheck:
 def manual_untick(*, deliverable: str, by: User) -> None:
     if ManualCheck.objects.filter(deliverable=deliverable).delete()[0]:
         audit_record(actor=by, action="ground0_untick", subject=deliverable)
+
+
+def burndown_observe(*, rows: list[burndown.Deliverable]) -> list[burndown.Deliverable]:
+    """Keep what the burndown just saw: a row seen done for the first time is recorded as achieved
+    (with its evidence), and today's snapshot of every row's live state is written (the last look
+    of the day wins). Returns the rows with their achievements filled in."""
+    today = timezone.localdate()
+    kept = []
+    for row in rows:
+        achieved = row.achieved
+        if row.status.state == "done" and achieved is None:
+            achieved, _ = DeliverableAchieved.objects.get_or_create(
+                deliverable=row.slug, defaults={"evidence": row.status.evidence[:300], "link": row.status.link[:200]})
+        BurndownSnapshot.objects.update_or_create(day=today, deliverable=row.slug,
+                                                  defaults={"state": row.status.state, "taken_at": timezone.now()})
+        kept.append(replace(row, achieved=achieved))
+    return kept
+
+
+def burndown_snapshot() -> int:
+    """Evaluate the burndown and keep today's snapshot (django-q2, daily; also on every page view)."""
+    return len(burndown_observe(rows=burndown.deliverables()))
+
+
+def path_verification_record(*, base_url: str, passed: bool, tls_ok: bool, verdict: str) -> PathVerification:
+    """Called by `manage.py verify_path` once it has its verdict."""
+    return PathVerification.objects.create(base_url=base_url[:255], passed=passed, tls_ok=tls_ok, verdict=verdict[:500])

@@ -230,11 +230,12 @@ def summary_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def ground0_page(request: HttpRequest) -> HttpResponse:
-    rows = burndown.deliverables()
-    counts = {state: sum(1 for r in rows if r.status.state == state) for state in ("done", "partial", "open")}
+    rows = services.burndown_observe(rows=burndown.deliverables())  # achievements and today's snapshot
+    counts = {state: sum(1 for r in rows if r.status.state == state) for state in burndown.STATES}
     return render(request, "lessons/ground0.html", {
         "deliverables": rows, "counts": counts, "cohort": selectors.student_cohort(),
-        "finished_rule": FINISHED_RULE})
+        "achieved": sum(1 for r in rows if r.achieved), "history": selectors.burndown_history(),
+        "states": burndown.STATES, "finished_rule": FINISHED_RULE})
 
 
 @staff_required

@@ -114,10 +114,6 @@ class Upstream:
 # --- processes ---------------------------------------------------------------------------------
 
 
-def die_with_parent() -> None:
-    die_with_parent()
-
-
 def _get(url: str, timeout_s: float = 1.0) -> tuple[int, dict[str, str]]:
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
