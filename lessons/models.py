@@ -124,3 +124,12 @@ class BurndownSnapshot(models.Model):
     class Meta:
         ordering = ["day", "deliverable"]
         constraints = [models.UniqueConstraint(fields=["day", "deliverable"], name="burndown_snapshot_once_a_day")]
+
+
+class Ownership(models.Model):
+    """Who owns a burndown row or a research question (the team split), set by a teacher on /ground0/."""
+
+    subject = models.SlugField(max_length=60, unique=True, help_text="A burndown row's slug, or a question: q1, q2, …")
+    owner = models.CharField(max_length=100, help_text="A group or a person, as the team names them.")
+    set_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    set_at = models.DateTimeField(default=timezone.now)

@@ -11,7 +11,8 @@ from accounts.models import Classroom, User
 from accounts.selectors import student_policy
 from fleet.models import CatalogModel, Worker
 from lessons.catalogue import load_catalogue
-from lessons.models import Answer, AnswerAttempt, BurndownSnapshot, StepDone
+from lessons.models import Answer, AnswerAttempt, BurndownSnapshot, Ownership, StepDone
+from research.models import Experiment
 from lessons.progress import Progress, summarise
 
 
@@ -153,3 +154,26 @@ def burndown_history(days: int = 30) -> list[HistoryDay]:
     for day, state in BurndownSnapshot.objects.filter(day__gte=since).values_list("day", "state"):
         per_day[day][state] += 1
     return [HistoryDay(day, dict(counts)) for day, counts in sorted(per_day.items())]
+
+
+@dataclass(frozen=True)
+class Question:
+    """A research question as numbered in docs/research/questions.md (its seeded Experiment)."""
+    number: int
+    subject: str  # q1, q2, …: its key in the team split
+    title: str
+    question: str
+    experiment_id: int
+
+
+def owners() -> dict[str, str]:
+    """Subject (burndown slug or q1, q2, …) -> its owner."""
+    return dict(Ownership.objects.values_list("subject", "owner"))
+
+
+def research_questions() -> list[Question]:
+    found = []
+    for experiment in Experiment.objects.filter(title__regex=r"^Q[0-9]+ "):
+        number = int(experiment.title.split()[0][1:])
+        found.append(Question(number, f"q{number}", experiment.title, experiment.question, experiment.id))
+    return sorted(found, key=lambda q: q.number)

@@ -12,7 +12,7 @@ from accounts.models import User
 from lessons import burndown, evidence
 from lessons.catalogue import Question, Step
 from lessons.models import Answer, AnswerAttempt, BurndownSnapshot, DeliverableAchieved, FleetSighting, ManualCheck, \
-    PathVerification, StepDone
+    Ownership, PathVerification, StepDone
 from lessons.ttft_check import MAX_REPORTED_MS, looks_like_request_id
 
 
@@ -133,3 +133,16 @@ def burndown_snapshot() -> int:
 def path_verification_record(*, base_url: str, passed: bool, tls_ok: bool, verdict: str) -> PathVerification:
     """Called by `manage.py verify_path` once it has its verdict."""
     return PathVerification.objects.create(base_url=base_url[:255], passed=passed, tls_ok=tls_ok, verdict=verdict[:500])
+
+
+def owner_set(*, subject: str, owner: str, by: User) -> Ownership | None:
+    """Set (or, with an empty `owner`, clear) who owns a burndown row or a research question; audited."""
+    owner = owner.strip()[:100]
+    if not owner:
+        Ownership.objects.filter(subject=subject).delete()
+        audit_record(actor=by, action="ground0_owner_clear", subject=subject)
+        return None
+    row, _ = Ownership.objects.update_or_create(subject=subject, defaults={"owner": owner, "set_by": by,
+                                                                          "set_at": timezone.now()})
+    audit_record(actor=by, action="ground0_owner_set", subject=subject, detail=owner)
+    return row

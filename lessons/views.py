@@ -235,6 +235,7 @@ def ground0_page(request: HttpRequest) -> HttpResponse:
     return render(request, "lessons/ground0.html", {
         "deliverables": rows, "counts": counts, "cohort": selectors.student_cohort(),
         "achieved": sum(1 for r in rows if r.achieved), "history": selectors.burndown_history(),
+        "owners": selectors.owners(), "questions": selectors.research_questions(),
         "states": burndown.STATES, "finished_rule": FINISHED_RULE})
 
 
@@ -249,3 +250,18 @@ def ground0_tick(request: HttpRequest, deliverable: str) -> HttpResponse:
     else:
         services.manual_tick(deliverable=deliverable, by=request.user, note=request.POST.get("note", "").strip())
     return HttpResponseRedirect(f"/ground0/#deliverable-{deliverable}")
+
+
+@staff_required
+@require_POST
+def ground0_owner(request: HttpRequest) -> HttpResponse:
+    """The team split: who owns a burndown row or a research question (an empty owner clears it)."""
+    subject = request.POST.get("subject", "")
+    known = {slug for slug, *_ in burndown.DERIVED} | burndown.MANUAL_SLUGS | {
+        q.subject for q in selectors.research_questions()}
+    if subject not in known:
+        raise Http404("No such deliverable or question.")
+    assert isinstance(request.user, User)
+    services.owner_set(subject=subject, owner=request.POST.get("owner", ""), by=request.user)
+    anchor = f"question-{subject}" if subject.startswith("q") and subject[1:].isdigit() else f"deliverable-{subject}"
+    return HttpResponseRedirect(f"/ground0/#{anchor}")

@@ -16,3 +16,8 @@ def percent_of(day: HistoryDay, state: str) -> float:
 @register.filter
 def get_count(counts: dict[str, int], state: str) -> int:
     return counts.get(state, 0)
+
+
+@register.filter
+def lookup(mapping: dict[str, str], key: str) -> str:
+    return mapping.get(key, "")

@@ -248,3 +248,22 @@ def test_verify_path_records_its_verdict_for_the_burndown() -> None:
     check = PathVerification.objects.get()
     assert check.base_url == "http://127.0.0.1:9" and not check.passed and not check.tls_ok
     assert check.verdict.startswith("VERDICT: FAIL")
+
+
+def test_the_teacher_sets_the_team_split_and_everyone_sees_who_owns_what(client, teacher, student) -> None:  # noqa: ANN001
+    client.force_login(student)
+    assert client.post("/ground0/owners/", {"subject": "baseline", "owner": "me"}).status_code == 404
+    client.force_login(teacher)
+    assert client.post("/ground0/owners/", {"subject": "nonsense", "owner": "x"}).status_code == 404
+    client.post("/ground0/owners/", {"subject": "baseline", "owner": "Group A (rigs)"})
+    client.post("/ground0/owners/", {"subject": "q11", "owner": "Sam"})
+    assert AuditEvent.objects.filter(action="ground0_owner_set", subject="q11", actor=teacher).exists()
+    client.force_login(student)
+    page = client.get("/ground0/").content.decode()
+    row = page.split('id="deliverable-baseline"', 1)[1].split("</tr>", 1)[0]
+    assert "Group A (rigs)" in row and "<form" not in row
+    question = page.split('id="question-q11"', 1)[1].split("</tr>", 1)[0]
+    assert "Sam" in question and "split mode" in question.lower()
+    client.force_login(teacher)
+    client.post("/ground0/owners/", {"subject": "q11", "owner": ""})
+    assert "Sam" not in client.get("/ground0/").content.decode().split('id="question-q11"', 1)[1].split("</tr>", 1)[0]
