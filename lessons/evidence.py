@@ -81,3 +81,40 @@ def ttft_evidence(user_id: int, reported_ms: float, request_id: str) -> tuple[Ev
                       f"is {TOLERANCE_RULE}. Time the request again, from sending it to the first content chunk.")
     return Evidence(f"you measured {reported_ms:.0f} ms for request {request_id}; the gateway logged "
                     f"{row.ttft_ms} ms for it", request_log_id=row.id), ""
+
+
+# The three chat dialects lesson 5 asks for, by the route the request log keeps (count_tokens is not a chat).
+DIALECT_ROUTES = (("OpenAI chat", "openai", "/v1/chat/completions"), ("Anthropic Messages", "anthropic", "/v1/messages"),
+                  ("OpenAI Responses", "responses", "/v1/responses"))
+
+
+def dialects_evidence(user_id: int) -> tuple[Evidence | None, str]:
+    """One served request in each chat dialect with the person's own key. (evidence, what is missing)."""
+    rows = served(own_requests(user_id))
+    found: list[RequestLog] = []
+    missing: list[str] = []
+    for label, client, path in DIALECT_ROUTES:
+        row = rows.filter(client=client, path=path).order_by("-at").first()
+        if row is None:
+            missing.append(f"{label} ({path})")
+        else:
+            found.append(row)
+    if missing:
+        return None, ("Not yet served with your key: " + ", ".join(missing) + ". The recipes are in this lesson.")
+    return Evidence("one request in each dialect, served with your key: " + "; ".join(
+        f"{row.path} #{row.request_id[:8]} by {row.worker_name}" for row in found), request_log_id=found[-1].id), ""
+
+
+def trace_evidence(user_id: int, request_id: str) -> tuple[Evidence | None, str]:
+    """The person's own served request with this id, hop by hop as the request log recorded it."""
+    row = served(own_requests(user_id)).filter(request_id=request_id).first()
+    if row is None:
+        return None, (f"None of your served requests has the id {request_id}. Send one with your key and copy its "
+                      "x-request-id header.")
+    hops = (f"arrived {row.at:%H:%M:%S} UTC on {row.path} as {row.client}, key checked; waited {row.queue_wait_ms} ms "
+            f"for a slot; worker {row.worker_name} chosen ({row.route_reason or 'the only candidate'})"
+            + (f" after {row.retries} failed worker(s)" if row.retries else "")
+            + (f"; first byte after {row.ttft_ms} ms" if row.ttft_ms is not None else "")
+            + f"; {row.prompt_tokens} tokens in ({row.cached_tokens} cached), {row.completion_tokens} out; "
+            f"ended after {row.total_ms} ms with {row.status}")
+    return Evidence(hops, request_log_id=row.id), ""

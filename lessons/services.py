@@ -61,6 +61,14 @@ def step_verify(*, user: User, step: Step, reported_ttft_ms: float | None = None
             raise StepInputError("Enter the request's id: the x-request-id header the gateway returned "
                                  "(32 hexadecimal characters).")
         found, missing = evidence.ttft_evidence(user.id, reported_ttft_ms, request_id)
+    elif step.kind == "trace-request":
+        request_id = request_id.strip().lower()
+        if not looks_like_request_id(request_id):
+            raise StepInputError("Enter the request's id: the x-request-id header the gateway returned "
+                                 "(32 hexadecimal characters).")
+        found, missing = evidence.trace_evidence(user.id, request_id)
+    elif step.kind == "every-dialect":
+        found, missing = evidence.dialects_evidence(user.id)
     else:  # the catalogue refuses unknown kinds; this guards a future kind without a rule
         raise StepInputError(f"The site cannot verify steps of kind {step.kind!r}.")
     if found is None:

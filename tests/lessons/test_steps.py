@@ -149,3 +149,33 @@ def test_pages_judge_answers_by_the_catalogue_like_progress_does(client, student
     assert 'data-verdict="wrong"' in page and 'data-verdict="right"' not in page
     progress = client.get("/lessons/progress/").content.decode()
     assert "<td>0/3</td>" in progress.split('data-lesson="api"', 1)[1].split("</tr>", 1)[0]
+
+
+def test_trace_step_shows_my_request_hop_by_hop(client, student, other_student, worker) -> None:  # noqa: ANN001
+    my_key, _ = key_issue(user=student)
+    their_key, _ = key_issue(user=other_student)
+    theirs = log_request(user=other_student, key=their_key, worker=worker, request_id="e" * 32)
+    mine = log_request(user=student, key=my_key, worker=worker, request_id="f" * 32, route_reason="0/4 slots busy")
+    client.force_login(student)
+    step = "/lessons/control-plane/steps/trace-my-request/"
+    assert "x-request-id header" in client.post(step, {"request_id": "nope"}, follow=True).content.decode()
+    page = client.post(step, {"request_id": theirs.request_id}, follow=True).content.decode()
+    assert "None of your served requests" in page and not _done(student, "trace-my-request")
+    page = client.post(step, {"request_id": mine.request_id}, follow=True).content.decode()
+    assert "worker w1 chosen (0/4 slots busy)" in page and "first byte after 120 ms" in page
+    assert _done(student, "trace-my-request")
+
+
+def test_dialect_step_needs_one_served_call_in_each_chat_dialect(client, student, worker) -> None:  # noqa: ANN001
+    key, _ = key_issue(user=student)
+    client.force_login(student)
+    step = "/lessons/api/steps/every-dialect/"
+    log_request(user=student, key=key, worker=worker, client="openai", path="/v1/chat/completions")
+    log_request(user=student, key=key, worker=worker, client="anthropic", path="/v1/messages/count_tokens")
+    log_request(user=student, key=key, worker=None, client="responses", path="/v1/responses", status=429)
+    page = client.post(step, follow=True).content.decode()
+    assert "Anthropic Messages (/v1/messages), OpenAI Responses (/v1/responses)" in page
+    log_request(user=student, key=key, worker=worker, client="anthropic", path="/v1/messages")
+    log_request(user=student, key=key, worker=worker, client="responses", path="/v1/responses")
+    page = client.post(step, follow=True).content.decode()
+    assert "Done: one request in each dialect" in page and _done(student, "every-dialect")
