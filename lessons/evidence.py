@@ -11,7 +11,7 @@ from django.db.models import Q, QuerySet
 
 from inference.models import RequestLog
 from lessons.editor_clients import EDITOR_LABELS, EditorKind, Seen, Verdict, editor_kind, session_turns
-from lessons.models import FleetSighting
+from lessons.models import FleetSighting, WorkerPrediction
 from lessons.ttft_check import TOLERANCE_RULE, ttft_fits
 
 @dataclass(frozen=True)
@@ -118,3 +118,21 @@ def trace_evidence(user_id: int, request_id: str) -> tuple[Evidence | None, str]
             + f"; {row.prompt_tokens} tokens in ({row.cached_tokens} cached), {row.completion_tokens} out; "
             f"ended after {row.total_ms} ms with {row.status}")
     return Evidence(hops, request_log_id=row.id), ""
+
+
+def prediction_evidence(user_id: int) -> tuple[Evidence | None, str]:
+    """The person's latest worker prediction against the worker of their first served request after it."""
+    prediction = WorkerPrediction.objects.filter(user_id=user_id).order_by("-at").first()
+    if prediction is None:
+        return None, "Predict first: pick the worker you expect your next request to get, and save the prediction."
+    row = served(own_requests(user_id)).filter(at__gte=prediction.at).order_by("at").first()
+    if row is None:
+        return None, (f"You predicted {prediction.worker_name}. Now send one request with your key, then check "
+                      "again.")
+    why = row.route_reason or "the only candidate"
+    if row.worker_name != prediction.worker_name:
+        return None, (f"You predicted {prediction.worker_name}; request #{row.request_id[:8]} went to "
+                      f"{row.worker_name} ({why}). Look at the live panel again — slots busy, the pool, what the "
+                      "worker serves — and predict again.")
+    return Evidence(f"you predicted {prediction.worker_name} and request #{row.request_id[:8]} went there ({why})",
+                    request_log_id=row.id), ""

@@ -133,3 +133,15 @@ class Ownership(models.Model):
     owner = models.CharField(max_length=100, help_text="A group or a person, as the team names them.")
     set_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
     set_at = models.DateTimeField(default=timezone.now)
+
+
+class WorkerPrediction(models.Model):
+    """A student's prediction of the worker their next request will get (lesson 3's step): the
+    site then compares it with the worker the scheduler chose for their next served request."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="worker_predictions")
+    worker_name = models.CharField(max_length=100)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-at"]

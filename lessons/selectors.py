@@ -177,3 +177,8 @@ def research_questions() -> list[Question]:
         number = int(experiment.title.split()[0][1:])
         found.append(Question(number, f"q{number}", experiment.title, experiment.question, experiment.id))
     return sorted(found, key=lambda q: q.number)
+
+
+def predictable_workers() -> list[str]:
+    """Worker names a student may predict for lesson 3 (every worker not disabled)."""
+    return list(Worker.objects.exclude(state=Worker.State.DISABLED).order_by("name").values_list("name", flat=True))

@@ -9,10 +9,11 @@ from django.utils import timezone
 
 from accounts.audit import audit_record
 from accounts.models import User
+from fleet.models import Worker
 from lessons import burndown, evidence
 from lessons.catalogue import Question, Step
 from lessons.models import Answer, AnswerAttempt, BurndownSnapshot, DeliverableAchieved, FleetSighting, ManualCheck, \
-    Ownership, PathVerification, StepDone
+    Ownership, PathVerification, StepDone, WorkerPrediction
 from lessons.ttft_check import MAX_REPORTED_MS, looks_like_request_id
 
 
@@ -67,6 +68,8 @@ def step_verify(*, user: User, step: Step, reported_ttft_ms: float | None = None
             raise StepInputError("Enter the request's id: the x-request-id header the gateway returned "
                                  "(32 hexadecimal characters).")
         found, missing = evidence.trace_evidence(user.id, request_id)
+    elif step.kind == "predict-worker":
+        found, missing = evidence.prediction_evidence(user.id)
     elif step.kind == "every-dialect":
         found, missing = evidence.dialects_evidence(user.id)
     else:  # the catalogue refuses unknown kinds; this guards a future kind without a rule
@@ -154,3 +157,10 @@ def owner_set(*, subject: str, owner: str, by: User) -> Ownership | None:
                                                                           "set_at": timezone.now()})
     audit_record(actor=by, action="ground0_owner_set", subject=subject, detail=owner)
     return row
+
+
+def worker_predict(*, user: User, worker_name: str) -> WorkerPrediction:
+    """Save the student's prediction for lesson 3's step; only a worker that exists may be named."""
+    if not Worker.objects.filter(name=worker_name).exclude(state=Worker.State.DISABLED).exists():
+        raise StepInputError("Pick one of the workers in the live panel.")
+    return WorkerPrediction.objects.create(user=user, worker_name=worker_name)

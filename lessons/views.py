@@ -96,6 +96,8 @@ def lesson_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "key_placeholder": KEY_PLACEHOLDER,
         "panel": _panel(lesson, viewer),
         "steps": [(step, done.get(step.slug)) for step in lesson.steps],
+        "predictable": selectors.predictable_workers() if viewer and any(
+            s.kind == "predict-worker" for s in lesson.steps) else [],
         # Right or wrong by the catalogue's answer now (the same rule as progress.summarise).
         # Choices in this student's own order (lessons/quiz.py); the form posts the catalogue's index.
         "questions": [(q, answers.get(q.id), q.id in answers and answers[q.id].choice == q.answer,
@@ -117,6 +119,14 @@ def step_check(request: HttpRequest, slug: str, step_slug: str) -> HttpResponse:
     reported: float | None = None
     raw = request.POST.get("ttft_ms", "").strip()
     assert isinstance(request.user, User)
+    if step.kind == "predict-worker" and request.POST.get("action") == "predict":
+        try:
+            services.worker_predict(user=request.user, worker_name=request.POST.get("worker", "")[:100])
+        except services.StepInputError as error:
+            messages.error(request, str(error))
+        else:
+            messages.info(request, "Prediction saved. Now send one request with your key, then press Check.")
+        return HttpResponseRedirect(f"/lessons/{lesson.slug}/#step-{step.slug}")
     try:
         if raw:
             try:

@@ -179,3 +179,25 @@ def test_dialect_step_needs_one_served_call_in_each_chat_dialect(client, student
     log_request(user=student, key=key, worker=worker, client="responses", path="/v1/responses")
     page = client.post(step, follow=True).content.decode()
     assert "Done: one request in each dialect" in page and _done(student, "every-dialect")
+
+
+def test_predict_step_compares_my_prediction_with_the_worker_my_next_request_got(client, student, worker) -> None:  # noqa: ANN001
+    other = worker_register(name="w2", base_url="http://127.0.0.1:10", model_id="smollm2-135m-instruct",
+                            pool_name="production", state="healthy")
+    key, _ = key_issue(user=student)
+    client.force_login(student)
+    step = "/lessons/rigs-and-workers/steps/predict-worker/"
+    assert 'id="predict-predict-worker"' in client.get("/lessons/rigs-and-workers/").content.decode()
+    assert "Predict first" in client.post(step, follow=True).content.decode()
+    assert "Pick one of the workers" in client.post(step, {"action": "predict", "worker": "nope"},
+                                                    follow=True).content.decode()
+    log_request(user=student, key=key, worker=other, at=timezone.now() - timedelta(minutes=5))  # before it
+    assert "Prediction saved" in client.post(step, {"action": "predict", "worker": "w1"}, follow=True).content.decode()
+    assert "Now send one request" in client.post(step, follow=True).content.decode()
+    log_request(user=student, key=key, worker=other, route_reason="0/4 slots busy", request_id="a" * 32)
+    page = client.post(step, follow=True).content.decode()
+    assert "went to w2 (0/4 slots busy)" in page and not _done(student, "predict-worker")
+    client.post(step, {"action": "predict", "worker": "w2"})
+    log_request(user=student, key=key, worker=other, route_reason="0/4 slots busy", request_id="b" * 32)
+    page = client.post(step, follow=True).content.decode()
+    assert "Done: you predicted w2" in page and _done(student, "predict-worker")
