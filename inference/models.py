@@ -27,6 +27,12 @@ class RequestLog(models.Model):
                                     help_text="Why the scheduler chose the worker (fleet/scheduler.py), e.g. '1/4 slots busy'.")
     tool = models.CharField(max_length=20, blank=True, db_index=True,
                             help_text="claude-code, copilot or codex, from the headers (inference/client_tools.py).")
+    tools_n = models.PositiveSmallIntegerField(default=0, help_text="Tool definitions the request carried.")
+    system_chars = models.PositiveIntegerField(default=0, help_text="Characters of system / developer text it carried.")
+    turns = models.PositiveSmallIntegerField(default=0, help_text="User turns in its conversation so far.")
+    conversation = models.CharField(max_length=32, blank=True,
+                                    help_text="Its conversation's key (fleet/scheduler.py conversation_key): "
+                                              "the same for every turn of one session.")
     path = models.CharField(max_length=100)
     stream = models.BooleanField(default=False)
     status = models.PositiveSmallIntegerField()

@@ -98,7 +98,7 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
         except errors.ApiError:
             await charge_refusal(identity)  # a refused request still counts toward requests per minute
             raise
-        record.model, record.stream = model.public_id, call.stream
+        record.model, record.stream, record.shape = model.public_id, call.stream, call.shape
         call, target, plan = _planned(protocol, call, model)
         # admit (a student whose token budget is spent may be served by the fallback model)
         try:
@@ -159,7 +159,7 @@ def _headers(response: HttpResponseBase, record: RequestContext) -> None:
     response["X-Content-Type-Options"] = "nosniff"
     if record.fallback:
         response["x-ocs-fallback"] = record.fallback  # the answer's `model` names the model that answered
-    response["X-Request-Id"] = record.request_id
+    response["X-Request-Id"] = record.request_id  # the request log's `request_id`: one request a student can quote
     if record.staff and record.worker_name:
         response[PIN_HEADER] = record.worker_name  # which worker served it: for teachers only
     if record.ticket is not None:

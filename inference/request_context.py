@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
+from inference.protocols.base import Shape
 from inference.request_log import request_log
 from inference.usage import Usage
 
@@ -30,6 +31,7 @@ class RequestContext:
     # Sent back as X-Request-Id and kept on the row: the class replay joins what a student saw to
     # what the worker counted (cached tokens) by it, on the control plane.
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    shape: Shape = field(default_factory=Shape)  # what the request carried (inference/protocols/base.py)
     user_agent: str = ""
     tool: str = ""  # inference/client_tools.py
     staff: bool = False  # the key belongs to a teacher or operator
@@ -90,6 +92,10 @@ class RequestContext:
             "client": self.client,
             "user_agent": self.user_agent[:200],
             "tool": self.tool,
+            "tools_n": min(self.shape.tools, 32_767),
+            "system_chars": self.shape.system_chars,
+            "turns": min(self.shape.turns, 32_767),
+            "conversation": (want.conversation or "")[:32] if want else "",
             "path": self.path[:100],
             "stream": self.stream,
             "status": status,

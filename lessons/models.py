@@ -35,6 +35,9 @@ class Answer(models.Model):
                                   "judge by the current catalogue).")
     answered_at = models.DateTimeField(default=timezone.now)
     attempts = models.PositiveIntegerField(default=1)
+    first_try_correct = models.BooleanField(null=True, blank=True,
+                                            help_text="Whether the first attempt was right (None: answered before "
+                                                      "attempts were recorded).")
 
     class Meta:
         ordering = ["question"]
@@ -42,6 +45,20 @@ class Answer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} {self.question}={self.choice}"
+
+
+class AnswerAttempt(models.Model):
+    """Every answer a person submitted, in order; Answer holds only the latest."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="lesson_attempts")
+    question = models.SlugField(max_length=60)
+    choice = models.PositiveSmallIntegerField(help_text="0-based index into the catalogue's choices.")
+    correct = models.BooleanField()
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["user", "question"])]
 
 
 class FleetSighting(models.Model):
@@ -67,3 +84,64 @@ class ManualCheck(models.Model):
 
     def __str__(self) -> str:
         return self.deliverable
+
+
+class PathVerification(models.Model):
+    """One run of `manage.py verify_path` (ocsweb/management/commands/verify_path.py): the public
+    URL it checked, whether every hop passed, and whether the TLS hop did. Evidence for the
+    burndown's "deployment path" row."""
+
+    base_url = models.CharField(max_length=255)
+    passed = models.BooleanField()
+    tls_ok = models.BooleanField(help_text="The public TLS hop passed (a trusted, unexpired certificate).")
+    verdict = models.CharField(max_length=500, blank=True)
+    checked_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-checked_at"]
+
+
+class DeliverableAchieved(models.Model):
+    """The first time a burndown row was seen done, with what proved it. Kept when the evidence
+    later lapses (a 24-hour window passes, a rig goes quiet): achieved stays achieved, while the
+    page also shows whether it is still true now."""
+
+    deliverable = models.SlugField(max_length=60, unique=True)
+    achieved_at = models.DateTimeField(default=timezone.now)
+    evidence = models.CharField(max_length=300)
+    link = models.CharField(max_length=200, blank=True)
+
+
+class BurndownSnapshot(models.Model):
+    """Each burndown row's live state on one day (the last look of that day wins): the history
+    the chart on /ground0/ draws."""
+
+    day = models.DateField(db_index=True)
+    deliverable = models.SlugField(max_length=60)
+    state = models.CharField(max_length=16, help_text="done, rehearsed, partial or open.")
+    taken_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["day", "deliverable"]
+        constraints = [models.UniqueConstraint(fields=["day", "deliverable"], name="burndown_snapshot_once_a_day")]
+
+
+class Ownership(models.Model):
+    """Who owns a burndown row or a research question (the team split), set by a teacher on /ground0/."""
+
+    subject = models.SlugField(max_length=60, unique=True, help_text="A burndown row's slug, or a question: q1, q2, …")
+    owner = models.CharField(max_length=100, help_text="A group or a person, as the team names them.")
+    set_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    set_at = models.DateTimeField(default=timezone.now)
+
+
+class WorkerPrediction(models.Model):
+    """A student's prediction of the worker their next request will get (lesson 3's step): the
+    site then compares it with the worker the scheduler chose for their next served request."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="worker_predictions")
+    worker_name = models.CharField(max_length=100)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-at"]

@@ -24,8 +24,12 @@ from core.quota import concurrency_resource
 from fleet.models import Pool, PoolEvent, Rig, Worker, WorkerEvent
 from inference.models import RequestLog
 from lessons import evidence, research_bridge
+from lessons.catalogue import load_catalogue
 from lessons.editor_clients import EDITOR_LABELS
+from lessons.models import StepDone
 from lessons.why_chosen import why_chosen
+
+TTFT_STEPS = frozenset(step.slug for step in load_catalogue().steps if step.kind == "ttft-measure")
 
 # The API surfaces a lesson talks about, and the route that shows whether this installation serves it.
 API_ROUTES = (
@@ -198,6 +202,10 @@ def benchmark_panel(user_id: int | None) -> dict[str, Any]:
     if user_id is not None:
         since = timezone.now() - timedelta(days=7)
         rows = evidence.served(evidence.own_requests(user_id)).filter(at__gte=since, ttft_ms__isnull=False)
-        mine = list(rows.order_by("-at").values("id", "at", "model", "worker_name", "ttft_ms", "tokens_per_s",
-                                               "prompt_tokens", "prompt_tokens_per_s", "cached_tokens")[:5])
-    return {"run": research_bridge.latest_benchmark(), "mine": mine}
+        mine = list(rows.filter(stream=True).order_by("-at").values(
+            "id", "request_id", "at", "model", "worker_name", "ttft_ms", "tokens_per_s", "prompt_tokens",
+            "prompt_tokens_per_s", "cached_tokens")[:5])
+    # The gateway's TTFT stays hidden until the student's own measurement is in: the step asks them to
+    # measure it, not to copy it from here.
+    measured = user_id is not None and StepDone.objects.filter(user_id=user_id, step__in=TTFT_STEPS).exists()
+    return {"run": research_bridge.latest_benchmark(), "mine": mine, "show_ttft": measured}

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from research.models import BenchmarkRun
+from fleet.models import Gpu
+from lessons.run_evidence import measured_on
+from research.models import BenchmarkRun, GpuSample
 
 # Scenario names as the research app's `bench --scenario` and nightly job store them (older
 # spellings accepted too).
@@ -42,6 +44,10 @@ class BenchmarkFact:
     ceiling_tokens_per_s: float | None
     url: str
     yarn: bool = False
+    measured_on: str = "cpu"  # rig | rehearsal | cpu (lessons/run_evidence.py)
+    rig: str = ""  # the measured worker's rig
+    layout: str = ""  # which worker and GPUs: one logical-worker layout
+    gpu_samples: int = 0
 
     @property
     def percent_of_ceiling(self) -> float | None:
@@ -59,7 +65,12 @@ def _uses_yarn(launch: Any) -> bool:
     return isinstance(launch, dict) and "yarn" in repr(sorted(launch.items(), key=str)).lower()
 
 
-def _fact(run: Any) -> BenchmarkFact:
+def _gpus_of(launch: Any) -> str:
+    gpus = (launch.get("gpu_indices") or launch.get("gpus")) if isinstance(launch, dict) else None
+    return ",".join(str(g) for g in gpus) if isinstance(gpus, list) else ""
+
+
+def _fact(run: Any, *, uuids: dict[tuple[str, int], str] | None = None) -> BenchmarkFact:
     summary = getattr(run, "summary", None)
     summary = summary if isinstance(summary, dict) else {}
     ttft = summary.get("ttft_ms")
@@ -74,12 +85,30 @@ def _fact(run: Any) -> BenchmarkFact:
         ceiling_tokens_per_s=_number(roof.get("ceiling_tok_s")),
         url=f"/research/runs/{run.pk}/",
         yarn=_uses_yarn(getattr(run, "launch", None)),
+        **_measured(run, uuids or {}),
     )
 
 
+def _measured(run: Any, uuids: dict[tuple[str, int], str]) -> dict[str, Any]:
+    worker = getattr(run, "worker", None)
+    rig = worker.rig.name if worker is not None and getattr(worker, "rig", None) is not None else ""
+    samples = list(getattr(run, "sampled", []))  # (rig name, GPU index) of its GPU samples
+    return {"measured_on": measured_on(rig=rig, sampled_gpu_uuids=[uuids.get(key, "") for key in samples]),
+            "rig": rig, "gpu_samples": len(samples),
+            "layout": f"{worker.name if worker is not None else '-'}:{_gpus_of(getattr(run, 'launch', None))}"}
+
+
 def _load_runs(limit: int) -> list[BenchmarkFact]:
-    """Finished runs, newest first."""
-    return [_fact(run) for run in BenchmarkRun.objects.filter(status="done").order_by("-started_at", "-id")[:limit]]
+    """Finished runs, newest first, each with the (rig, GPU index) of its GPU samples."""
+    runs = list(BenchmarkRun.objects.filter(status="done").select_related("worker__rig")
+                .order_by("-started_at", "-id")[:limit])
+    sampled: dict[int, set[tuple[str, int]]] = {}
+    for run_id, rig, index in GpuSample.objects.filter(run__in=runs).values_list("run_id", "rig", "gpu_index"):
+        sampled.setdefault(run_id, set()).add((rig, index))
+    for run in runs:
+        run.sampled = sorted(sampled.get(run.pk, set()))  # type: ignore[attr-defined]
+    uuids = {(rig, index): uuid for rig, index, uuid in Gpu.objects.values_list("rig__name", "index", "uuid")}
+    return [_fact(run, uuids=uuids) for run in runs]
 
 
 def benchmark_runs(limit: int = 200) -> list[BenchmarkFact] | None:

@@ -3,12 +3,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import date, timedelta
+
+from django.utils import timezone
 
 from accounts.models import Classroom, User
-from accounts.selectors import classes_visible_to, sees_everyone
+from accounts.selectors import classes_visible_to, sees_everyone, student_policy
+from fleet.models import CatalogModel, Worker
 from lessons.catalogue import load_catalogue
-from lessons.models import Answer, StepDone
+from lessons.models import Answer, AnswerAttempt, BurndownSnapshot, Ownership, StepDone
 from lessons.progress import Progress, summarise
+from research.models import Experiment
 
 
 def _progress_of(user_ids: list[int]) -> dict[int, Progress]:
@@ -36,9 +41,36 @@ def answers_of(user: User) -> dict[str, Answer]:
 
 
 @dataclass(frozen=True)
+class QuizRecord:
+    """A person's check-question record: every submitted answer counts as an attempt."""
+    answered: int = 0  # questions answered at least once
+    attempts: int = 0
+    first_try_right: int = 0  # questions whose first attempt was right
+
+
+def quiz_records(user_ids: list[int]) -> dict[int, QuizRecord]:
+    attempts: dict[int, int] = defaultdict(int)
+    first: dict[tuple[int, str], bool] = {}
+    for user_id, question, correct in AnswerAttempt.objects.filter(user_id__in=user_ids).order_by(
+            "at", "id").values_list("user_id", "question", "correct"):
+        attempts[user_id] += 1
+        first.setdefault((user_id, question), correct)
+    # Answers saved before attempts were recorded: one attempt each, first try as stored.
+    for user_id, question, correct, tries, first_try in Answer.objects.filter(user_id__in=user_ids).values_list(
+            "user_id", "question", "correct", "attempts", "first_try_correct"):
+        if (user_id, question) not in first:
+            attempts[user_id] += tries
+            first[(user_id, question)] = bool(first_try if first_try is not None else (correct and tries == 1))
+    return {uid: QuizRecord(answered=sum(1 for (u, _) in first if u == uid), attempts=attempts[uid],
+                            first_try_right=sum(1 for (u, _), right in first.items() if u == uid and right))
+            for uid in user_ids}
+
+
+@dataclass(frozen=True)
 class ClassRow:
     user: User
     progress: Progress
+    quiz: QuizRecord = QuizRecord()
 
 
 @dataclass(frozen=True)
@@ -60,7 +92,8 @@ def class_progress(classroom: Classroom | None) -> ClassProgress:
     students = list(User.objects.filter(classroom=classroom, role=User.Role.STUDENT, is_active=True,
                                         is_replay=False).order_by("username"))
     progress = _progress_of([s.id for s in students])
-    return ClassProgress(classroom, [ClassRow(s, progress[s.id]) for s in students])
+    quiz = quiz_records([s.id for s in students])
+    return ClassProgress(classroom, [ClassRow(s, progress[s.id], quiz[s.id]) for s in students])
 
 
 def all_class_progress(viewer: User) -> list[ClassProgress]:
@@ -76,3 +109,78 @@ def finished_count() -> int:
     """People (students and teachers) who have finished Ground 0; replay accounts are not people."""
     user_ids = list(set(StepDone.objects.filter(user__is_replay=False).values_list("user_id", flat=True)))
     return sum(1 for p in _progress_of(user_ids).values() if p.finished)
+
+
+@dataclass(frozen=True)
+class Cohort:
+    """Every active student, split by whether they have finished Ground 0 (by username)."""
+    finished: list[User]
+    missing: list[User]
+
+    @property
+    def total(self) -> int:
+        return len(self.finished) + len(self.missing)
+
+
+def student_cohort() -> Cohort:
+    students = list(User.objects.filter(role=User.Role.STUDENT, is_active=True).order_by("username"))
+    progress = _progress_of([s.id for s in students])
+    return Cohort(finished=[s for s in students if progress[s.id].finished],
+                  missing=[s for s in students if not progress[s.id].finished])
+
+
+def recipe_model(user: User) -> str | None:
+    """The model the lessons' recipes name for `user`: the first (by id) that a worker not
+    disabled serves and the student may use, as /connect/ picks it; None when there is none."""
+    allowed = student_policy(user).allowed_models
+    serving = [state for state in Worker.State.values if state != Worker.State.DISABLED]
+    ids = (CatalogModel.objects.filter(workers__state__in=serving).order_by("public_id")
+           .values_list("public_id", flat=True).distinct())
+    return next((model for model in ids if not allowed or model in allowed), None)
+
+
+@dataclass(frozen=True)
+class HistoryDay:
+    day: date
+    counts: dict[str, int]  # state -> rows in it that day
+
+    def percent(self, state: str) -> float:
+        total = sum(self.counts.values())
+        return round(100.0 * self.counts.get(state, 0) / total, 1) if total else 0.0
+
+
+def burndown_history(days: int = 30) -> list[HistoryDay]:
+    """The burndown's states per day for the last `days` days that have a snapshot, oldest first."""
+    since = timezone.localdate() - timedelta(days=days - 1)
+    per_day: dict[date, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for day, state in BurndownSnapshot.objects.filter(day__gte=since).values_list("day", "state"):
+        per_day[day][state] += 1
+    return [HistoryDay(day, dict(counts)) for day, counts in sorted(per_day.items())]
+
+
+@dataclass(frozen=True)
+class Question:
+    """A research question as numbered in docs/research/questions.md (its seeded Experiment)."""
+    number: int
+    subject: str  # q1, q2, …: its key in the team split
+    title: str
+    question: str
+    experiment_id: int
+
+
+def owners() -> dict[str, str]:
+    """Subject (burndown slug or q1, q2, …) -> its owner."""
+    return dict(Ownership.objects.values_list("subject", "owner"))
+
+
+def research_questions() -> list[Question]:
+    found = []
+    for experiment in Experiment.objects.filter(title__regex=r"^Q[0-9]+ "):
+        number = int(experiment.title.split()[0][1:])
+        found.append(Question(number, f"q{number}", experiment.title, experiment.question, experiment.id))
+    return sorted(found, key=lambda q: q.number)
+
+
+def predictable_workers() -> list[str]:
+    """Worker names a student may predict for lesson 3 (every worker not disabled)."""
+    return list(Worker.objects.exclude(state=Worker.State.DISABLED).order_by("name").values_list("name", flat=True))

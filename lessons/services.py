@@ -1,7 +1,7 @@
 """State changes of the lessons app: verified steps, answers, sightings, manual ticks."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
@@ -9,10 +9,22 @@ from django.utils import timezone
 
 from accounts.audit import audit_record
 from accounts.models import User
-from lessons import evidence
+from fleet.models import Worker
+from lessons import burndown, evidence
 from lessons.catalogue import Question, Step
-from lessons.models import Answer, FleetSighting, ManualCheck, StepDone
-from lessons.ttft_check import MAX_REPORTED_MS
+from lessons.models import (
+    Answer,
+    AnswerAttempt,
+    BurndownSnapshot,
+    DeliverableAchieved,
+    FleetSighting,
+    ManualCheck,
+    Ownership,
+    PathVerification,
+    StepDone,
+    WorkerPrediction,
+)
+from lessons.ttft_check import MAX_REPORTED_MS, looks_like_request_id
 
 
 class StepInputError(ValueError):
@@ -34,17 +46,18 @@ def _record(*, user: User, step: Step, found: evidence.Evidence, reported_ttft_m
         return StepDone.objects.get(user=user, step=step.slug)
 
 
-def step_verify(*, user: User, step: Step, reported_ttft_ms: float | None = None) -> StepResult:
+def step_verify(*, user: User, step: Step, reported_ttft_ms: float | None = None,
+                request_id: str = "") -> StepResult:
     """Look for the step's evidence now; record the step as done when it is there.
-    A step already done stays done. `reported_ttft_ms` is required for the TTFT step."""
+    A step already done stays done. `reported_ttft_ms` and `request_id` (the x-request-id the
+    gateway returned) are required for the TTFT step."""
     existing = StepDone.objects.filter(user=user, step=step.slug).first()
     if existing is not None:
         return StepResult(True, existing.evidence)
     found: evidence.Evidence | None
     if step.kind == "editor-request":
         found = evidence.editor_request_evidence(user.id)
-        missing = ("No request from Copilot or Claude Code with your own key has been served yet. Send one "
-                   "from your editor, then check again.")
+        missing = evidence.editor_verdict(user.id).reason + " Then check again." if found is None else ""
     elif step.kind == "fleet-watch":
         found = evidence.fleet_watch_evidence(user.id)
         missing = ("The fleet view has not seen one of your requests in flight yet. Keep this page open, send a "
@@ -54,10 +67,21 @@ def step_verify(*, user: User, step: Step, reported_ttft_ms: float | None = None
             raise StepInputError("Enter the TTFT you measured, in milliseconds.")
         if not 0 < reported_ttft_ms <= MAX_REPORTED_MS:
             raise StepInputError(f"A TTFT is a positive number of milliseconds up to {MAX_REPORTED_MS}.")
-        found = evidence.ttft_evidence(user.id, reported_ttft_ms)
-        missing = (f"None of your streamed requests of the last 24 hours has a logged TTFT close to "
-                   f"{reported_ttft_ms:.0f} ms. Measure a streamed request made with your own key, then enter "
-                   "what you measured.")
+        request_id = request_id.strip().lower()
+        if not looks_like_request_id(request_id):
+            raise StepInputError("Enter the request's id: the x-request-id header the gateway returned "
+                                 "(32 hexadecimal characters).")
+        found, missing = evidence.ttft_evidence(user.id, reported_ttft_ms, request_id)
+    elif step.kind == "trace-request":
+        request_id = request_id.strip().lower()
+        if not looks_like_request_id(request_id):
+            raise StepInputError("Enter the request's id: the x-request-id header the gateway returned "
+                                 "(32 hexadecimal characters).")
+        found, missing = evidence.trace_evidence(user.id, request_id)
+    elif step.kind == "predict-worker":
+        found, missing = evidence.prediction_evidence(user.id)
+    elif step.kind == "every-dialect":
+        found, missing = evidence.dialects_evidence(user.id)
     else:  # the catalogue refuses unknown kinds; this guards a future kind without a rule
         raise StepInputError(f"The site cannot verify steps of kind {step.kind!r}.")
     if found is None:
@@ -71,8 +95,9 @@ def answer_record(*, user: User, question: Question, choice: int) -> Answer:
     if not 0 <= choice < len(question.choices):
         raise StepInputError("Pick one of the answers.")
     correct = choice == question.answer
+    AnswerAttempt.objects.create(user=user, question=question.id, choice=choice, correct=correct)
     answer, created = Answer.objects.get_or_create(
-        user=user, question=question.id, defaults={"choice": choice, "correct": correct})
+        user=user, question=question.id, defaults={"choice": choice, "correct": correct, "first_try_correct": correct})
     if not created:
         answer.choice, answer.correct = choice, correct
         answer.answered_at, answer.attempts = timezone.now(), answer.attempts + 1
@@ -102,3 +127,50 @@ def manual_tick(*, deliverable: str, by: User, note: str = "") -> ManualCheck:
 def manual_untick(*, deliverable: str, by: User) -> None:
     if ManualCheck.objects.filter(deliverable=deliverable).delete()[0]:
         audit_record(actor=by, action="ground0_untick", subject=deliverable)
+
+
+def burndown_observe(*, rows: list[burndown.Deliverable]) -> list[burndown.Deliverable]:
+    """Keep what the burndown just saw: a row seen done for the first time is recorded as achieved
+    (with its evidence), and today's snapshot of every row's live state is written (the last look
+    of the day wins). Returns the rows with their achievements filled in."""
+    today = timezone.localdate()
+    kept = []
+    for row in rows:
+        achieved = row.achieved
+        if row.status.state == "done" and achieved is None:
+            achieved, _ = DeliverableAchieved.objects.get_or_create(
+                deliverable=row.slug, defaults={"evidence": row.status.evidence[:300], "link": row.status.link[:200]})
+        BurndownSnapshot.objects.update_or_create(day=today, deliverable=row.slug,
+                                                  defaults={"state": row.status.state, "taken_at": timezone.now()})
+        kept.append(replace(row, achieved=achieved))
+    return kept
+
+
+def burndown_snapshot() -> int:
+    """Evaluate the burndown and keep today's snapshot (django-q2, daily; also on every page view)."""
+    return len(burndown_observe(rows=burndown.deliverables()))
+
+
+def path_verification_record(*, base_url: str, passed: bool, tls_ok: bool, verdict: str) -> PathVerification:
+    """Called by `manage.py verify_path` once it has its verdict."""
+    return PathVerification.objects.create(base_url=base_url[:255], passed=passed, tls_ok=tls_ok, verdict=verdict[:500])
+
+
+def owner_set(*, subject: str, owner: str, by: User) -> Ownership | None:
+    """Set (or, with an empty `owner`, clear) who owns a burndown row or a research question; audited."""
+    owner = owner.strip()[:100]
+    if not owner:
+        Ownership.objects.filter(subject=subject).delete()
+        audit_record(actor=by, action="ground0_owner_clear", subject=subject)
+        return None
+    row, _ = Ownership.objects.update_or_create(subject=subject, defaults={"owner": owner, "set_by": by,
+                                                                          "set_at": timezone.now()})
+    audit_record(actor=by, action="ground0_owner_set", subject=subject, detail=owner)
+    return row
+
+
+def worker_predict(*, user: User, worker_name: str) -> WorkerPrediction:
+    """Save the student's prediction for lesson 3's step; only a worker that exists may be named."""
+    if not Worker.objects.filter(name=worker_name).exclude(state=Worker.State.DISABLED).exists():
+        raise StepInputError("Pick one of the workers in the live panel.")
+    return WorkerPrediction.objects.create(user=user, worker_name=worker_name)

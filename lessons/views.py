@@ -18,6 +18,8 @@ from accounts.selectors import classes_visible_to, sees_everyone
 from lessons import burndown, panels, selectors, services
 from lessons.catalogue import Lesson, load_catalogue
 from lessons.progress import FINISHED_RULE
+from lessons.quiz import choice_order
+from lessons.recipes import KEY_PLACEHOLDER, fill_recipes
 from lessons.render import render_markdown
 
 View = Callable[..., HttpResponse]
@@ -76,11 +78,19 @@ def lesson_detail(request: HttpRequest, slug: str) -> HttpResponse:
     position = catalogue.lessons.index(lesson)
     return render(request, "lessons/lesson.html", {
         "lesson": lesson,
-        "body": render_markdown(lesson.markdown()),
+        # Recipes with this site's address (as the browser reached it) and the viewer's model, as /connect/.
+        "body": fill_recipes(render_markdown(lesson.markdown()), site=request.build_absolute_uri("/"),
+                             model=selectors.recipe_model(viewer) if viewer else None),
+        "key_placeholder": KEY_PLACEHOLDER,
         "panel": _panel(lesson, viewer),
         "steps": [(step, done.get(step.slug)) for step in lesson.steps],
+        "predictable": selectors.predictable_workers() if viewer and any(
+            s.kind == "predict-worker" for s in lesson.steps) else [],
         # Right or wrong by the catalogue's answer now (the same rule as progress.summarise).
-        "questions": [(q, answers.get(q.id), q.id in answers and answers[q.id].choice == q.answer)
+        # Choices in this student's own order (lessons/quiz.py); the form posts the catalogue's index.
+        "questions": [(q, answers.get(q.id), q.id in answers and answers[q.id].choice == q.answer,
+                       [(i, q.choices[i]) for i in choice_order(question_id=q.id, user_id=viewer.id if viewer else None,
+                                                                choices=len(q.choices))])
                       for q in lesson.questions],
         "previous": catalogue.lessons[position - 1] if position > 0 else None,
         "next": catalogue.lessons[position + 1] if position + 1 < len(catalogue.lessons) else None,
@@ -97,13 +107,22 @@ def step_check(request: HttpRequest, slug: str, step_slug: str) -> HttpResponse:
     reported: float | None = None
     raw = request.POST.get("ttft_ms", "").strip()
     assert isinstance(request.user, User)
+    if step.kind == "predict-worker" and request.POST.get("action") == "predict":
+        try:
+            services.worker_predict(user=request.user, worker_name=request.POST.get("worker", "")[:100])
+        except services.StepInputError as error:
+            messages.error(request, str(error))
+        else:
+            messages.info(request, "Prediction saved. Now send one request with your key, then press Check.")
+        return HttpResponseRedirect(f"/lessons/{lesson.slug}/#step-{step.slug}")
     try:
         if raw:
             try:
                 reported = float(raw)
             except ValueError:
                 raise services.StepInputError("Enter the TTFT as a number of milliseconds, e.g. 420.") from None
-        result = services.step_verify(user=request.user, step=step, reported_ttft_ms=reported)
+        result = services.step_verify(user=request.user, step=step, reported_ttft_ms=reported,
+                                      request_id=request.POST.get("request_id", "")[:64])
     except services.StepInputError as error:
         messages.error(request, str(error))
     else:
@@ -184,16 +203,27 @@ def teacher_csv(request: HttpRequest) -> HttpResponse:
     response["Content-Disposition"] = 'attachment; filename="ground0-progress.csv"'
     writer = csv.writer(response)
     writer.writerow(["class", "username", "name", "finished_ground0", "lessons_complete", "steps_done",
-                     "steps_total", "questions_correct", "questions_total",
+                     "steps_total", "questions_correct", "questions_total", "answer_attempts", "right_first_try",
+                     "questions_answered",
                      *[f"lesson:{lesson.slug}" for lesson in lessons]])
     for group in groups:
         for row in group.rows:
             p = row.progress
             writer.writerow([_csv_cell(group.name), _csv_cell(row.user.username), _csv_cell(row.user.get_full_name()), "yes" if p.finished else "no",
                              p.lessons_complete, p.steps_done, p.steps_total, p.correct, p.questions_total,
+                             row.quiz.attempts, row.quiz.first_try_right, row.quiz.answered,
                              *["complete" if lp.complete else f"{lp.steps_done}/{lp.steps_total} steps, "
                                f"{lp.correct}/{lp.questions_total} right" for lp in p.lessons]])
     return response
+
+
+@require_GET
+def start_page(request: HttpRequest) -> HttpResponse:
+    """docs/start-here.md: what to read, in what order, for someone who joins late."""
+    text = burndown.START_PATH.read_text(encoding="utf-8") if burndown.START_PATH.is_file() else \
+        "The start page (docs/start-here.md) is missing from this installation."
+    return render(request, "lessons/summary.html", {"body": render_markdown(text), "title": "Start here",
+                                                    "source": "docs/start-here.md"})
 
 
 @require_GET
@@ -206,11 +236,13 @@ def summary_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def ground0_page(request: HttpRequest) -> HttpResponse:
-    rows = burndown.deliverables()
-    counts = {state: sum(1 for r in rows if r.status.state == state) for state in ("done", "partial", "open")}
+    rows = services.burndown_observe(rows=burndown.deliverables())  # achievements and today's snapshot
+    counts = {state: sum(1 for r in rows if r.status.state == state) for state in burndown.STATES}
     return render(request, "lessons/ground0.html", {
-        "deliverables": rows, "counts": counts, "finished": selectors.finished_count(),
-        "finished_rule": FINISHED_RULE})
+        "deliverables": rows, "counts": counts, "cohort": selectors.student_cohort(),
+        "achieved": sum(1 for r in rows if r.achieved), "history": selectors.burndown_history(),
+        "owners": selectors.owners(), "questions": selectors.research_questions(),
+        "states": burndown.STATES, "finished_rule": FINISHED_RULE})
 
 
 @staff_required
@@ -224,3 +256,18 @@ def ground0_tick(request: HttpRequest, deliverable: str) -> HttpResponse:
     else:
         services.manual_tick(deliverable=deliverable, by=request.user, note=request.POST.get("note", "").strip())
     return HttpResponseRedirect(f"/ground0/#deliverable-{deliverable}")
+
+
+@staff_required
+@require_POST
+def ground0_owner(request: HttpRequest) -> HttpResponse:
+    """The team split: who owns a burndown row or a research question (an empty owner clears it)."""
+    subject = request.POST.get("subject", "")
+    known = {slug for slug, *_ in burndown.DERIVED} | burndown.MANUAL_SLUGS | {
+        q.subject for q in selectors.research_questions()}
+    if subject not in known:
+        raise Http404("No such deliverable or question.")
+    assert isinstance(request.user, User)
+    services.owner_set(subject=subject, owner=request.POST.get("owner", ""), by=request.user)
+    anchor = f"question-{subject}" if subject.startswith("q") and subject[1:].isdigit() else f"deliverable-{subject}"
+    return HttpResponseRedirect(f"/ground0/#{anchor}")

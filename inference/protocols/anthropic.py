@@ -31,7 +31,7 @@ from typing import Any
 
 from core.errors import ApiError, invalid_request
 from inference.forced_tools import StreamConverter, convert_response, plan_forced_tool, rewrite_request
-from inference.protocols.base import Call, Chain, Plan, Protocol, StreamTransform, Target
+from inference.protocols.base import Call, Chain, Plan, Protocol, StreamTransform, Target, chat_shape
 from inference.sse import sse_events
 from inference.validation import (
     MAX_TOKENS_LIMIT,
@@ -210,7 +210,8 @@ def parse(raw: bytes) -> Call:
         raise invalid_request("stop_sequences: must be an array of strings")
     system, messages = worker_messages(body)
     opening = (system, *messages[:1])
-    return Call(model=model, stream=stream, body=body, size=len(raw), max_tokens=max_tokens, opening=opening)
+    return Call(model=model, stream=stream, body=body, size=len(raw), max_tokens=max_tokens, opening=opening,
+                shape=chat_shape(messages, tools=body.get("tools"), system=system))
 
 
 def parse_count_tokens(raw: bytes) -> Call:

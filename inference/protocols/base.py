@@ -44,6 +44,35 @@ class Chain(StreamTransform):
 
 
 @dataclass(frozen=True)
+class Shape:
+    """What a request carries besides its text, in numbers the request log keeps: the tool
+    definitions, the system (or developer / instructions) text's length in characters, and the
+    user turns of the conversation so far. Real coding tools send large system prompts and many
+    tools on every request (tests/fixtures/clients); a hand-made request rarely does. Never the
+    text itself: the log holds no prompts."""
+
+    tools: int = 0
+    system_chars: int = 0
+    turns: int = 0
+
+
+def _chars(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(part["text"]) for part in content if isinstance(part, dict) and isinstance(part.get("text"), str))
+    return 0
+
+
+def chat_shape(messages: list[Any], *, tools: Any, system: str = "") -> Shape:
+    """The Shape of OpenAI-chat-shaped `messages` (role + content) plus a separate `system` text."""
+    system_chars = len(system) + sum(_chars(m.get("content")) for m in messages
+                                     if isinstance(m, dict) and m.get("role") in ("system", "developer"))
+    turns = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "user")
+    return Shape(tools=len(tools) if isinstance(tools, list) else 0, system_chars=system_chars, turns=turns)
+
+
+@dataclass(frozen=True)
 class Call:
     """A request that passed its dialect's checks: what the pipeline routes and accounts on."""
 
@@ -54,6 +83,7 @@ class Call:
     max_tokens: int | None = None  # the output cap the client asked for; None: it set none
     opening: tuple[Any, ...] = ()  # what identifies the conversation across turns (affinity)
     parsed: Any = None  # what the dialect's parse worked out and its plan reuses (dialect-private)
+    shape: Shape = Shape()  # what it carries besides its text (the request log keeps it)
 
 
 @dataclass(frozen=True)

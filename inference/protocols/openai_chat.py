@@ -13,7 +13,7 @@ from typing import Any
 
 from core.errors import ApiError, invalid_request
 from inference.forced_tools import StreamConverter, convert_response, plan_forced_tool, rewrite_request
-from inference.protocols.base import Call, Plan, Protocol, Target
+from inference.protocols.base import Call, Plan, Protocol, Target, chat_shape
 from inference.protocols.ollama import error_body as ollama_error_body
 from inference.reasoning import ReasoningMirror, mirror_reasoning
 from inference.validation import (
@@ -111,7 +111,8 @@ def parse(raw: bytes) -> Call:
     requested = body.get("max_completion_tokens") or body.get("max_tokens")
     messages = body["messages"]
     opening = tuple(messages[: next((i + 1 for i, m in enumerate(messages) if m["role"] == "user"), len(messages))])
-    return Call(model=model, stream=stream, body=body, size=len(raw), max_tokens=requested, opening=opening)
+    return Call(model=model, stream=stream, body=body, size=len(raw), max_tokens=requested, opening=opening,
+                shape=chat_shape(messages, tools=body.get("tools")))
 
 
 def worker_body(call: Call, max_tokens: int) -> dict[str, Any]:

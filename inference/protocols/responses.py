@@ -25,7 +25,7 @@ from typing import Any
 
 from core.errors import ApiError, invalid_request
 from inference.protocols import openai_chat
-from inference.protocols.base import Call, Chain, Plan, Protocol, StreamTransform, Target
+from inference.protocols.base import Call, Chain, Plan, Protocol, StreamTransform, Target, chat_shape
 from inference.sse import sse_events
 from inference.validation import (
     MAX_TOKENS_LIMIT,
@@ -78,7 +78,8 @@ def parse(raw: bytes) -> Call:
     response_format = _text_format(body.get("text"))
     opening = tuple(messages[: next((i + 1 for i, m in enumerate(messages) if m["role"] == "user"), len(messages))])
     return Call(model=model, stream=stream, body=body, size=len(raw), max_tokens=body.get("max_output_tokens"),
-                opening=opening, parsed=Translated(messages, tools, custom, choice, response_format))
+                opening=opening, parsed=Translated(messages, tools, custom, choice, response_format),
+                shape=chat_shape(messages, tools=body.get("tools")))
 
 
 @dataclass(frozen=True)

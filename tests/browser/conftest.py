@@ -64,3 +64,18 @@ def sign_in(page: Any, base_url: str, username: str, password: str) -> None:
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")
     page.wait_for_url(lambda url: url in (f"{base_url}/", f"{base_url}/teacher/"))  # a teacher lands on /teacher/
+
+
+def signed_in_context(browser: Any, live_server: Any, user: Any, viewport: dict[str, int] | None = None) -> Any:
+    """A browser context (laptop-sized unless `viewport` says otherwise) carrying `user`'s
+    session cookie, from a session created by Django's test client."""
+    from django.conf import settings
+    from django.test import Client
+
+    test_client = Client()
+    test_client.force_login(user)
+    context = browser.new_context(viewport=viewport or {"width": 1366, "height": 900})
+    context.set_default_timeout(30_000)
+    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": live_server.url,
+                          "value": test_client.cookies[settings.SESSION_COOKIE_NAME].value}])
+    return context

@@ -10,30 +10,20 @@ request goes through the session's gateway, which writes to the same test databa
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 from django.conf import settings
-from django.test import Client
 
 from inference.models import RequestLog
 from lessons.catalogue import load_catalogue
+from tests.browser.conftest import signed_in_context
 from tests.conftest import MODEL_ID, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
-
-
-def signed_in_context(browser, live_server, user):  # noqa: ANN001, ANN201
-    """A desktop-sized browser context carrying `user`'s session cookie."""
-    test_client = Client()
-    test_client.force_login(user)
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
-    context.set_default_timeout(30_000)
-    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": live_server.url,
-                          "value": test_client.cookies[settings.SESSION_COOKIE_NAME].value}])
-    return context
 
 
 def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
@@ -49,20 +39,41 @@ def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
     status = page.locator('[data-step-status="first-editor-request"]')
     assert status.inner_text() == "not yet"
     page.click("#check-first-editor-request")
-    assert "Not yet:" in page.locator(".lesson-messages").inner_text()
+    assert "Not yet:" in page.locator(".messages").inner_text()
 
-    # Copilot's Ollama provider: the key in the URL, no auth header, a streamed chat.
+    # Copilot's Ollama provider: the key in the URL, no auth header, streamed chats that carry an
+    # agent's system prompt and tools, two turns of one conversation.
     _, raw_key = student_key
-    with httpx.stream("POST", f"{gateway.url}/ollama/{raw_key}/v1/chat/completions", timeout=120,
-                      headers={"User-Agent": "GitHubCopilotChat/0.31.0"},
-                      json={"model": MODEL_ID, "stream": True, "stream_options": {"include_usage": True},
-                            "max_tokens": 8, "messages": [{"role": "user", "content": "Say hi"}]}) as response:
-        assert response.status_code == 200
-        assert "[DONE]" in "".join(response.iter_text())
-    assert wait_for(lambda: RequestLog.objects.filter(user=student, status=200).exists(), timeout_s=15)
+    system = {"role": "system", "content": "You are an AI programming assistant in VS Code. " * 45}
+    tools = [{"type": "function", "function": {"name": name, "description": f"{name} a file",
+                                               "parameters": {"type": "object", "properties": {}}}}
+             for name in ("read_file", "edit_file", "run_in_terminal")]
+    turns = [[system, {"role": "user", "content": "Say hi"}],
+             [system, {"role": "user", "content": "Say hi"}, {"role": "assistant", "content": "Hi"},
+              {"role": "user", "content": "Again"}]]
+    request_ids, measured_ms = [], []
+    for messages in turns:
+        sent = time.perf_counter()
+        first_content: float | None = None
+        with httpx.stream("POST", f"{gateway.url}/ollama/{raw_key}/v1/chat/completions", timeout=120,
+                          headers={"User-Agent": "GitHubCopilotChat/0.31.0"},
+                          json={"model": MODEL_ID, "stream": True, "stream_options": {"include_usage": True},
+                                "max_tokens": 8, "tools": tools, "messages": messages}) as response:
+            assert response.status_code == 200
+            request_ids.append(response.headers["x-request-id"])
+            text = ""
+            for piece in response.iter_text():
+                if first_content is None and '"content":"' in piece:
+                    first_content = time.perf_counter()
+                text += piece
+            assert "[DONE]" in text
+        measured_ms.append(1000 * ((first_content or time.perf_counter()) - sent))
+    assert wait_for(lambda: RequestLog.objects.filter(user=student, status=200).count() == 2, timeout_s=15)
+    logged = RequestLog.objects.get(request_id=request_ids[0])
+    assert (logged.tools_n, logged.turns) == (3, 1) and logged.system_chars > 1_500 and logged.conversation
 
     page.click("#check-first-editor-request")
-    assert "Done: GitHub Copilot request" in page.locator(".lesson-messages").inner_text()
+    assert "Done: GitHub Copilot at work: 2 requests of one session" in page.locator(".messages").inner_text()
     assert page.locator('[data-step-status="first-editor-request"]').inner_text() == "done"
     assert "it-worker" in page.locator("#live-panel").inner_text()  # the panel shows the request's worker
 
@@ -99,6 +110,15 @@ def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
 
     page.goto(f"{live_server.url}/lessons/measurement/")
     assert "it-worker" in page.locator("#my-ttfts").inner_text()  # the request streamed above
+    assert request_ids[0] in page.locator("#my-ttfts").inner_text()
+    page.fill("#request-id-measure-ttft", request_ids[0])
+    page.fill("#ttft-measure-ttft", "1")  # made up, and faster than the gateway saw it
+    page.click("#check-measure-ttft")
+    assert "does not fit request" in page.locator(".messages").inner_text()
+    page.fill("#request-id-measure-ttft", request_ids[0])
+    page.fill("#ttft-measure-ttft", f"{measured_ms[0]:.1f}")  # what this test measured on its side
+    page.click("#check-measure-ttft")
+    assert "Done: you measured" in page.locator(".messages").inner_text()
     page.screenshot(path=str(SCREENSHOTS / "lesson-measurement.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(f"{live_server.url}/lessons/")

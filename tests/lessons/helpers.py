@@ -10,6 +10,16 @@ from inference.models import RequestLog
 
 COPILOT_AGENT = "GitHubCopilotChat/0.31.0"
 CLAUDE_AGENT = "claude-cli/2.1.197 (external, cli)"
+# What Claude Code 2.1.197 carries on every request (tests/fixtures/clients/claude-code-anthropic.json).
+AGENT_SHAPE: dict[str, Any] = {"tools_n": 24, "system_chars": 5_749}
+
+
+def log_session(*, user: Any, key: Any, worker: Any, turns: int = 2, conversation: str = "c0ffee",
+                **extra: Any) -> list[RequestLog]:
+    """`turns` served requests of one editor session, each carrying the agent's tools and system prompt."""
+    fields = {"client": "anthropic", "path": "/v1/messages", "user_agent": CLAUDE_AGENT, **AGENT_SHAPE, **extra}
+    return [log_request(user=user, key=key, worker=worker, conversation=conversation, turns=turn + 1, **fields)
+            for turn in range(turns)]
 
 
 def log_request(*, user: Any, key: Any, worker: Any = None, client: str = "openai",

@@ -13,6 +13,7 @@ from core.live import live_state, worker_resource
 from fleet.models import Gpu, Pool, Rig, WorkerEvent
 from fleet.services import worker_register
 from lessons import research_bridge
+from lessons.models import StepDone
 from lessons.research_bridge import BenchmarkFact
 from tests.lessons.helpers import COPILOT_AGENT, log_request
 
@@ -99,11 +100,14 @@ def test_measurement_panel_shows_the_latest_run_beside_its_roofline(client, stud
                         ceiling_tokens_per_s=15.8, url="/research/runs/7/")
     monkeypatch.setattr(research_bridge, "_load_runs", lambda limit: [run])
     key, _ = key_issue(user=student)
-    log_request(user=student, key=key, worker=_worker("w1"), ttft_ms=432)
+    log_request(user=student, key=key, worker=_worker("w1"), ttft_ms=432, request_id="d" * 32)
     client.force_login(student)
     html = client.get("/lessons/measurement/").content.decode()
     assert "12.5 tok/s" in html and "15.8 tok/s" in html and "79 %" in html and "/research/runs/7/" in html
-    assert "432 ms" in html
+    # The request's id is shown to quote; the gateway's TTFT only once the student measured their own.
+    assert "d" * 32 in html and "432 ms" not in html and "after your step" in html
+    StepDone.objects.create(user=student, step="measure-ttft", evidence="measured")
+    assert "432 ms" in client.get("/lessons/measurement/").content.decode()
 
 
 def test_editor_panel_lists_my_editor_requests(client, student) -> None:  # noqa: ANN001

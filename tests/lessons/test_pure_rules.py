@@ -6,7 +6,7 @@ import pytest
 from lessons.catalogue import load_catalogue
 from lessons.editor_clients import editor_kind
 from lessons.progress import summarise
-from lessons.ttft_check import matching_ttft
+from lessons.ttft_check import ttft_fits
 from lessons.why_chosen import why_chosen
 
 
@@ -24,15 +24,12 @@ def test_editor_kind(client: str, agent: str, path: str, kind: str | None) -> No
     assert editor_kind(client=client, user_agent=agent, path=path) == kind
 
 
-def test_reported_ttft_matches_the_closest_logged_one_within_tolerance() -> None:
-    logged = [(1, 200), (2, 3000), (3, 900)]
-    assert matching_ttft(650, logged) == 3  # within tolerance of 200 and 900; 900 is closer
-    assert matching_ttft(500, [(1, 200)]) == 1  # 300 ms off: within the 500 ms floor
-    assert matching_ttft(1000, logged) == 3
-    assert matching_ttft(4400, logged) == 2  # within half of 3000
-    assert matching_ttft(2000, [(2, 3000)]) is not None and matching_ttft(1400, [(2, 3000)]) is None
-    assert matching_ttft(50_000, logged) is None
-    assert matching_ttft(100, []) is None
+def test_a_reported_ttft_fits_only_from_the_logged_one_to_the_tolerance_above() -> None:
+    assert ttft_fits(180, 180) and ttft_fits(179.6, 180)  # equal (the log rounds to whole ms)
+    assert not ttft_fits(170, 180) and not ttft_fits(100, 180)  # faster than the gateway saw it: impossible
+    assert ttft_fits(580, 180) and not ttft_fits(581, 180)  # 400 ms floor above
+    assert ttft_fits(4500, 3000) and not ttft_fits(4501, 3000)  # half of 3000 above
+    assert not ttft_fits(2000, 3000)
 
 
 def test_finished_needs_every_step_and_every_right_answer() -> None:

@@ -11,8 +11,9 @@ from accounts.services import key_issue
 from core.live import live_state
 from core.quota import concurrency_resource
 from fleet.services import worker_register
-from lessons.models import Answer, FleetSighting, StepDone
-from tests.lessons.helpers import CLAUDE_AGENT, COPILOT_AGENT, log_request
+from inference.models import RequestLog
+from lessons.models import Answer, AnswerAttempt, FleetSighting, StepDone
+from tests.lessons.helpers import AGENT_SHAPE, CLAUDE_AGENT, COPILOT_AGENT, log_request, log_session
 
 pytestmark = pytest.mark.django_db
 EDITOR_STEP = "/lessons/editors/steps/first-editor-request/"
@@ -43,22 +44,41 @@ def test_editor_step_needs_my_own_key_and_an_editor(client, student, other_stude
     log_request(user=student, key=my_key, worker=None, client="ollama", path="/ollama/<redacted>/api/tags")
     page = client.post(EDITOR_STEP, follow=True).content.decode()
     assert "Not yet" in page and not _done(student, "first-editor-request")
-    log_request(user=student, key=my_key, worker=worker, client="anthropic", path="/v1/messages",
-                user_agent=CLAUDE_AGENT)
+    log_session(user=student, key=my_key, worker=worker)
     page = client.post(EDITOR_STEP, follow=True).content.decode()
-    assert "Done: Claude Code request" in page and _done(student, "first-editor-request")
-    assert 'data-step-status="first-editor-request">done' in page
+    assert "Done: Claude Code at work: 2 requests of one session" in page and _done(student, "first-editor-request")
+    assert "24 tools" in page and 'data-step-status="first-editor-request">done' in page
     assert not _done(other_student, "first-editor-request")
+
+
+def test_a_faked_user_agent_is_refused(client, student, worker) -> None:  # noqa: ANN001
+    """curl -A claude-cli/… with a one-line prompt, sent as often as you like, is not Claude Code."""
+    key, _ = key_issue(user=student)
+    client.force_login(student)
+    for _ in range(3):
+        log_request(user=student, key=key, worker=worker, client="anthropic", path="/v1/messages",
+                    user_agent=CLAUDE_AGENT, conversation="same", turns=1, tools_n=0, system_chars=0)
+    page = client.post(EDITOR_STEP, follow=True).content.decode()
+    assert "Not yet" in page and "carried no coding agent" in page and not _done(student, "first-editor-request")
+    # The agent's payload on one request only: a second turn of the session is still missing.
+    log_request(user=student, key=key, worker=worker, client="ollama", path="/ollama/<redacted>/v1/chat/completions",
+                user_agent=COPILOT_AGENT, conversation="other", turns=1, **AGENT_SHAPE)
+    page = client.post(EDITOR_STEP, follow=True).content.decode()
+    assert "ask a second question in the same chat" in page and not _done(student, "first-editor-request")
+    log_request(user=student, key=key, worker=worker, client="ollama", path="/ollama/<redacted>/v1/chat/completions",
+                user_agent=COPILOT_AGENT, conversation="other", turns=2, **AGENT_SHAPE)
+    page = client.post(EDITOR_STEP, follow=True).content.decode()
+    assert "Done: GitHub Copilot at work" in page and _done(student, "first-editor-request")
 
 
 def test_a_done_step_stays_done_when_the_log_is_pruned(client, student, worker) -> None:  # noqa: ANN001
     key, _ = key_issue(user=student)
-    row = log_request(user=student, key=key, worker=worker, client="ollama",
-                      path="/ollama/<redacted>/v1/chat/completions", user_agent="")
+    rows = log_session(user=student, key=key, worker=worker, client="ollama",
+                       path="/ollama/<redacted>/v1/chat/completions", user_agent="")
     client.force_login(student)
     client.post(EDITOR_STEP)
-    assert StepDone.objects.get(user=student, step="first-editor-request").request_log_id == row.id
-    row.delete()
+    assert StepDone.objects.get(user=student, step="first-editor-request").request_log_id == rows[-1].id
+    RequestLog.objects.all().delete()
     assert "Verified" in client.get("/lessons/editors/").content.decode()
 
 
@@ -84,20 +104,27 @@ def test_fleet_watch_counts_only_while_my_own_request_is_in_flight(client, stude
     assert _done(student, "watch-fleet") and not _done(other_student, "watch-fleet")
 
 
-def test_ttft_step_matches_my_number_against_my_logged_streams(client, student, other_student, worker) -> None:  # noqa: ANN001
+def test_ttft_step_pins_the_quoted_request_and_refuses_a_number_below_it(client, student, other_student,  # noqa: ANN001
+                                                                         worker) -> None:
     my_key, _ = key_issue(user=student)
     their_key, _ = key_issue(user=other_student)
-    log_request(user=other_student, key=their_key, worker=worker, ttft_ms=2000)
-    log_request(user=student, key=my_key, worker=worker, ttft_ms=2000, at=timezone.now() - timedelta(days=2))
+    theirs = log_request(user=other_student, key=their_key, worker=worker, ttft_ms=2000, request_id="a" * 32)
+    mine = log_request(user=student, key=my_key, worker=worker, ttft_ms=180, request_id="b" * 32)
+    log_request(user=student, key=my_key, worker=worker, ttft_ms=2000, request_id="c" * 32)
     client.force_login(student)
-    page = client.post(TTFT_STEP, {"ttft_ms": "2100"}, follow=True).content.decode()
-    assert "Not yet" in page and not _done(student, "measure-ttft")  # only a classmate's or an old request
-    row = log_request(user=student, key=my_key, worker=worker, ttft_ms=180)
-    assert "Not yet" in client.post(TTFT_STEP, {"ttft_ms": "2100"}, follow=True).content.decode()
-    page = client.post(TTFT_STEP, {"ttft_ms": "245.5"}, follow=True).content.decode()
-    assert "you measured 246 ms; the gateway logged 180 ms" in page
+
+    def check(request_id: str, ttft: str) -> str:
+        return client.post(TTFT_STEP, {"ttft_ms": ttft, "request_id": request_id}, follow=True).content.decode()
+
+    assert "x-request-id header" in check("", "200")
+    assert "None of your served streamed requests" in check(theirs.request_id, "2100")  # a classmate's
+    assert "does not fit request" in check(mine.request_id, "150")  # below the gateway's: made up
+    assert "does not fit request" in check(mine.request_id, "2100")  # fits another request, not this one
+    assert not _done(student, "measure-ttft")
+    page = check(mine.request_id.upper(), "245.5")
+    assert f"you measured 246 ms for request {mine.request_id}; the gateway logged 180 ms" in page
     done = StepDone.objects.get(user=student, step="measure-ttft")
-    assert done.request_log_id == row.id and done.reported_ttft_ms == 245.5
+    assert done.request_log_id == mine.id and done.reported_ttft_ms == 245.5
 
 
 def test_answers_are_saved_per_student_and_can_be_changed(client, student, other_student) -> None:  # noqa: ANN001
@@ -107,7 +134,8 @@ def test_answers_are_saved_per_student_and_can_be_changed(client, student, other
     page = client.post("/lessons/api/questions/api-503/", {"choice": "0"}, follow=True).content.decode()
     assert 'data-verdict="right"' in page and "upstream rate limit hit" in page
     answer = Answer.objects.get(user=student, question="api-503")
-    assert answer.correct and answer.attempts == 2 and answer.choice == 0
+    assert answer.correct and answer.attempts == 2 and answer.choice == 0 and answer.first_try_correct is False
+    assert list(AnswerAttempt.objects.filter(user=student).values_list("choice", "correct")) == [(1, False), (0, True)]
     assert not Answer.objects.filter(user=other_student).exists()
     client.force_login(other_student)
     assert "data-verdict" not in client.get("/lessons/api/").content.decode()
@@ -121,3 +149,55 @@ def test_pages_judge_answers_by_the_catalogue_like_progress_does(client, student
     assert 'data-verdict="wrong"' in page and 'data-verdict="right"' not in page
     progress = client.get("/lessons/progress/").content.decode()
     assert "<td>0/3</td>" in progress.split('data-lesson="api"', 1)[1].split("</tr>", 1)[0]
+
+
+def test_trace_step_shows_my_request_hop_by_hop(client, student, other_student, worker) -> None:  # noqa: ANN001
+    my_key, _ = key_issue(user=student)
+    their_key, _ = key_issue(user=other_student)
+    theirs = log_request(user=other_student, key=their_key, worker=worker, request_id="e" * 32)
+    mine = log_request(user=student, key=my_key, worker=worker, request_id="f" * 32, route_reason="0/4 slots busy")
+    client.force_login(student)
+    step = "/lessons/control-plane/steps/trace-my-request/"
+    assert "x-request-id header" in client.post(step, {"request_id": "nope"}, follow=True).content.decode()
+    page = client.post(step, {"request_id": theirs.request_id}, follow=True).content.decode()
+    assert "None of your served requests" in page and not _done(student, "trace-my-request")
+    page = client.post(step, {"request_id": mine.request_id}, follow=True).content.decode()
+    assert "worker w1 chosen (0/4 slots busy)" in page and "first byte after 120 ms" in page
+    assert _done(student, "trace-my-request")
+
+
+def test_dialect_step_needs_one_served_call_in_each_chat_dialect(client, student, worker) -> None:  # noqa: ANN001
+    key, _ = key_issue(user=student)
+    client.force_login(student)
+    step = "/lessons/api/steps/every-dialect/"
+    log_request(user=student, key=key, worker=worker, client="openai", path="/v1/chat/completions")
+    log_request(user=student, key=key, worker=worker, client="anthropic", path="/v1/messages/count_tokens")
+    log_request(user=student, key=key, worker=None, client="responses", path="/v1/responses", status=429)
+    page = client.post(step, follow=True).content.decode()
+    assert "Anthropic Messages (/v1/messages), OpenAI Responses (/v1/responses)" in page
+    log_request(user=student, key=key, worker=worker, client="anthropic", path="/v1/messages")
+    log_request(user=student, key=key, worker=worker, client="responses", path="/v1/responses")
+    page = client.post(step, follow=True).content.decode()
+    assert "Done: one request in each dialect" in page and _done(student, "every-dialect")
+
+
+def test_predict_step_compares_my_prediction_with_the_worker_my_next_request_got(client, student, worker) -> None:  # noqa: ANN001
+    other = worker_register(name="w2", base_url="http://127.0.0.1:10", model_id="smollm2-135m-instruct",
+                            pool_name="production", state="healthy")
+    key, _ = key_issue(user=student)
+    client.force_login(student)
+    step = "/lessons/rigs-and-workers/steps/predict-worker/"
+    assert 'id="predict-predict-worker"' in client.get("/lessons/rigs-and-workers/").content.decode()
+    assert "Predict first" in client.post(step, follow=True).content.decode()
+    assert "Pick one of the workers" in client.post(step, {"action": "predict", "worker": "nope"},
+                                                    follow=True).content.decode()
+    log_request(user=student, key=key, worker=other, at=timezone.now() - timedelta(minutes=5))  # before it
+    assert "Prediction saved" in client.post(step, {"action": "predict", "worker": "w1"}, follow=True).content.decode()
+    assert "Now send one request" in client.post(step, follow=True).content.decode()
+    log_request(user=student, key=key, worker=other, route_reason="0/4 slots busy", request_id="a" * 32)
+    page = client.post(step, follow=True).content.decode()
+    assert "went to w2 (0/4 slots busy)" in page and not _done(student, "predict-worker")
+    client.post(step, {"action": "predict", "worker": "w2"})
+    log_request(user=student, key=key, worker=other, route_reason="0/4 slots busy", request_id="b" * 32)
+    page = client.post(step, follow=True).content.decode()
+    assert "Done: you predicted w2" in page and _done(student, "predict-worker")

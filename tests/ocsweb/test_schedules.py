@@ -16,6 +16,7 @@ def test_migrations_create_every_periodic_job_with_a_real_function() -> None:
         "inference.tasks.rollup_usage": "I",
         "inference.tasks.prune_request_log": "D",
         "research.tasks.nightly_baselines": "D",
+        "lessons.tasks.burndown_snapshot": "D",
     }
     for func in jobs:
         assert callable(import_string(func))

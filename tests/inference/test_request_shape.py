@@ -1,0 +1,25 @@
+"""What the request log keeps of a request besides its text: the id the client gets back in
+`x-request-id`, and the shape (tools, system text, turns, conversation) the lessons' editor step reads."""
+from __future__ import annotations
+
+from django.http import HttpResponse
+
+from inference.pipeline import _headers
+from inference.protocols.base import Shape
+from inference.request_context import RequestContext
+
+
+def test_every_record_has_its_own_id_and_the_response_carries_it() -> None:
+    first, second = RequestContext(client="openai", path="/v1/chat/completions"), RequestContext(client="openai", path="/")
+    assert len(first.request_id) == 32 and first.request_id != second.request_id
+    response = HttpResponse()
+    _headers(response, first)
+    assert response["X-Request-Id"] == first.request_id
+
+
+def test_the_row_keeps_the_shape_and_never_the_text() -> None:
+    record = RequestContext(client="anthropic", path="/v1/messages")
+    record.shape = Shape(tools=24, system_chars=5_749, turns=70_000)
+    row = record.row(status=200, error_code="")
+    assert row["request_id"] == record.request_id
+    assert (row["tools_n"], row["system_chars"], row["turns"], row["conversation"]) == (24, 5_749, 32_767, "")
