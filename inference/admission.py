@@ -33,7 +33,7 @@ from core.live import LiveStateUnavailable, live_state, worker_resource
 from fleet.models import PoolEvent
 from fleet.scheduler import Decision, WorkerView, rank_workers
 from fleet.selectors import fleet_snapshot
-from inference.metrics import QUEUE_WAIT
+from inference.prometheus import QUEUE_WAIT
 
 log = logging.getLogger("ocs.admission")
 

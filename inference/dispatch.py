@@ -28,7 +28,7 @@ from fleet.scheduler import ROUTABLE_STATES, WorkerView
 from fleet.selectors import fleet_snapshot, usable_pool_ids
 from inference import upstream
 from inference.admission import Slot, Want, acquire_slot, rank
-from inference.metrics import FIRST_BYTE, count_tokens
+from inference.prometheus import FIRST_BYTE, count_tokens
 from inference.protocols.base import Protocol, StreamTransform
 from inference.request_context import RequestContext
 from inference.upstream import TRANSPORT_ERRORS, UpstreamResponse

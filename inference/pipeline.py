@@ -32,7 +32,7 @@ from inference.admission import Want, settle_share
 from inference.auth import authenticate
 from inference.catalogue import budget_fallback, resolve_model
 from inference.client_tools import client_tool
-from inference.metrics import REFUSALS, REQUESTS
+from inference.prometheus import REFUSALS, REQUESTS
 from inference.protocols.base import Call, Plan, Protocol, Target
 from inference.request_context import RequestContext
 from inference.validation import output_cap

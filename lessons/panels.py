@@ -24,7 +24,7 @@ from core.quota import concurrency_resource
 from fleet.models import Pool, PoolEvent, Rig, Worker, WorkerEvent
 from inference.models import RequestLog
 from lessons import evidence, research_bridge
-from lessons.catalogue import load_catalogue
+from lessons.syllabus import load_catalogue
 from lessons.editor_clients import EDITOR_LABELS
 from lessons.models import StepDone
 from lessons.why_chosen import why_chosen

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from lessons.catalogue import Catalogue, Lesson
+from lessons.syllabus import Catalogue, Lesson
 
 FINISHED_RULE = ("every hands-on step done (checked against the system's own records) and every check "
                  "question answered correctly")

@@ -10,7 +10,7 @@ from django.utils import timezone
 from accounts.models import Classroom, User
 from accounts.selectors import classes_visible_to, sees_everyone, student_policy
 from fleet.models import CatalogModel, Worker
-from lessons.catalogue import load_catalogue
+from lessons.syllabus import load_catalogue
 from lessons.models import Answer, AnswerAttempt, BurndownSnapshot, Ownership, StepDone
 from lessons.progress import Progress, summarise
 from research.models import Experiment

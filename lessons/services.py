@@ -11,7 +11,7 @@ from accounts.audit import audit_record
 from accounts.models import User
 from fleet.models import Worker
 from lessons import burndown, evidence
-from lessons.catalogue import Question, Step
+from lessons.syllabus import Question, Step
 from lessons.models import (
     Answer,
     AnswerAttempt,

@@ -16,7 +16,7 @@ from accounts.access import staff_required
 from accounts.models import User
 from accounts.selectors import classes_visible_to, sees_everyone
 from lessons import burndown, panels, selectors, services
-from lessons.catalogue import Lesson, load_catalogue
+from lessons.syllabus import Lesson, load_catalogue
 from lessons.progress import FINISHED_RULE
 from lessons.quiz import choice_order
 from lessons.recipes import KEY_PLACEHOLDER, fill_recipes

@@ -10,7 +10,7 @@ from core.live import LiveStateUnavailable, live_state
 from core.private_access import private_access_allowed
 from fleet.scheduler import ROUTABLE_STATES
 from fleet.selectors import fleet_snapshot
-from inference.metrics import QUEUE_DEPTH, WORKER_BUSY, WORKER_SLOTS, WORKER_STATE
+from inference.prometheus import QUEUE_DEPTH, WORKER_BUSY, WORKER_SLOTS, WORKER_STATE
 
 
 async def healthz(request: HttpRequest) -> JsonResponse:

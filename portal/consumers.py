@@ -12,7 +12,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from accounts.access import is_teacher
 from accounts.models import User
 from core.db import fresh_connection
-from portal.fleet_live import CHANGES_GROUP, GROUP, publisher
+from portal.fleet_push import CHANGES_GROUP, GROUP, publisher
 
 FORBIDDEN = 4403
 

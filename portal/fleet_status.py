@@ -1,6 +1,6 @@
 """The teacher's fleet view as one JSON-ready dict: rigs and their GPUs, workers with their live
 slot use and queue, recent tokens/s, cold-start time, and the latest events. Read by the page's
-first render and by the live publisher (portal/fleet_live.py); the same shape both times."""
+first render and by the live publisher (portal/fleet_push.py); the same shape both times."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta

@@ -13,7 +13,7 @@ from fleet.models import Gpu, Worker
 from research.loadgen import Target, fit_prompt_words
 from research.metrics import Slo
 from research.models import BenchmarkRun, Experiment
-from research.progress import ProgressBar
+from research.progress_bar import ProgressBar
 from research.roofline import GgufFacts, gpu_spec, read_gguf, roofline_for_gguf
 from research.services import Workload, benchmark_run, new_group
 

@@ -40,7 +40,7 @@ from fleet.local_worker import (
 from research.gateway_bench.client import ChatTarget, Endpoint, run_requests, run_round, warm_up
 from research.gateway_bench.replay import DEFAULT_MODEL as REPLAY_MODEL
 from research.gateway_bench.replay import new_event_loop
-from research.gateway_bench.report import (
+from research.gateway_bench.summary import (
     DIRECT,
     LevelStats,
     Report,

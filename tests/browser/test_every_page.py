@@ -12,7 +12,7 @@ OVERFLOW = "document.documentElement.scrollWidth - document.documentElement.clie
 def test_the_rest_of_the_site_passes_axe_and_fits_a_phone(gateway, worker, teacher, student, taught_class,
                                                           new_page) -> None:  # noqa: ANN001
     from accounts.models import User
-    from lessons.catalogue import load_catalogue
+    from lessons.syllabus import load_catalogue
     from portal.services import set_password_path
 
     newcomer = User.objects.create(username="newcomer")

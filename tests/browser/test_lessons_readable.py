@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from fleet.services import worker_register
-from lessons.catalogue import load_catalogue
+from lessons.syllabus import load_catalogue
 from tests.browser.conftest import LAPTOP, PHONE, SCREENSHOTS, signed_in_context
 from tests.lessons.helpers import COPILOT_AGENT, log_request
 

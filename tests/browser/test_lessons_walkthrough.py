@@ -18,7 +18,7 @@ import pytest
 from django.conf import settings
 
 from inference.models import RequestLog
-from lessons.catalogue import load_catalogue
+from lessons.syllabus import load_catalogue
 from tests.browser.conftest import signed_in_context
 from tests.conftest import MODEL_ID, wait_for
 

@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from lessons.catalogue import load_catalogue
+from lessons.syllabus import load_catalogue
 from lessons.models import FleetSighting
 from lessons.services import step_verify
 from tests.conftest import MODEL_ID, wait_for

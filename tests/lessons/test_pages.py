@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 from django.utils.html import escape
 
-from lessons import catalogue as catalogue_module
+from lessons import syllabus as catalogue_module
 from lessons import views
-from lessons.catalogue import load_catalogue, parse_catalogue
+from lessons.syllabus import load_catalogue, parse_catalogue
 from tests.lessons.test_render import assert_inert
 
 LESSONS = load_catalogue().lessons

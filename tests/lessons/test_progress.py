@@ -7,7 +7,7 @@ import io
 import pytest
 
 from accounts.models import Classroom, User
-from lessons.catalogue import load_catalogue
+from lessons.syllabus import load_catalogue
 from lessons.models import Answer, StepDone
 
 pytestmark = pytest.mark.django_db

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from lessons.catalogue import load_catalogue
+from lessons.syllabus import load_catalogue
 from lessons.editor_clients import editor_kind
 from lessons.progress import summarise
 from lessons.ttft_check import ttft_fits

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from lessons.catalogue import load_catalogue
+from lessons.syllabus import load_catalogue
 from lessons.models import Answer
 from lessons.quiz import choice_order
 

@@ -16,7 +16,7 @@ from django.test import Client
 from accounts.models import ApiKey, Classroom, User
 from accounts.services import key_issue, user_ensure
 from portal.consumers import FleetConsumer
-from portal.fleet_live import publisher
+from portal.fleet_push import publisher
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from django.core.management import call_command
 
 from fleet.local_worker import free_port
 from research.gateway_bench.client import ChatTarget, Endpoint, RoundResult, run_requests, run_round
-from research.gateway_bench.report import (
+from research.gateway_bench.summary import (
     DIRECT,
     LevelStats,
     RoundStats,

@@ -12,7 +12,7 @@ from accounts.models import ApiKey, Classroom, User
 from accounts.services import key_issue, user_ensure
 from fleet.models import Pool
 from inference.models import RequestLog
-from lessons.catalogue import load_catalogue
+from lessons.syllabus import load_catalogue
 from lessons.models import Answer, StepDone
 from lessons.selectors import all_class_progress, finished_count
 from portal.selectors import usage_by_person

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lessons.catalogue import STATIC_DIR, CatalogueError, load_catalogue, parse_catalogue
+from lessons.syllabus import STATIC_DIR, CatalogueError, load_catalogue, parse_catalogue
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -14,7 +14,7 @@ from fleet.models import Worker
 from fleet.services import worker_register, worker_set_state
 from ocsweb.asgi import application
 from portal.consumers import FleetConsumer
-from portal.fleet_live import FleetPublisher, publisher
+from portal.fleet_push import FleetPublisher, publisher
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -128,7 +128,7 @@ def test_view_shows_rigs_gpus_rates_and_cold_starts(teacher: User) -> None:
 
 def test_a_change_announced_reaches_the_page_before_the_next_tick(teacher: User) -> None:
     """The nudge path: a worker event's commit (with Redis, from any process) wakes the publisher."""
-    from portal.fleet_live import announce_fleet_change
+    from portal.fleet_push import announce_fleet_change
 
     worker = worker_register(name="w1", base_url="http://127.0.0.1:9", model_id="m", pool_name="production",
                              state="healthy")
