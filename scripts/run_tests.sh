@@ -34,13 +34,13 @@ services_pytest() {
 
 run_embedded() {
     echo "=== test suite on the embedded default (SQLite, in-process live state)"
-    timed "embedded (all but real clients)" embedded_pytest -m "not realclients" "${PYTEST_ARGS[@]}" || true
+    timed "embedded (all but real clients)" embedded_pytest -m "not realclients" --durations=15 "${PYTEST_ARGS[@]}" || true
 }
 
 run_services() {
     timed "PostgreSQL + Redis: set up" bash scripts/ensure_services.sh || return 0
     echo "=== test suite on PostgreSQL + Redis (what can depend on the back end)"
-    timed "PostgreSQL + Redis" services_pytest -m "not realclients and not backend_neutral" "${PYTEST_ARGS[@]}" || true
+    timed "PostgreSQL + Redis" services_pytest -m "not realclients and not backend_neutral" --durations=15 "${PYTEST_ARGS[@]}" || true
 }
 
 # The students' real tools (tests/realclients), slow on CPU: once, on PostgreSQL + Redis only.

@@ -6,9 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.browser.conftest import sign_in
 from tests.conftest import MODEL_ID
+
+pytestmark = pytest.mark.backend_neutral  # once, in the embedded pass
 
 
 def chat(base_url: str, raw: str) -> httpx.Response:

@@ -3,8 +3,12 @@ research, a class and a student, the set-password and error pages — at laptop 
 axe-core finds nothing serious or critical, and no page scrolls sideways (issue 21, item 5)."""
 from __future__ import annotations
 
+import pytest
+
 from tests.browser.conftest import LAPTOP, PHONE, sign_in
 from tests.browser.test_portal import _violations
+
+pytestmark = pytest.mark.backend_neutral  # once, in the embedded pass
 
 OVERFLOW = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
 

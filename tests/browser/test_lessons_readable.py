@@ -17,7 +17,7 @@ from lessons.syllabus import load_catalogue
 from tests.browser.conftest import LAPTOP, PHONE, SCREENSHOTS, signed_in_context
 from tests.lessons.helpers import COPILOT_AGENT, log_request
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 
 LESSON_PAGES = [f"/lessons/{lesson.slug}/" for lesson in load_catalogue().lessons]
 STUDENT_PAGES = ["/lessons/", *LESSON_PAGES,

@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import Gateway, start_gateway, stop_process
 from tests.deploy.proxy import HOST, RunningNginx, prepare_nginx
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral, pytest.mark.django_db(transaction=True)]
 
 FAILURES = 12  # past every scaled bound (10)
 TUNNEL, DIRECT = "127.0.0.1", "127.0.0.2"

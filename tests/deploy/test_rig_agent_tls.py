@@ -6,7 +6,7 @@ import pytest
 
 from tests.deploy.proxy import RunningNginx
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral, pytest.mark.django_db(transaction=True)]
 
 
 def agent_for(proxy: RunningNginx, token: str, ca_line: str):  # noqa: ANN201

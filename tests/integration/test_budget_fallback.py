@@ -10,7 +10,7 @@ from django.test import Client
 
 from tests.conftest import MODEL_ID
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 
 SMALL = "smollm2-small"
 

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import MODEL_ID
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 
 TRIES = 3
 WORDS = ("school lesson teacher student laptop window garden river mountain planet engine number letter "

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import Gateway, start_gateway, stop_process
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral, pytest.mark.django_db(transaction=True)]
 
 HEADER_TIMEOUT_S = 1.0
 BODY_TIMEOUT_S = 1.0

@@ -10,7 +10,7 @@ from research.class_metrics import Weights
 from research.models import BenchmarkRun
 from research.replay_services import ReplayOptions, class_replay_run, replay_json
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 
 PERSONA_FIELDS = {"ttft_ms", "e2e_ms", "completed", "refused", "refused_reasons", "prompt_tokens",
                   "computed_prompt_tokens", "reused_prompt_tokens"}

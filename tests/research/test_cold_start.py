@@ -8,11 +8,14 @@ from io import StringIO
 from pathlib import Path
 
 import httpx
+import pytest
 from django.core.management import call_command
 
 from fleet.local_worker import LaunchOptions
 from research.models import BenchmarkRun, RequestSample
 from research.scenarios import load_duration_s, local_server
+
+pytestmark = pytest.mark.backend_neutral  # once, in the embedded pass
 
 MODEL = "smollm2-135m-instruct"
 
