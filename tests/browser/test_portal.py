@@ -113,6 +113,7 @@ def _violations(page: Any) -> list[str]:
             for v in results.response["violations"] if v["impact"] in {"serious", "critical"}]
 
 
+@pytest.mark.backend_neutral  # what a page looks like does not depend on the back end: once, in the embedded pass
 def test_main_pages_have_no_serious_accessibility_violations_and_screenshots(
         gateway, worker, teacher, student, taught_class, new_page) -> None:  # noqa: ANN001
     """Each main page at laptop and phone widths: axe-core finds nothing serious or critical;
