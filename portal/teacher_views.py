@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django import forms
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
@@ -67,6 +68,11 @@ from portal.views import site_root
 
 View = Callable[..., HttpResponse]
 REQUESTS_PER_PAGE = 50
+
+
+def _form_errors(form: forms.Form) -> str:
+    """A refused form's errors as one line for a message: "field error; other error"."""
+    return "; ".join(" ".join(str(e) for e in errors) for errors in form.errors.values())
 
 
 def _viewer(request: HttpRequest) -> User:
@@ -250,7 +256,7 @@ def class_term(request: HttpRequest, class_id: int) -> HttpResponse:
     room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
     form = TermForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Term not saved: " + "; ".join(" ".join(str(e) for e in errors) for errors in form.errors.values()))
+        messages.error(request, "Term not saved: " + _form_errors(form))
     else:
         changed = class_term_set(classroom=room, starts=form.cleaned_data["term_starts"],
                                  ends=form.cleaned_data["term_ends"], actor=acting_user(request))
@@ -264,7 +270,7 @@ def class_pause_view(request: HttpRequest, class_id: int) -> HttpResponse:
     room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
     form = PauseForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Not paused: " + "; ".join(" ".join(str(e) for e in errors) for errors in form.errors.values()))
+        messages.error(request, "Not paused: " + _form_errors(form))
         return redirect("portal:teacher-class", class_id=room.id)
     now = timezone.localtime()
     data = form.cleaned_data
@@ -299,7 +305,7 @@ def class_window_add(request: HttpRequest, class_id: int) -> HttpResponse:
         else:
             messages.success(request, "Added to the timetable.")
     else:
-        messages.error(request, "Not added: " + "; ".join(" ".join(str(e) for e in errors) for errors in form.errors.values()))
+        messages.error(request, "Not added: " + _form_errors(form))
     return redirect("portal:teacher-class", class_id=room.id)
 
 
