@@ -22,15 +22,21 @@ TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError)
 KEEPALIVE_EXPIRY_S = 2.0
 
 _sessions: dict[int, aiohttp.ClientSession] = {}
+_fresh_sessions: dict[int, aiohttp.ClientSession] = {}  # the retry's: one new connection per request
 
 
-def _session() -> aiohttp.ClientSession:
+def _session(*, fresh: bool = False) -> aiohttp.ClientSession:
+    """This loop's pooled session; with fresh=True, its twin whose every request opens (and then
+    closes) a connection of its own, so a retry can never meet another stale pooled one."""
     loop = asyncio.get_running_loop()
-    session = _sessions.get(id(loop))
+    sessions = _fresh_sessions if fresh else _sessions
+    session = sessions.get(id(loop))
     if session is None or session.closed:
         connect_s = settings.OCS["UPSTREAM_CONNECT_TIMEOUT_S"]
+        connector = (aiohttp.TCPConnector(limit=0, force_close=True) if fresh
+                     else aiohttp.TCPConnector(limit=2000, keepalive_timeout=KEEPALIVE_EXPIRY_S))
         session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=2000, keepalive_timeout=KEEPALIVE_EXPIRY_S),
+            connector=connector,
             # connect: waiting for a pooled connection plus opening one; sock_read: silence between reads
             timeout=aiohttp.ClientTimeout(total=None, connect=connect_s, sock_connect=connect_s,
                                           sock_read=settings.OCS["UPSTREAM_READ_TIMEOUT_S"]),
@@ -38,7 +44,7 @@ def _session() -> aiohttp.ClientSession:
             trust_env=False,  # workers are on the private network: never through a proxy
             skip_auto_headers=("Accept-Encoding", "User-Agent"),
         )
-        _sessions[id(loop)] = session
+        sessions[id(loop)] = session
     return session
 
 
@@ -69,9 +75,10 @@ def _stale(exc: BaseException) -> bool:
 
 
 async def post(url: str, body: dict[str, Any]) -> UpstreamResponse:
-    """POST `body` as JSON; returns once the status line and headers are in. Retries once on a
-    fresh connection when a pooled one turns out to be closed: that is the connection's fault,
-    not the worker's, and nothing has reached the worker yet."""
+    """POST `body` as JSON; returns once the status line and headers are in. Retries once, on a
+    connection opened for the retry (never another pooled one, which may be just as stale), when
+    a pooled one turns out to be closed: that is the connection's fault, not the worker's, and
+    nothing has reached the worker yet. A worker that fails the fresh connection too has failed."""
     data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
     headers = {"Content-Type": "application/json"}
     session = _session()
@@ -80,12 +87,13 @@ async def post(url: str, body: dict[str, Any]) -> UpstreamResponse:
     except TRANSPORT_ERRORS as exc:
         if not _stale(exc):
             raise
-        response = await session.post(url, data=data, headers=headers)
+        response = await _session(fresh=True).post(url, data=data, headers=headers)
     return UpstreamResponse(response)
 
 
 async def close_sessions() -> None:
-    """Close this loop's session (a stopping gateway, once its requests have unwound)."""
-    session = _sessions.pop(id(asyncio.get_running_loop()), None)
-    if session is not None:
-        await session.close()
+    """Close this loop's sessions (a stopping gateway, once its requests have unwound)."""
+    for sessions in (_sessions, _fresh_sessions):
+        session = sessions.pop(id(asyncio.get_running_loop()), None)
+        if session is not None:
+            await session.close()
