@@ -145,3 +145,20 @@ class WorkerPrediction(models.Model):
 
     class Meta:
         ordering = ["-at"]
+
+
+class Sprint(models.Model):
+    """The team's sprint dates, set by a teacher on /ground0/: the burndown's history chart spans
+    the latest sprint, and the page says how much is left against a straight line to zero."""
+
+    name = models.CharField(max_length=80)
+    starts_on = models.DateField()
+    ends_on = models.DateField()
+    set_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    set_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-starts_on", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.starts_on}–{self.ends_on})"

@@ -11,7 +11,8 @@ from accounts.models import Classroom, User
 from accounts.selectors import classes_visible_to, sees_everyone, student_policy
 from fleet.models import CatalogModel, Worker
 from lessons.syllabus import load_catalogue
-from lessons.models import Answer, AnswerAttempt, BurndownSnapshot, Ownership, StepDone
+from lessons.models import Answer, AnswerAttempt, BurndownSnapshot, Ownership, Sprint, StepDone
+from lessons.sprint import SprintView, sprint_view
 from lessons.progress import Progress, summarise
 from research.models import Experiment
 
@@ -149,13 +150,34 @@ class HistoryDay:
         return round(100.0 * self.counts.get(state, 0) / total, 1) if total else 0.0
 
 
-def burndown_history(days: int = 30) -> list[HistoryDay]:
-    """The burndown's states per day for the last `days` days that have a snapshot, oldest first."""
-    since = timezone.localdate() - timedelta(days=days - 1)
+def burndown_history(days: int = 30, *, since: date | None = None, until: date | None = None) -> list[HistoryDay]:
+    """The burndown's states per day that has a snapshot, oldest first: from `since` to `until`
+    (both included) when given, else the last `days` days."""
+    since = since or timezone.localdate() - timedelta(days=days - 1)
     per_day: dict[date, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for day, state in BurndownSnapshot.objects.filter(day__gte=since).values_list("day", "state"):
+    rows = BurndownSnapshot.objects.filter(day__gte=since)
+    if until is not None:
+        rows = rows.filter(day__lte=until)
+    for day, state in rows.values_list("day", "state"):
         per_day[day][state] += 1
     return [HistoryDay(day, dict(counts)) for day, counts in sorted(per_day.items())]
+
+
+def current_sprint() -> Sprint | None:
+    """The sprint the burndown follows: the latest one the teacher set."""
+    return Sprint.objects.first()
+
+
+def sprint_history() -> tuple[SprintView | None, list[HistoryDay]]:
+    """The burndown's history over the current sprint (the last 30 days when none is set), and
+    where today stands in that sprint."""
+    sprint = current_sprint()
+    if sprint is None:
+        return None, burndown_history()
+    history = burndown_history(since=sprint.starts_on, until=sprint.ends_on)
+    view = sprint_view(name=sprint.name, starts_on=sprint.starts_on, ends_on=sprint.ends_on,
+                       today=timezone.localdate(), history=[(h.day, h.counts) for h in history])
+    return view, history
 
 
 @dataclass(frozen=True)

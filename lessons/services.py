@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import date, timedelta
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -21,9 +21,11 @@ from lessons.models import (
     ManualCheck,
     Ownership,
     PathVerification,
+    Sprint,
     StepDone,
     WorkerPrediction,
 )
+from lessons.sprint import check_dates
 from lessons.ttft_check import MAX_REPORTED_MS, looks_like_request_id
 
 
@@ -167,6 +169,17 @@ def owner_set(*, subject: str, owner: str, by: User) -> Ownership | None:
                                                                           "set_at": timezone.now()})
     audit_record(actor=by, action="ground0_owner_set", subject=subject, detail=owner)
     return row
+
+
+def sprint_set(*, name: str, starts_on: date, ends_on: date, by: User) -> Sprint:
+    """A teacher sets the team's sprint (the burndown then follows it); audited. Raises
+    SprintDatesError for dates that make no sprint."""
+    check_dates(starts_on, ends_on)
+    name = name.strip()[:80] or f"Sprint from {starts_on.isoformat()}"
+    sprint = Sprint.objects.create(name=name, starts_on=starts_on, ends_on=ends_on, set_by=by)
+    audit_record(actor=by, action="ground0_sprint_set", subject=name,
+                 detail=f"{starts_on.isoformat()} to {ends_on.isoformat()}")
+    return sprint
 
 
 def worker_predict(*, user: User, worker_name: str) -> WorkerPrediction:

@@ -17,5 +17,6 @@ urlpatterns = [
     path("lessons/<slug:slug>/questions/<slug:question_id>/", views.answer),
     path("ground0/", views.ground0_page),
     path("ground0/owners/", views.ground0_owner),
+    path("ground0/sprint/", views.ground0_sprint),
     path("ground0/<slug:deliverable>/tick/", views.ground0_tick),
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable
+from datetime import date
 from typing import Any
 
 from django.contrib import messages
@@ -20,6 +21,7 @@ from lessons.syllabus import Lesson, load_catalogue
 from lessons.progress import FINISHED_RULE
 from lessons.quiz import choice_order
 from lessons.recipes import KEY_PLACEHOLDER, fill_recipes
+from lessons.sprint import SprintDatesError
 from lessons.render import render_markdown
 
 View = Callable[..., HttpResponse]
@@ -238,9 +240,10 @@ def summary_page(request: HttpRequest) -> HttpResponse:
 def ground0_page(request: HttpRequest) -> HttpResponse:
     rows = services.burndown_observe(rows=burndown.deliverables())  # achievements and today's snapshot
     counts = {state: sum(1 for r in rows if r.status.state == state) for state in burndown.STATES}
+    sprint, history = selectors.sprint_history()
     return render(request, "lessons/ground0.html", {
         "deliverables": rows, "counts": counts, "cohort": selectors.student_cohort(),
-        "achieved": sum(1 for r in rows if r.achieved), "history": selectors.burndown_history(),
+        "achieved": sum(1 for r in rows if r.achieved), "history": history, "sprint": sprint,
         "owners": selectors.owners(), "questions": selectors.research_questions(),
         "states": burndown.STATES, "finished_rule": FINISHED_RULE})
 
@@ -256,6 +259,23 @@ def ground0_tick(request: HttpRequest, deliverable: str) -> HttpResponse:
     else:
         services.manual_tick(deliverable=deliverable, by=request.user, note=request.POST.get("note", "").strip())
     return HttpResponseRedirect(f"/ground0/#deliverable-{deliverable}")
+
+
+@staff_required
+@require_POST
+def ground0_sprint(request: HttpRequest) -> HttpResponse:
+    """The team's sprint dates: the burndown's history follows the latest sprint set."""
+    assert isinstance(request.user, User)
+    try:
+        starts_on = date.fromisoformat(request.POST.get("starts_on", ""))
+        ends_on = date.fromisoformat(request.POST.get("ends_on", ""))
+        services.sprint_set(name=request.POST.get("name", ""), starts_on=starts_on, ends_on=ends_on,
+                            by=request.user)
+    except SprintDatesError as exc:
+        messages.error(request, str(exc))
+    except ValueError:
+        messages.error(request, "Give the sprint's first and last day as dates.")
+    return HttpResponseRedirect("/ground0/#burndown-history")
 
 
 @staff_required
