@@ -93,8 +93,9 @@ async def _worker_failed(want: Want, slot: Slot, detail: str) -> None:
 
 
 async def _remember_worker(want: Want, worker: WorkerView) -> None:
-    """Conversation affinity is a preference: failing to record it must not fail the request."""
-    if want.conversation:
+    """Conversation affinity is a preference: failing to record it must not fail the request.
+    OCS_AFFINITY_TTL_S=0 turns it off (nothing is recorded, so nothing steers the next turn)."""
+    if want.conversation and settings.OCS["AFFINITY_TTL_S"] > 0:
         try:
             await live_state().set_affinity(want.conversation, worker.id, settings.OCS["AFFINITY_TTL_S"])
         except Exception:

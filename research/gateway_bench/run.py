@@ -42,6 +42,7 @@ from research.gateway_bench.replay import DEFAULT_MODEL as REPLAY_MODEL
 from research.gateway_bench.replay import new_event_loop
 from research.gateway_bench.summary import (
     DIRECT,
+    REFERENCE,
     LevelStats,
     Report,
     RoundStats,
@@ -78,6 +79,7 @@ class BenchOptions:
     processes: tuple[int, ...] = (1,)
     rss_requests: int = 0
     embedded: bool = False
+    reference: bool = True  # measure the reference hop in the same rounds
 
     def levels(self, upstream: str) -> tuple[int, ...]:
         return self.streams or DEFAULT_STREAMS[upstream]
@@ -109,6 +111,8 @@ class Upstream:
     model: str
     slots: int
     extra_body: dict[str, object] = field(default_factory=dict)
+    hop: subprocess.Popen[bytes] | None = None  # its reference hop's process
+    hop_port: int = 0
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -359,12 +363,15 @@ class BenchRun:
         self.stack.callback(self.backend.close)
         max_streams = max(max(options.levels(u)) for u in options.upstreams)
         self._start_upstreams()
+        if options.reference:
+            self._start_reference_hops()
         env = self.backend.env(**gateway_limits(max_streams))
         key = prepare_database(env, self.upstreams)
         self._start_gateways(env)
         self.report.setup = {
             "backend": self.backend.describe(),
-            "upstreams": [{"name": u.name, "url": u.base_url, "model": u.model, "slots": u.slots} for u in self.upstreams],
+            "upstreams": [{"name": u.name, "url": u.base_url, "model": u.model, "slots": u.slots,
+                           "reference_hop_port": u.hop_port or None} for u in self.upstreams],
             "gateways": [{"name": g.name, "server": g.server, "ports": g.ports, "server_header": g.server_header}
                          for g in self.gateways],
             "tokens": options.tokens, "token_ms": options.token_ms, "rounds": options.rounds,
@@ -373,13 +380,15 @@ class BenchRun:
         }
         self.say(f"back end: {self.backend.describe()}")
         for upstream in self.upstreams:
-            self.say(f"upstream {upstream.name}: {upstream.base_url} ({upstream.slots} slots, model {upstream.model})")
+            self.say(f"upstream {upstream.name}: {upstream.base_url} ({upstream.slots} slots, model {upstream.model})"
+                     + (f"; its reference hop on port {upstream.hop_port}" if upstream.hop_port else ""))
         for group in self.gateways:
             self.say(f"{group.name}: ports {', '.join(map(str, group.ports))}, answers as "
                      f"'{group.server_header or '?'}'")
         self.say(f"workload: streaming chat completions, {options.tokens} tokens each (replay: {options.token_ms:g} ms "
                  f"apart); closed loop; {options.rounds} rounds of {options.duration_s:g} s per target and level, "
-                 f"a direct round before each gateway round; limits on, not binding")
+                 f"a direct round{' and a reference-hop round' if options.reference else ''} before each gateway "
+                 f"round; limits on, not binding")
         if not self.gateways:
             self.note("no gateway could be started: nothing to compare")
             return
@@ -423,6 +432,24 @@ class BenchRun:
             worker.wait_healthy(120)
             self.upstreams.append(Upstream("llama", spec.base_url, LLAMA_MODEL, slots, {"ignore_eos": True}))
 
+    def _start_reference_hops(self) -> None:
+        """One bare pass-through (research/gateway_bench/reference_hop.py) in front of each upstream."""
+        for upstream in self.upstreams:
+            port = free_port()
+            log = self.var_dir / f"reference-hop-{upstream.name}.log"
+            process = subprocess.Popen(
+                [sys.executable, "-m", "research.gateway_bench.reference_hop", "--port", str(port),
+                 "--upstream", upstream.base_url],
+                cwd=ROOT, stdout=self.stack.enter_context(open(log, "ab")), stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+            self.stack.callback(stop, process)
+            try:
+                wait_answering(f"http://127.0.0.1:{port}/healthz", process, log, timeout_s=20)
+            except RuntimeError as exc:
+                self.note(f"the reference hop for {upstream.name} did not start: {exc}")
+                continue
+            upstream.hop, upstream.hop_port = process, port
+
     def _start_gateways(self, env: dict[str, str]) -> None:
         for server in self.options.servers:
             if importlib.util.find_spec(SERVER_MODULES[server]) is None:
@@ -465,28 +492,41 @@ class BenchRun:
         gateways = [ChatTarget(group.name, group.endpoints, body=body, api_key=key) for group in self.gateways]
         return direct, gateways
 
+    def _reference(self, upstream: Upstream) -> ChatTarget | None:
+        if upstream.hop is None:
+            return None
+        body: dict[str, object] = {"model": upstream.model, "messages": PROMPT, "stream": True,
+                                   "max_tokens": self.options.tokens, **upstream.extra_body}
+        return ChatTarget(REFERENCE, [Endpoint("127.0.0.1", upstream.hop_port)], body=body)
+
+    async def _measured_round(self, target: ChatTarget, streams: int, pids: list[int] | None) -> RoundStats:
+        """Warm up, then one round; with `pids`, the CPU those processes used during it."""
+        await warm_up(target, streams=streams)
+        cpu_before = cpu_seconds(pids) if pids else 0.0
+        measured = await run_round(target, streams=streams, duration_s=self.options.duration_s, warm=False)
+        return RoundStats.of(measured, server_cpu_s=cpu_seconds(pids) - cpu_before if pids else None)
+
     async def _measure(self, key: str) -> None:
         options = self.options
         for upstream in self.upstreams:
             if upstream.name not in options.upstreams:
                 continue
             direct, gateways = self._targets(upstream, key)
+            reference = self._reference(upstream)
+            hop_pids = process_tree(upstream.hop.pid) if upstream.hop is not None else []
             try:
                 for streams in options.levels(upstream.name):
-                    results: dict[str, list[RoundStats]] = {t.name: [] for t in [direct, *gateways]}
+                    results: dict[str, list[RoundStats]] = {
+                        t.name: [] for t in [direct, *([reference] if reference else []), *gateways]}
                     for _ in range(options.rounds):
                         for gateway, group in zip(gateways, self.gateways):
-                            await warm_up(direct, streams=streams)
-                            measured = await run_round(direct, streams=streams, duration_s=options.duration_s,
-                                                       warm=False)
-                            results[direct.name].append(RoundStats.of(measured))
-                            await warm_up(gateway, streams=streams)
+                            # Side by side: direct, the reference hop, then the gateway, every round.
+                            results[direct.name].append(await self._measured_round(direct, streams, None))
+                            if reference is not None:
+                                results[reference.name].append(await self._measured_round(reference, streams,
+                                                                                          hop_pids))
                             pids = [pid for process in group.processes for pid in process_tree(process.pid)]
-                            cpu_before = cpu_seconds(pids)
-                            measured = await run_round(gateway, streams=streams, duration_s=options.duration_s,
-                                                       warm=False)
-                            results[gateway.name].append(
-                                RoundStats.of(measured, server_cpu_s=cpu_seconds(pids) - cpu_before))
+                            results[gateway.name].append(await self._measured_round(gateway, streams, pids))
                     levels = [LevelStats(upstream.name, streams, name, tuple(rounds))
                               for name, rounds in results.items()]
                     self.report.levels += levels
@@ -500,7 +540,7 @@ class BenchRun:
                             for sample in stats.error_samples:
                                 self.say(f"  error ({level.target}): {sample}")
             finally:
-                for target in (direct, *gateways):
+                for target in (direct, *([reference] if reference else []), *gateways):
                     target.close()
         if options.rss_requests:
             await self._measure_rss(key)

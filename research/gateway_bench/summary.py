@@ -1,6 +1,11 @@
 """The gateway benchmark's numbers: per-round statistics, medians over rounds, the gateway ÷
 direct ratios, the issue's targets, and the printed tables. Pure: no Django, no I/O.
 
+Baselines: every target is compared with direct, and each gateway also with the reference hop
+(research/gateway_bench/reference_hop.py: a bare pass-through on the same server and upstream
+client), measured in the same rounds, so what the gateway's own work costs shows apart from what
+any Python hop costs on this machine.
+
 Units: TTFT in milliseconds; completions and content chunks per second of round time; a
 gateway's CPU as the percentage of one core its processes used over the round (100 = one core
 busy all round: the gateway is CPU-bound).
@@ -18,6 +23,7 @@ from dataclasses import dataclass, field
 from research.gateway_bench.client import RoundResult
 
 DIRECT = "direct"
+REFERENCE = "reference hop"
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -108,40 +114,55 @@ class LevelStats:
 
 @dataclass(frozen=True)
 class Ratio:
-    """A gateway against direct at one upstream and level."""
+    """A target against a baseline (direct, or the reference hop) at one upstream and level."""
 
     upstream: str
     streams: int
     target: str
-    completions_ratio: float  # gateway ÷ direct completions per second
-    ttft_added_p50_ms: float  # gateway p50 − direct p50
-    ttft_added_p99_ms: float  # gateway p99 − direct p99
+    completions_ratio: float  # target ÷ baseline completions per second
+    ttft_added_p50_ms: float  # target p50 − baseline p50
+    ttft_added_p99_ms: float  # target p99 − baseline p99
     gateway_errors: int
-    direct_errors: int
+    direct_errors: int  # the baseline's errors
+    baseline: str = DIRECT
+    cpu_per_chunk_ratio: float = math.nan  # target's CPU per relayed chunk ÷ the baseline's (NaN for direct)
 
     def as_dict(self) -> dict[str, object]:
-        return {"upstream": self.upstream, "streams": self.streams, "target": self.target,
+        return {"upstream": self.upstream, "streams": self.streams, "target": self.target, "baseline": self.baseline,
                 "completions_ratio": _number(self.completions_ratio),
                 "ttft_added_p50_ms": _number(self.ttft_added_p50_ms),
                 "ttft_added_p99_ms": _number(self.ttft_added_p99_ms),
+                "cpu_per_chunk_ratio": _number(self.cpu_per_chunk_ratio),
                 "gateway_errors": self.gateway_errors, "direct_errors": self.direct_errors}
 
 
+def cpu_per_chunk(level: LevelStats) -> float:
+    """The target's CPU (percent of a core) per relayed content chunk per second; NaN if unmeasured."""
+    return level.server_cpu_percent / level.chunks_per_s if level.chunks_per_s > 0 else math.nan
+
+
 def ratio(direct: LevelStats, gateway: LevelStats) -> Ratio:
+    """`gateway` against `direct` (the baseline: direct or the reference hop)."""
     completions = (gateway.completions_per_s / direct.completions_per_s
                    if direct.completions_per_s > 0 else math.nan)
+    base_cpu = cpu_per_chunk(direct)
     return Ratio(upstream=gateway.upstream, streams=gateway.streams, target=gateway.target,
                  completions_ratio=completions,
                  ttft_added_p50_ms=gateway.ttft_p50_ms - direct.ttft_p50_ms,
                  ttft_added_p99_ms=gateway.ttft_p99_ms - direct.ttft_p99_ms,
-                 gateway_errors=gateway.errors, direct_errors=direct.errors)
+                 gateway_errors=gateway.errors, direct_errors=direct.errors, baseline=direct.target,
+                 cpu_per_chunk_ratio=cpu_per_chunk(gateway) / base_cpu if base_cpu > 0 else math.nan)
 
 
 def ratios(levels: Sequence[LevelStats]) -> list[Ratio]:
-    """Every gateway level against the direct level of the same upstream and concurrency."""
-    direct = {(level.upstream, level.streams): level for level in levels if level.target == DIRECT}
-    return [ratio(direct[(level.upstream, level.streams)], level) for level in levels
-            if level.target != DIRECT and (level.upstream, level.streams) in direct]
+    """Every target against direct at the same upstream and concurrency, then every gateway
+    against the reference hop where it ran."""
+    found = []
+    for baseline in (DIRECT, REFERENCE):
+        base = {(level.upstream, level.streams): level for level in levels if level.target == baseline}
+        found += [ratio(base[(level.upstream, level.streams)], level) for level in levels
+                  if level.target not in (DIRECT, baseline) and (level.upstream, level.streams) in base]
+    return found
 
 
 @dataclass(frozen=True)
@@ -155,6 +176,8 @@ class Goal:
     value: Callable[[Ratio], float]
     met: Callable[[Ratio], bool]
     unit: str = ""
+    baseline: str = DIRECT
+    issue: int = 13
 
 
 GOALS = (
@@ -170,6 +193,17 @@ GOALS = (
          lambda r: r.completions_ratio >= 0.97),
     Goal("llama", 4, "completions/s ratio", "≥ 0.97", lambda r: r.completions_ratio,
          lambda r: r.completions_ratio >= 0.97),
+    # Issue 24: against the reference hop, measured in the same rounds.
+    Goal("replay", 1, "TTFT added over the reference hop p50", "≤ 0.5 ms", lambda r: r.ttft_added_p50_ms,
+         lambda r: r.ttft_added_p50_ms <= 0.5, " ms", REFERENCE, 24),
+    Goal("replay", 1, "TTFT added over the reference hop p99", "≤ 3 ms", lambda r: r.ttft_added_p99_ms,
+         lambda r: r.ttft_added_p99_ms <= 3.0, " ms", REFERENCE, 24),
+    Goal("replay", 32, "completions/s ratio to the reference hop", "≥ 0.97", lambda r: r.completions_ratio,
+         lambda r: r.completions_ratio >= 0.97, "", REFERENCE, 24),
+    Goal("replay", 32, "CPU per relayed chunk ÷ the reference hop's", "≤ 1.2", lambda r: r.cpu_per_chunk_ratio,
+         lambda r: r.cpu_per_chunk_ratio <= 1.2, "", REFERENCE, 24),
+    Goal("replay", 32, "TTFT added over direct p99, no errors", "≤ 20 ms, 0 errors", lambda r: r.ttft_added_p99_ms,
+         lambda r: r.ttft_added_p99_ms <= 20.0 and r.gateway_errors == 0, " ms", DIRECT, 24),
 )
 
 
@@ -190,7 +224,8 @@ def check_goals(measured: Sequence[Ratio], goals: Sequence[Goal] = GOALS) -> lis
     checks = []
     for goal in goals:
         for r in measured:
-            if r.upstream == goal.upstream and r.streams == goal.streams:
+            if (r.upstream, r.streams, r.baseline) == (goal.upstream, goal.streams, goal.baseline) \
+                    and r.target != REFERENCE:  # the goals judge gateways, not the hop they are measured against
                 value = goal.value(r)
                 checks.append(GoalCheck(goal, r, value, not math.isnan(value) and goal.met(r)))
     return checks
@@ -233,7 +268,7 @@ def _streams(count: int) -> str:
 def level_table(levels: Sequence[LevelStats], *, heading: str) -> list[str]:
     width = max([len(level.target) for level in levels] + [len("target")])
     lines = [heading, f"  {'target':<{width}}  {'TTFT p50 ms':>11}  {'TTFT p99 ms':>11}  {'completions/s':>13}  "
-                      f"{'chunks/s':>9}  {'errors':>6}  {'gateway CPU %':>13}"]
+                      f"{'chunks/s':>9}  {'errors':>6}  {'server CPU %':>13}"]
     for level in levels:
         cpu = "" if math.isnan(level.server_cpu_percent) else f"{level.server_cpu_percent:.0f}"
         lines.append(f"  {level.target:<{width}}  {_fmt(level.ttft_p50_ms, '.2f'):>11}  "
@@ -243,17 +278,19 @@ def level_table(levels: Sequence[LevelStats], *, heading: str) -> list[str]:
 
 
 def ratio_lines(measured: Sequence[Ratio]) -> list[str]:
-    lines = ["ratios (gateway ÷ direct completions/s; TTFT added = gateway − direct, ms)"]
+    lines = ["ratios (target ÷ baseline completions/s; TTFT added = target − baseline, ms; "
+             "CPU per chunk = target's ÷ baseline's)"]
     for r in measured:
+        cpu = "" if math.isnan(r.cpu_per_chunk_ratio) else f", CPU per chunk {r.cpu_per_chunk_ratio:.2f}x"
         lines.append(f"  ratio {r.upstream} {_streams(r.streams)}, {r.target}: "
-                     f"completions/s {_fmt(r.completions_ratio, '.3f')} of direct, "
-                     f"TTFT added p50 {_fmt(r.ttft_added_p50_ms, '+.2f')} ms, p99 {_fmt(r.ttft_added_p99_ms, '+.2f')} ms, "
-                     f"errors {r.gateway_errors} (direct {r.direct_errors})")
+                     f"completions/s {_fmt(r.completions_ratio, '.3f')} of {r.baseline}, "
+                     f"TTFT added p50 {_fmt(r.ttft_added_p50_ms, '+.2f')} ms, p99 {_fmt(r.ttft_added_p99_ms, '+.2f')} ms"
+                     f"{cpu}, errors {r.gateway_errors} ({r.baseline} {r.direct_errors})")
     return lines
 
 
 def goal_lines(checks: Sequence[GoalCheck]) -> list[str]:
-    lines = ["targets (issue 13; measured on this machine, this run)"]
+    lines = ["targets (issue 13 against direct, issue 24 against the reference hop; this machine, this run)"]
     if not checks:
         lines.append("  none of the targets' levels ran")
     for check in checks:
@@ -261,7 +298,7 @@ def goal_lines(checks: Sequence[GoalCheck]) -> list[str]:
         shown = _fmt(check.value, "+.2f" if goal.unit else ".3f") + goal.unit
         errors = f", errors {check.ratio.gateway_errors}" if "errors" in goal.what else ""
         lines.append(f"  {goal.upstream} {_streams(goal.streams)}, {check.ratio.target}: {goal.what} {shown}{errors} "
-                     f"(target {goal.bound}): {'met' if check.met else 'not met'}")
+                     f"(target {goal.bound}, issue {goal.issue}): {'met' if check.met else 'not met'}")
     return lines
 
 

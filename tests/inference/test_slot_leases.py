@@ -108,3 +108,31 @@ def test_a_cancel_before_the_stream_is_handed_over_frees_the_slot(monkeypatch: p
         return (await state.busy([worker_resource(WORKER.id)]))[worker_resource(WORKER.id)]
 
     assert asyncio.run(scenario()) == 0
+
+
+@pytest.mark.parametrize(("ttl_s", "kept"), [(600.0, 7), (0.0, None)])
+def test_affinity_is_recorded_for_its_ttl_and_a_ttl_of_zero_turns_it_off(
+        monkeypatch: pytest.MonkeyPatch, settings: Any, ttl_s: float, kept: int | None) -> None:
+    """OCS_AFFINITY_TTL_S=0 is how a comparison runs without affinity: nothing is recorded (the
+    store is not even asked: Redis refuses a zero expiry)."""
+    from dataclasses import replace
+
+    state = InProcessLiveState()
+    asked: list[float] = []
+    recorded = state.set_affinity
+
+    async def set_affinity(conversation: str, worker_id: int, ttl: float) -> None:
+        asked.append(ttl)
+        await recorded(conversation, worker_id, ttl)
+
+    monkeypatch.setattr(state, "set_affinity", set_affinity)
+    monkeypatch.setattr("inference.dispatch.live_state", lambda: state)
+    settings.OCS = {**settings.OCS, "AFFINITY_TTL_S": ttl_s}
+
+    async def scenario() -> int | None:
+        await dispatch._remember_worker(Want(user_id=1, pool_id=1, model_id="m", conversation="c1"),
+                                        replace(WORKER, id=7))
+        return (await state.view([7], "c1")).affinity_worker_id
+
+    assert asyncio.run(scenario()) == kept
+    assert asked == ([ttl_s] if ttl_s else [])

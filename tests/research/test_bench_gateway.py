@@ -22,6 +22,7 @@ from fleet.local_worker import free_port
 from research.gateway_bench.client import ChatTarget, Endpoint, RoundResult, run_requests, run_round
 from research.gateway_bench.summary import (
     DIRECT,
+    REFERENCE,
     LevelStats,
     RoundStats,
     check_goals,
@@ -29,6 +30,7 @@ from research.gateway_bench.summary import (
     percentile,
     ratio,
     ratio_lines,
+    ratios,
 )
 
 pytestmark = pytest.mark.backend_neutral  # once, in the embedded pass
@@ -119,10 +121,54 @@ def test_a_refused_request_is_an_error_with_its_status(replay: str) -> None:
 
 
 def _level(target: str, *rounds: tuple[float, float, float], upstream: str = "replay", streams: int = 1,
-           errors: int = 0) -> LevelStats:
+           errors: int = 0, cpu: float = math.nan) -> LevelStats:
     return LevelStats(upstream, streams, target, tuple(
         RoundStats(ttft_p50_ms=p50, ttft_p99_ms=p99, completions_per_s=rate, chunks_per_s=rate * 64,
-                   completions=int(rate), errors=errors, duration_s=1.0) for p50, p99, rate in rounds))
+                   completions=int(rate), errors=errors, duration_s=1.0, server_cpu_percent=cpu)
+        for p50, p99, rate in rounds))
+
+
+def test_the_reference_hop_streams_the_upstreams_answer_to_the_openai_sdk(replay: str) -> None:
+    port = free_port()
+    hop = subprocess.Popen([sys.executable, "-m", "research.gateway_bench.reference_hop", "--port", str(port),
+                            "--upstream", replay], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+        chunks = list(client.chat.completions.create(model="replay", messages=[{"role": "user", "content": "hi"}],
+                                                      stream=True, stream_options={"include_usage": True}))
+        direct = list(openai.OpenAI(base_url=replay + "/v1", api_key="none", max_retries=0).chat.completions.create(
+            model="replay", messages=[{"role": "user", "content": "hi"}], stream=True,
+            stream_options={"include_usage": True}))
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert text and text == "".join(c.choices[0].delta.content or "" for c in direct if c.choices)
+        assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == TOKENS
+        missing = httpx.post(f"http://127.0.0.1:{port}/v1/nowhere", json={}, timeout=5)
+        assert missing.status_code == 404  # the upstream's status passes through
+    finally:
+        hop.terminate()
+        hop.wait(timeout=10)
+
+
+def test_gateways_are_compared_with_direct_and_with_the_reference_hop() -> None:
+    direct = _level(DIRECT, (5.0, 6.0, 100.0))
+    hop = _level(REFERENCE, (5.5, 7.0, 99.0), cpu=20.0)
+    gateway = _level("gateway uvicorn x1", (6.2, 9.0, 97.0), cpu=30.0)
+    found = {(r.target, r.baseline): r for r in ratios([direct, hop, gateway])}
+    assert set(found) == {(REFERENCE, DIRECT), ("gateway uvicorn x1", DIRECT), ("gateway uvicorn x1", REFERENCE)}
+    over_hop = found[("gateway uvicorn x1", REFERENCE)]
+    assert over_hop.ttft_added_p50_ms == pytest.approx(0.7) and over_hop.completions_ratio == pytest.approx(97 / 99)
+    assert over_hop.cpu_per_chunk_ratio == pytest.approx((30.0 / (97 * 64)) / (20.0 / (99 * 64)))
+    checks = {(c.ratio.target, c.goal.what): c.met for c in check_goals(list(found.values()))}
+    assert checks[("gateway uvicorn x1", "TTFT added over the reference hop p50")] is False  # 0.7 > 0.5
+    assert checks[("gateway uvicorn x1", "TTFT added over the reference hop p99")] is True  # 2.0 ≤ 3
+    assert not any(target == REFERENCE for target, _ in checks)  # the hop itself is not judged
+    assert any("of reference hop" in line and "CPU per chunk" in line for line in ratio_lines(list(found.values())))
 
 
 def test_percentile_interpolates_between_ranks() -> None:
@@ -148,7 +194,7 @@ def test_goals_are_judged_only_at_the_levels_that_ran_and_errors_fail_the_128_st
     checks = {check.goal.what: check.met for check in check_goals([at_one, at_128])}
     assert checks == {"TTFT added p50": True, "TTFT added p99": True, "completions/s ratio, no errors": False}
     lines = goal_lines(check_goals([at_one]))
-    assert "  replay 1 stream, gateway uvicorn x1: TTFT added p50 +1.00 ms (target ≤ 1.5 ms): met" in lines
+    assert "  replay 1 stream, gateway uvicorn x1: TTFT added p50 +1.00 ms (target ≤ 1.5 ms, issue 13): met" in lines
 
 
 def test_a_level_with_no_completions_is_not_met_and_prints_na() -> None:
@@ -174,6 +220,8 @@ def test_bench_gateway_end_to_end_prints_ratios_with_no_errors(tmp_path: Path) -
     assert "error (" not in printed
     report = json.loads(report_path.read_text())
     assert {(level["target"], level["streams"]) for level in report["levels"]} == {
-        (DIRECT, 1), (DIRECT, 2), ("gateway daphne x1", 1), ("gateway daphne x1", 2)}
+        (DIRECT, 1), (DIRECT, 2), (REFERENCE, 1), (REFERENCE, 2), ("gateway daphne x1", 1), ("gateway daphne x1", 2)}
+    assert {(r["target"], r["baseline"]) for r in report["ratios"]} == {
+        (REFERENCE, DIRECT), ("gateway daphne x1", DIRECT), ("gateway daphne x1", REFERENCE)}
     assert all(level["errors"] == 0 and level["completions_per_s"] > 0 for level in report["levels"])
     assert report["machine"]["cpus"] >= 1 and "daphne" in report["machine"]["versions"]

@@ -42,7 +42,7 @@ def _servers(text: str) -> tuple[str, ...]:
 class Command(BaseCommand):
     help = ("Measure the gateway against the same upstream reached directly: streaming chat completions, "
             "alternating direct and gateway rounds at each concurrency; prints TTFT, completions/s, chunks/s, "
-            "errors and the gateway ÷ direct ratios.")
+            "errors and the gateway's ratios to direct and to the reference hop (a bare pass-through).")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--upstream", choices=sorted(UPSTREAMS), default="replay",
@@ -61,6 +61,9 @@ class Command(BaseCommand):
                                  "(0: skip; 10000 is the check).")
         parser.add_argument("--embedded", action="store_true",
                             help="Ignore DATABASE_URL / REDIS_URL: a temporary SQLite, live state in process.")
+        parser.add_argument("--no-reference", action="store_true",
+                            help="Leave out the reference hop (a bare pass-through on the same server and upstream "
+                                 "client, measured in the same rounds as direct and the gateway).")
         parser.add_argument("--json", default=None, help="Write every number to this file.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -75,6 +78,7 @@ class Command(BaseCommand):
             token_ms=options["token_ms"], servers=_servers(options["servers"]),
             processes=_positive_ints("--processes", options["processes"]),
             rss_requests=options["rss_requests"], embedded=options["embedded"],
+            reference=not options["no_reference"],
         )
 
         def say(line: str) -> None:
