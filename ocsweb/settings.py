@@ -127,6 +127,19 @@ OCS_GATEWAY_SERVER = (env_str("OCS_GATEWAY_SERVER", "uvicorn") or "uvicorn").str
 if OCS_GATEWAY_SERVER not in {"uvicorn", "daphne"}:
     raise ConfigError(f"OCS_GATEWAY_SERVER={OCS_GATEWAY_SERVER!r} is not a gateway server (use uvicorn or daphne)")
 
+# Long research runs (started from /research/start/) go to a task cluster of their own, started
+# with `OCS_TASK_CLUSTER=runs manage.py qcluster`: the main cluster's 120 s timeout and 180 s retry
+# would kill a baseline with idle gaps and run it again, and one long run would block the nightly
+# job. That cluster has one worker, one attempt, and no scheduler (the schedules stay on the main one).
+OCS_RUNS_CLUSTER = f"{OCS_LIVE_NAMESPACE}-runs"
+OCS_TASK_CLUSTER = env_choice("OCS_TASK_CLUSTER", "main", ("main", "runs"))
+OCS_RUN_TIMEOUT_S = env_int("OCS_RUN_TIMEOUT_S", 4 * 3600, minimum=60)
+_TASKS = ({"name": OCS_LIVE_NAMESPACE, "workers": env_int("OCS_Q_WORKERS", 1, minimum=1), "timeout": 120, "retry": 180}
+          if OCS_TASK_CLUSTER == "main" else
+          # The same name (tasks are signed with it as the salt), a queue of its own (cluster_name).
+          {"name": OCS_LIVE_NAMESPACE, "cluster_name": OCS_RUNS_CLUSTER, "workers": 1, "timeout": OCS_RUN_TIMEOUT_S, "retry": OCS_RUN_TIMEOUT_S + 600,
+           "max_attempts": 1, "scheduler": False})
+
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
@@ -135,23 +148,11 @@ if REDIS_URL:
     # sign-in counters or probe results.
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
                           "KEY_PREFIX": OCS_LIVE_NAMESPACE}}
-    Q_CLUSTER = {
-        "name": OCS_LIVE_NAMESPACE,  # the task queue's keys too: two installations never share it
-        "redis": REDIS_URL,
-        "workers": env_int("OCS_Q_WORKERS", 1, minimum=1),
-        "timeout": 120,
-        "retry": 180,
-    }
+    Q_CLUSTER = {**_TASKS, "redis": REDIS_URL}  # its name keeps the task queue under the namespace
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-    Q_CLUSTER = {
-        "name": OCS_LIVE_NAMESPACE,  # the task queue's keys too: two installations never share it
-        "orm": "default",
-        "workers": env_int("OCS_Q_WORKERS", 1, minimum=1),
-        "timeout": 120,
-        "retry": 180,
-    }
+    Q_CLUSTER = {**_TASKS, "orm": "default"}  # its name keeps the task queue under the namespace
 
 # --- Gateway behaviour ---------------------------------------------------------------------
 OCS: GatewaySettings = {

@@ -185,3 +185,42 @@ class PromotionCheck(models.Model):
 
     class Meta:
         ordering = ["-at"]
+
+
+class WebRun(models.Model):
+    """A run a staff member started from /research/start/: what was asked, its progress while the
+    runs cluster works on it, and the stored run it became."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                                     related_name="+")
+    worker = models.ForeignKey(Worker, on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+                               help_text="The worker measured directly, or through the gateway with `via_gateway`.")
+    via_gateway = models.BooleanField(default=False)
+    gateway_url = models.CharField(max_length=255, blank=True, help_text="The gateway's URL, when via_gateway.")
+    model = models.CharField(max_length=200, blank=True, help_text="Public model id (through the gateway).")
+    prompt_tokens = models.PositiveIntegerField()
+    output_tokens = models.PositiveIntegerField()
+    requests = models.PositiveIntegerField()
+    concurrency = models.PositiveIntegerField()
+    label = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    done_requests = models.PositiveIntegerField(default=0)
+    total_requests = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    run = models.ForeignKey(BenchmarkRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def progress(self) -> dict[str, Any]:
+        return {"id": self.id, "status": self.status, "done": self.done_requests, "total": self.total_requests,
+                "run_id": self.run_id, "error": self.error}

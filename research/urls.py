@@ -13,4 +13,7 @@ urlpatterns = [
     path("groups/<slug:group>/export.<str:fmt>", views.group_export, name="group_export"),
     path("compare/", views.compare, name="compare"),
     path("experiments/<int:experiment_id>/", views.experiment_detail, name="experiment"),
+    path("start/", views.start, name="start"),
+    path("start/<int:web_run_id>/", views.web_run_detail, name="web_run"),
+    path("start/<int:web_run_id>/progress.json", views.web_run_progress, name="web_run_progress"),
 ]

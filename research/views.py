@@ -6,13 +6,18 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET
 from django.utils.safestring import mark_safe
 
 from accounts.access import staff_required
+from accounts.models import User
+from fleet.models import Worker
 from research import selectors
-from research.models import BenchmarkRun, Experiment
+from research.models import BenchmarkRun, Experiment, WebRun
+from research.web_runs import BOUNDS, RunAsk, WebRunRefused, web_run_start, web_runs_expire
 
 LOGIN_URL = "/accounts/login/"
 View = Callable[..., HttpResponse]
@@ -127,3 +132,46 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
         "experiment": experiment, "runs": runs,
         "throughput_chart": mark_safe(selectors.throughput_chart(runs)) if runs else None,
     })
+
+
+def _ask_from(post: Any) -> RunAsk:
+    try:
+        numbers = {field: int(post.get(field, "")) for field in BOUNDS}
+        worker_id = int(post.get("worker", ""))
+    except ValueError:
+        raise WebRunRefused("Pick a worker and give every size as a whole number.") from None
+    return RunAsk(worker_id=worker_id, via_gateway=post.get("via_gateway") == "on", label=post.get("label", ""),
+                  **numbers)
+
+
+@staff_required
+def start(request: HttpRequest) -> HttpResponse:
+    """Start a run from the web: GET the form and the recent web runs, POST to start one."""
+    if request.method == "POST":
+        assert isinstance(request.user, User)
+        try:
+            web_run = web_run_start(ask=_ask_from(request.POST), by=request.user,
+                                    gateway_url=request.build_absolute_uri("/"))
+        except WebRunRefused as exc:
+            messages.error(request, str(exc))
+            return HttpResponseRedirect("/research/start/")
+        return HttpResponseRedirect(f"/research/start/{web_run.id}/")
+    web_runs_expire()
+    workers = Worker.objects.exclude(state=Worker.State.DISABLED).select_related("model", "pool").order_by("name")
+    return render(request, "research/start.html", {
+        "workers": workers, "bounds": BOUNDS, "web_runs": WebRun.objects.select_related("worker", "run")[:20]})
+
+
+@staff_required
+@require_GET
+def web_run_detail(request: HttpRequest, web_run_id: int) -> HttpResponse:
+    web_runs_expire()
+    web_run = get_object_or_404(WebRun.objects.select_related("worker", "run", "requested_by"), pk=web_run_id)
+    return render(request, "research/web_run.html", {"web_run": web_run})
+
+
+@staff_required
+@require_GET
+def web_run_progress(request: HttpRequest, web_run_id: int) -> HttpResponse:
+    web_run = get_object_or_404(WebRun, pk=web_run_id)
+    return JsonResponse(web_run.progress())

@@ -25,9 +25,9 @@ def read_unit(path: Path) -> configparser.RawConfigParser:
     return parser
 
 
-def test_the_four_roles_have_units() -> None:
+def test_the_five_roles_have_units() -> None:
     assert {p.name for p in UNITS} == {"ocs-gateway@.service", "ocs-fleet-monitor.service",
-                                       "ocs-qcluster.service", "ocs-rig-agent.service"}
+                                       "ocs-qcluster.service", "ocs-qcluster-runs.service", "ocs-rig-agent.service"}
 
 
 @pytest.mark.parametrize("unit", UNITS, ids=lambda p: p.name)
@@ -83,7 +83,8 @@ def test_control_plane_units_use_the_commands_that_exist() -> None:
     from django.core.management import get_commands
 
     commands = get_commands()
-    for name in ("ocs-fleet-monitor.service", "ocs-qcluster.service", "ocs-rig-agent.service"):
+    for name in ("ocs-fleet-monitor.service", "ocs-qcluster.service", "ocs-qcluster-runs.service",
+                 "ocs-rig-agent.service"):
         command = read_unit(ROOT / "deploy" / "systemd" / name)["Service"]["ExecStart"].split()
         assert command[1] == "manage.py" and command[2] in commands, name
 

@@ -45,6 +45,7 @@ from fleet.services import catalog_model_ensure
 
 DEMO_RIG = "demo-rig"
 DEMO_WORKER_PREFIX = "demo-worker-"
+CLUSTERS = ("tasks", "runs")  # django-q2 clusters: a process group each, stopped as a whole
 # (slots, tokens per slot)
 PROFILES = {"default": (4, PER_SLOT_CONTEXT), "agents": (1, 4 * NATIVE_CONTEXT)}
 
@@ -110,6 +111,9 @@ class Command(BaseCommand):
             # django-q2 forks its own workers, which do not inherit the die-with-parent signal:
             # it gets a process group of its own, stopped as a whole.
             children.append(("tasks", self._spawn(["manage.py", "qcluster"], log_dir / "qcluster.log")))
+            # Runs started from /research/start/: a cluster of their own (ocsweb/settings.py).
+            children.append(("runs", self._spawn(["manage.py", "qcluster"], log_dir / "qcluster-runs.log",
+                                                 env={"OCS_TASK_CLUSTER": "runs"})))
 
             agent = self._agent(control_plane=f"http://{local}:{port}", count=worker_count, slots=slots,
                                 context=context, launch=launch, log_dir=log_dir)
@@ -134,24 +138,24 @@ class Command(BaseCommand):
                 try:
                     # The task cluster only runs idempotent sweeps: no need to wait for its slow
                     # graceful stop.
-                    process.wait(timeout=5 if name == "tasks" else 15)
+                    process.wait(timeout=5 if name in CLUSTERS else 15)
                 except subprocess.TimeoutExpired:
                     self._signal(name, process, signal.SIGKILL)
                     process.wait()
             self._say("stopped")
 
-    def _spawn(self, args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    def _spawn(self, args: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         # Each child gets a session of its own, away from the terminal's Ctrl-C: this command
         # stops them in order, the gateway last, so the agent can still report its workers
         # stopped. If this command dies outright, the die-with-parent signal stops them.
         return subprocess.Popen([sys.executable, *args], stdout=open(log_path, "ab"), stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, preexec_fn=die_with_parent,
-                                start_new_session=True)
+                                start_new_session=True, env={**os.environ, **(env or {})})
 
     @staticmethod
     def _signal(name: str, process: subprocess.Popen[bytes], signum: int) -> None:
         try:
-            if name == "tasks":
+            if name in CLUSTERS:
                 os.killpg(process.pid, signum)  # the cluster and the workers it forked
             elif process.poll() is None:
                 process.send_signal(signum)
