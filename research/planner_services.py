@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from django.conf import settings
+
 from fleet.models import Worker
 from research.models import BenchmarkRun, Calibration, RequestSample
 from research.planner.assumptions import RigAssumptions, assumed_cost, memory_check
 from research.planner.cost import CostModel
 from research.planner.fit import Fit, Measured, fit_cost_model
 from research.planner.plan import ClassPlan, largest_class, sweep
+from research.planner.sim import FleetPlan
 
 
 class CalibrationRefused(ValueError):
@@ -89,3 +92,19 @@ def plan_class(*, calibration: Calibration, plan: ClassPlan, sizes: Sequence[int
 
 def worker_named(name: str) -> Worker | None:
     return Worker.objects.filter(name=name).first()
+
+
+def class_plan(*, calibration: Calibration, mix: dict[str, int], workers: int, slots: int | None = None,
+               context: int | None = None, cache_type: str | None = None, duration_s: float = 600.0,
+               scale: float = 1.0, seed: int = 1, policy: str | None = None, max_wait_s: float | None = None
+               ) -> ClassPlan:
+    """A class plan on this site's gateway settings (fair policy, maximum wait, lease, affinity),
+    the calibration's slots and context where not given."""
+    fleet = FleetPlan(
+        workers=workers, slots=slots or calibration.slots or 1, context_tokens=context or calibration.context or 32768,
+        duration_s=duration_s, policy=policy or settings.OCS["FAIR_POLICY"],
+        max_wait_s=settings.OCS["QUEUE_MAX_WAIT_S"] if max_wait_s is None else max_wait_s,
+        slot_lease_s=settings.OCS["SLOT_LEASE_S"], affinity_ttl_s=settings.OCS["AFFINITY_TTL_S"],
+        cache_type=cache_type,
+    )
+    return ClassPlan(mix=mix, fleet=fleet, seed=seed, scale=scale)

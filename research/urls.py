@@ -12,5 +12,6 @@ urlpatterns = [
     path("groups/<slug:group>/", views.group_detail, name="group"),
     path("groups/<slug:group>/export.<str:fmt>", views.group_export, name="group_export"),
     path("compare/", views.compare, name="compare"),
+    path("plan/", views.plan, name="plan"),
     path("experiments/<int:experiment_id>/", views.experiment_detail, name="experiment"),
 ]

@@ -114,3 +114,19 @@ def test_plan_class_on_the_assumed_rig_says_whether_the_kv_cache_fits() -> None:
     text = out.getvalue()
     assert "DOES NOT FIT in memory" in text  # 16.2 GB + 8 x 32768 x 256 KiB of f16 KV > 4 x 8 GB
     assert text.strip().splitlines()[-1].endswith(": 0")
+
+
+@pytest.mark.django_db
+def test_the_plan_a_class_page_answers_for_teachers_only(client, teacher, student) -> None:  # noqa: ANN001
+    calibration = Calibration.objects.create(source="runs", cost=FAST.as_dict(), slots=2, context=8192, label="cpu")
+    query = {"calibration": calibration.pk, "mix": "agent:2,chat:1", "students": "1,3", "workers": 1,
+             "target_p95": 5, "duration": 60, "scale": 0.1, "seed": 1}
+    assert client.get("/research/plan/", query).status_code == 302  # signed out: to sign-in
+    client.force_login(student)
+    assert client.get("/research/plan/", query).status_code == 403
+    client.force_login(teacher)
+    page = client.get("/research/plan/", query).content.decode()
+    assert "largest class with agent p95 TTFT ≤ 5.0 s: 3" in page
+    assert "<svg" in page
+    refused = client.get("/research/plan/", {**query, "mix": "chat:3"}).content.decode()
+    assert "needs an agent persona" in refused and "<svg" not in refused

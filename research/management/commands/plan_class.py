@@ -12,21 +12,17 @@ class replay's JSON shape (docs/research/class-replay.md), so it compares field 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.fair_share import POLICIES
 from research.class_metrics import AGENT_PERSONAS
 from research.class_personas import PERSONAS, parse_mix
 from research.models import Calibration
-from research.planner.plan import ClassPlan
-from research.planner.sim import FleetPlan
-from research.planner_services import plan_class
-from research.svg import Series, line_chart
+from research.planner.report import seconds_text, sweep_chart, sweep_table
+from research.planner_services import class_plan, plan_class
 
 DEFAULT_MIX = "agent:12,claude:6,codex:4,chat:6,burst:2"
 
@@ -41,37 +37,15 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
-def seconds(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float) and math.isinf(value):
-        return "inf"
-    return f"{value / 1000:.1f}"
-
-
 def table(rows: list[dict[str, Any]], personas: list[str]) -> list[str]:
     header = f"{'students':>8} " + " ".join(f"{p:>8}" for p in personas) + f" {'agents':>8} {'refused':>8} {'cache':>6}"
     lines = ["p95 TTFT (s) by persona and class size:", header]
-    for row in rows:
-        report = row["report"]
-        per = report["per_persona"]
-        agents = report["agents"]["ttft_p95_s_refused_as_infinite"]
-        hit = report.get("cache_hit_rate")
-        lines.append(f"{row['students']:>8} "
-                     + " ".join(f"{seconds((per.get(p) or {}).get('ttft_ms', {}).get('p95')):>8}" for p in personas)
-                     + f" {'-' if agents is None else ('inf' if math.isinf(agents) else f'{agents:.1f}'):>8}"
-                     + f" {report['refused']:>8} {'-' if hit is None else f'{hit:.0%}':>6}")
+    for row in sweep_table(rows, personas):
+        hit = row["cache_hit_rate"]
+        lines.append(f"{row['students']:>8} " + " ".join(f"{seconds_text(v):>8}" for v in row["p95_s"])
+                     + f" {seconds_text(row['agents_p95_s']):>8} {row['refused']:>8} "
+                     + f"{'-' if hit is None else f'{hit:.0%}':>6}")
     return lines
-
-
-def plot(rows: list[dict[str, Any]], personas: list[str], title: str) -> str:
-    series = []
-    for persona in personas:
-        points = [(float(row["students"]), row["report"]["per_persona"][persona]["ttft_ms"]["p95"] / 1000)
-                  for row in rows if (row["report"]["per_persona"].get(persona) or {}).get("ttft_ms", {}).get("p95")
-                  is not None]
-        series.append(Series(name=persona, points=points))
-    return line_chart(series, title=title, x_label="students in the class", y_label="p95 TTFT (s)")
 
 
 class Command(BaseCommand):
@@ -110,20 +84,15 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if not any(persona in AGENT_PERSONAS for persona in mix):
             raise CommandError("--mix has no agent persona (agent, claude, codex): the answer is about agents")
-        slots = options["slots"] or calibration.slots or 1
-        context = options["context"] or calibration.context or 32768
-        if options["workers"] < 1 or slots < 1 or context < 256:
+        if options["workers"] < 1 or (options["slots"] or 1) < 1 or (options["context"] or 256) < 256:
             raise CommandError("--workers and --slots must be at least 1, --context at least 256")
         if options["duration"] <= 0 or not 0 < options["scale"] <= 1:
             raise CommandError("--duration must be positive and --scale in (0, 1]")
-        fleet = FleetPlan(
-            workers=options["workers"], slots=slots, context_tokens=context, duration_s=options["duration"],
-            policy=options["policy"] or settings.OCS["FAIR_POLICY"],
-            max_wait_s=settings.OCS["QUEUE_MAX_WAIT_S"] if options["max_wait"] is None else options["max_wait"],
-            slot_lease_s=settings.OCS["SLOT_LEASE_S"], affinity_ttl_s=settings.OCS["AFFINITY_TTL_S"],
-            cache_type=options["cache_type"],
-        )
-        plan = ClassPlan(mix=mix, fleet=fleet, seed=options["seed"], scale=options["scale"])
+        plan = class_plan(calibration=calibration, mix=mix, workers=options["workers"], slots=options["slots"],
+                          context=options["context"], cache_type=options["cache_type"], duration_s=options["duration"],
+                          scale=options["scale"], seed=options["seed"], policy=options["policy"],
+                          max_wait_s=options["max_wait"])
+        fleet = plan.fleet
         target = options["target_p95"]
         result = plan_class(calibration=calibration, plan=plan, sizes=sizes, target_p95_s=target)
         self.stdout.write(f"calibration {calibration.pk} ({calibration.source}): {calibration.label}")
@@ -143,8 +112,8 @@ class Command(BaseCommand):
             Path(options["json"]).write_text(json.dumps(result, indent=2, default=str))
             self.stdout.write(f"wrote {options['json']}")
         if options["plot"]:
-            Path(options["plot"]).write_text(plot(result["rows"], personas,
-                                                  f"Predicted p95 TTFT, {fleet.workers} x {fleet.slots} slots"))
+            Path(options["plot"]).write_text(sweep_chart(result["rows"], personas,
+                                                         title=f"Predicted p95 TTFT, {fleet.workers} x {fleet.slots} slots"))
             self.stdout.write(f"wrote {options['plot']}")
         largest = result["largest_class"] if result["fits_memory"] else 0
         self.stdout.write(f"largest class with agent p95 TTFT ≤ {target:g} s: {largest}")
