@@ -264,12 +264,12 @@ async def _acquire(want: Want) -> Slot:
         _ensure_pump(line)
         line.wake.set()
         started = time.monotonic()
+        deadline = wait_deadline(started=started, max_wait_s=settings.OCS["QUEUE_MAX_WAIT_S"])
         try:
-            slot = await _await_served(line, waiter,
-                                       deadline=wait_deadline(started=started, max_wait_s=settings.OCS["QUEUE_MAX_WAIT_S"]))
+            slot = await _await_served(line, waiter, deadline=deadline)
         except asyncio.TimeoutError:
-            raise errors.queue_timeout(want.model_id, time.monotonic() - started,
-                                       retry_after_s=queue_timeout_retry_after_s(settings.OCS["SLOT_LEASE_S"])) from None
+            retry_after_s = queue_timeout_retry_after_s(settings.OCS["SLOT_LEASE_S"])
+            raise errors.queue_timeout(want.model_id, time.monotonic() - started, retry_after_s=retry_after_s) from None
         served = True
         return slot
     finally:

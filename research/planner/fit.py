@@ -126,7 +126,8 @@ def fit_cost_model(measured: Sequence[Measured], *, slots: int, batch_tokens: in
     cached = [m for m in prefill if m.cached_tokens > 0]
     uncached = [m for m in prefill if m.cached_tokens <= 0]
     residuals: dict[str, Any] = {
-        "ttft": _summary([float(m.ttft_s or 0) - predicted_ttft(m) for m in prefill], [float(m.ttft_s or 0) for m in prefill]),
+        "ttft": _summary([float(m.ttft_s or 0) - predicted_ttft(m) for m in prefill],
+                         [float(m.ttft_s or 0) for m in prefill]),
         "ttft_cached": _summary([float(m.ttft_s or 0) - predicted_ttft(m) for m in cached],
                                 [float(m.ttft_s or 0) for m in cached]),
         "ttft_uncached": _summary([float(m.ttft_s or 0) - predicted_ttft(m) for m in uncached],

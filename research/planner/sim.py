@@ -288,7 +288,8 @@ class Simulation:
     def _start(self, request: _Request, worker: _Worker, index: int, *, own_prefix: bool) -> None:
         prompt = request.shape.prompt_tokens
         held = worker.cache.get(index, ())
-        request.reused = min(cached_prefix_tokens(held, request.shape.segments), max(prompt - 1, 0)) if own_prefix else 0
+        found = cached_prefix_tokens(held, request.shape.segments) if own_prefix else 0
+        request.reused = min(found, max(prompt - 1, 0))
         request.prefill_left = max(prompt - request.reused, 1)
         request.decode_left = max(request.shape.output_tokens, 1) - 1
         request.worker_id, request.slot, request.claimed_s = worker.view.id, index, self.now

@@ -57,7 +57,8 @@ def prompt_parts(body: dict[str, Any], dialect: str) -> list[Any]:
 
 def segment(part: Any) -> tuple[str, int]:
     text = json.dumps(part, sort_keys=True, default=str)
-    return hashlib.sha1(text.encode()).hexdigest()[:16], math.ceil(_text_chars(part) / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE
+    tokens = math.ceil(_text_chars(part) / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE
+    return hashlib.sha1(text.encode()).hexdigest()[:16], tokens
 
 
 def answer_text(output_tokens: int) -> str:

@@ -27,7 +27,8 @@ def test_claims_try_the_ranked_workers_with_a_free_slot_in_order() -> None:
 def test_no_routable_worker_is_a_refusal_naming_the_failures_if_any() -> None:
     empty = Decision(ranked=[])
     assert rules.no_worker_refusal(empty, {}) == ("no_worker_available", "")
-    assert rules.no_worker_refusal(empty, {1: "w1: refused", 2: "w2: 502"}) == ("upstream_error", "w1: refused; w2: 502")
+    failures = {1: "w1: refused", 2: "w2: 502"}
+    assert rules.no_worker_refusal(empty, failures) == ("upstream_error", "w1: refused; w2: 502")
     assert rules.no_worker_refusal(Decision(ranked=[Candidate(view(1), busy=2, reason="")]), {}) is None
 
 

@@ -192,3 +192,15 @@ def test_cached_prefix_counts_leading_equal_segments_only() -> None:
     assert cached_prefix_tokens(held, (("s", 100), ("u1", 20), ("a1", 30), ("t", 5))) == 150
     assert cached_prefix_tokens(held, (("s", 100), ("u2", 20), ("a1", 30))) == 100
     assert cached_prefix_tokens((), (("s", 100),)) == 0
+
+
+def test_a_student_back_from_a_pause_is_lifted_level_with_those_waiting_not_ahead_of_them() -> None:
+    """core.fair_share.lifted: l (no service yet) joins while w (some service) waits; lifted to w's
+    counter, the tie goes to the cheaper request (w's). Without the lift l's banked 0 would win."""
+    f = Scripted("f", [shape(("f", 100), output=2, conversation="f")])
+    w = Scripted("w", [shape(("w1", 10), output=2, conversation="w"), shape(("w2", 20), output=2, conversation="w2")],
+                 arrival_s=0.01, pauses=[0.0])
+    x = Scripted("x", [shape(("x", 500), output=2, conversation="x")], arrival_s=2.2)
+    late = Scripted("l", [shape(("l", 200), output=2, conversation="l")], arrival_s=3.0)
+    turns, _ = simulate(plan=plan(policy="tokens"), costs=[COST], students=[f, w, x, late])
+    assert [t.student for t in sorted(turns, key=lambda t: t.first_token_s or 0)] == ["f", "w", "x", "w", "l"]

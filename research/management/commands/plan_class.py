@@ -100,7 +100,7 @@ class Command(BaseCommand):
                           f"KV {result['rows'][0]['report']['config']['cache_type']}, policy {fleet.policy}, "
                           f"max wait {fleet.max_wait_s:g} s, {fleet.duration_s:g} s simulated, mix {options['mix']}")
         if calibration.source == Calibration.Source.ASSUMPTIONS:
-            self.stdout.write("built from assumptions, not measured: see `calibrate_worker --assumptions` for each source")
+            self.stdout.write("built from assumptions, not measured: `calibrate_worker --assumptions` lists their sources")
         if result["memory"]:
             self.stdout.write(("fits in memory: " if result["fits_memory"] else "DOES NOT FIT in memory: ")
                               + result["memory"])
@@ -112,8 +112,8 @@ class Command(BaseCommand):
             Path(options["json"]).write_text(json.dumps(result, indent=2, default=str))
             self.stdout.write(f"wrote {options['json']}")
         if options["plot"]:
-            Path(options["plot"]).write_text(sweep_chart(result["rows"], personas,
-                                                         title=f"Predicted p95 TTFT, {fleet.workers} x {fleet.slots} slots"))
+            title = f"Predicted p95 TTFT, {fleet.workers} x {fleet.slots} slots"
+            Path(options["plot"]).write_text(sweep_chart(result["rows"], personas, title=title))
             self.stdout.write(f"wrote {options['plot']}")
         largest = result["largest_class"] if result["fits_memory"] else 0
         self.stdout.write(f"largest class with agent p95 TTFT ≤ {target:g} s: {largest}")
