@@ -130,3 +130,15 @@ def test_the_plan_a_class_page_answers_for_teachers_only(client, teacher, studen
     assert "<svg" in page
     refused = client.get("/research/plan/", {**query, "mix": "chat:3"}).content.decode()
     assert "needs an agent persona" in refused and "<svg" not in refused
+
+
+@pytest.mark.django_db
+def test_the_page_lists_an_assumed_calibrations_sources(client, teacher) -> None:  # noqa: ANN001
+    out = StringIO()
+    call_command("calibrate_worker", "--assumptions", stdout=out)
+    number = out.getvalue().strip().splitlines()[-1].split()[-1]
+    client.force_login(teacher)
+    page = client.get("/research/plan/", {"calibration": number, "mix": "agent:1", "students": "1", "workers": 1,
+                                          "target_p95": 60, "duration": 30, "scale": 0.1, "seed": 1}).content.decode()
+    assert "Built from assumptions" in page and "GTX 1070 data sheet" in page
+    assert "largest class with agent p95 TTFT" in page
