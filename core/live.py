@@ -40,7 +40,7 @@ from core.quota import (
     lua_args,
     verdict_from_lua,
 )
-from core.slot_owners import CLAIM_SLOT_LUA, SlotClaim, SlotOwner, lease_slot, pick_slot
+from core.slot_owners import CLAIM_SLOT_LUA, SlotClaim, SlotOwner, holds_own_prefix, lease_slot, pick_slot
 
 
 class LiveStateUnavailable(RuntimeError):
@@ -193,7 +193,7 @@ class InProcessLiveState:
             leases[lease_id] = now + lease_s
             owners[index] = SlotOwner(student=student, conversation=conversation, last_used_ms=int(now * 1000))
             return SlotClaim(lease_id=lease_id, index=index,
-                             own_prefix=previous is not None and previous.student == student)
+                             own_prefix=holds_own_prefix(previous, student))
 
     def _waiting(self, line: str) -> dict[str, tuple[Waiting, float]]:
         waiting = self._fair_waiting.setdefault(line, {})

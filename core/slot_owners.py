@@ -68,6 +68,11 @@ def pick_slot(*, capacity: int, used: set[int], owners: dict[int, SlotOwner], st
     return chosen
 
 
+def holds_own_prefix(previous: SlotOwner | None, student: str) -> bool:
+    """Whether a slot last held by `previous` holds `student`'s own prompt (its cache may be reused)."""
+    return previous is not None and previous.student == student
+
+
 # The same choice in Redis, atomic with the claim. KEYS[1] = the worker's lease zset, KEYS[2] = its
 # owner hash (field = slot index, value = "student|conversation|last_used_ms").
 # ARGV = capacity, now_ms, expires_ms, random part of the lease id, student, conversation, owner ttl ms.

@@ -27,19 +27,28 @@ from django.conf import settings
 
 from core import errors
 from core.db import fresh_connection
-from core.fair_share import POLICIES, charge
+from core.fair_share import POLICIES
 from core.lease import Lease
 from core.live import LiveStateUnavailable, live_state, worker_resource
 from fleet.models import PoolEvent
 from fleet.scheduler import Decision, WorkerView, rank_workers
 from fleet.selectors import fleet_snapshot
+from inference.admission_rules import (
+    claim_order,
+    estimate_charge,
+    may_claim_directly,
+    no_worker_refusal,
+    prompt_tokens_estimate,
+    queue_timeout_retry_after_s,
+    settle_amount,
+    timed_out,
+    wait_deadline,
+    wait_left_s,
+)
 from inference.prometheus import QUEUE_WAIT
 
 log = logging.getLogger("ocs.admission")
 
-# English text and code average 3.5-4.5 bytes per token with Llama-family tokenizers: a body of N
-# bytes (JSON syntax included) holds fewer than N / 4 tokens of prompt, usually.
-BYTES_PER_TOKEN = 4
 POLL_INTERVAL_S = 0.05
 PUMP_RETRY_S = 0.2
 WATCHDOG_S = 1.0
@@ -89,8 +98,7 @@ class Want:
 
     def estimate(self, policy: str) -> float:
         """Its charge before it ran: the prompt by the byte estimate, as if nothing were cached."""
-        return charge(policy, computed_prompt_tokens=self.prompt_bytes // BYTES_PER_TOKEN, output_tokens=0,
-                      weight=self.weight)
+        return estimate_charge(policy, prompt_bytes=self.prompt_bytes, weight=self.weight)
 
     def avoid(self) -> frozenset[int]:
         return frozenset(self.failed)
@@ -157,9 +165,9 @@ async def settle_share(want: Want, *, computed_prompt_tokens: int, output_tokens
     left the line. Called once, when the request ends; a failure is logged, never raised."""
     try:
         policy = want.fair_policy or await active_policy()
-        real = charge(policy, computed_prompt_tokens=computed_prompt_tokens, output_tokens=output_tokens,
-                      weight=want.weight)
-        delta = real - (want.fair_charged if want.fair_policy == policy else 0.0)
+        delta = settle_amount(policy, charged_policy=want.fair_policy, charged=want.fair_charged,
+                              computed_prompt_tokens=computed_prompt_tokens, output_tokens=output_tokens,
+                              weight=want.weight)
         if delta:
             await live_state().fair_charge(want.line, policy, student=str(want.user_id), amount=delta)
     except Exception:
@@ -202,7 +210,7 @@ async def rank(want: Want) -> Decision:
         affinity_worker_id=view.affinity_worker_id,
         lending_pool_ids=snapshot.lending_pool_ids,
         min_context=want.min_context,
-        prompt_tokens_estimate=want.prompt_bytes // BYTES_PER_TOKEN,
+        prompt_tokens_estimate=prompt_tokens_estimate(want.prompt_bytes),
     )
 
 
@@ -211,14 +219,12 @@ async def try_claim(want: Want) -> Slot | None:
     Raises when no worker could ever serve (none routable)."""
     decision = await rank(want)
     live = live_state()
-    if not decision.ranked:
-        if want.failed:
-            raise errors.upstream_failed("; ".join(want.failed.values()))
-        raise errors.no_worker_available(want.model_id)
+    refusal = no_worker_refusal(decision, want.failed)
+    if refusal is not None:
+        code, detail = refusal
+        raise errors.upstream_failed(detail) if code == "upstream_error" else errors.no_worker_available(want.model_id)
     lease_s = settings.OCS["SLOT_LEASE_S"]
-    for candidate in decision.ranked:
-        if candidate.free <= 0:
-            continue
+    for candidate in claim_order(decision):
         resource = worker_resource(candidate.worker.id)
         claim = await live.claim_slot(resource, candidate.worker.slots, lease_s, student=str(want.user_id),
                                       conversation=want.conversation or "")
@@ -245,7 +251,7 @@ async def _acquire(want: Want) -> Slot:
     line = _line_for(want.pool_id, want.model_id)
     live = live_state()
     policy = await active_policy()
-    if not line.waiters and await live.fair_turn(line.name, policy) is None:
+    if not line.waiters and may_claim_directly(waiting_here=0, turn=await live.fair_turn(line.name, policy)):
         slot = await try_claim(want)
         if slot is not None:
             return slot
@@ -257,13 +263,13 @@ async def _acquire(want: Want) -> Slot:
         await _publish_queue_depths()
         _ensure_pump(line)
         line.wake.set()
-        max_wait_s = settings.OCS["QUEUE_MAX_WAIT_S"]
         started = time.monotonic()
+        deadline = wait_deadline(started=started, max_wait_s=settings.OCS["QUEUE_MAX_WAIT_S"])
         try:
-            slot = await _await_served(line, waiter, deadline=started + max_wait_s)
+            slot = await _await_served(line, waiter, deadline=deadline)
         except asyncio.TimeoutError:
-            raise errors.queue_timeout(want.model_id, time.monotonic() - started,
-                                       retry_after_s=max(1, int(settings.OCS["SLOT_LEASE_S"] // 3))) from None
+            retry_after_s = queue_timeout_retry_after_s(settings.OCS["SLOT_LEASE_S"])
+            raise errors.queue_timeout(want.model_id, time.monotonic() - started, retry_after_s=retry_after_s) from None
         served = True
         return slot
     finally:
@@ -291,13 +297,13 @@ async def _await_served(line: _Line, waiter: _Waiter, *, deadline: float) -> Slo
     """Wait for the pump to serve `waiter`; every WATCHDOG_S make sure a pump still runs, so
     that no unforeseen failure of one can leave waiters starving until their deadline."""
     while True:
-        left = deadline - time.monotonic()
+        left = wait_left_s(deadline=deadline, now=time.monotonic())
         if left <= 0:
             raise asyncio.TimeoutError
         try:
             return await asyncio.wait_for(asyncio.shield(waiter.future), timeout=min(left, WATCHDOG_S))
         except asyncio.TimeoutError:
-            if time.monotonic() >= deadline:
+            if timed_out(deadline=deadline, now=time.monotonic()):
                 raise
             _ensure_pump(line)
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from research.models import BenchmarkRun, Experiment, GpuSample, PoolSlo, PromotionCheck, RequestSample
+from research.models import BenchmarkRun, Calibration, Experiment, GpuSample, PoolSlo, PromotionCheck, RequestSample
 
 
 class RunInline(admin.TabularInline):
@@ -52,3 +52,11 @@ class PromotionCheckAdmin(admin.ModelAdmin):
     list_display = ("at", "worker", "pool", "passed", "moved", "ttft_p90_ms", "tpot_p90_ms", "reasons")
     list_filter = ("passed", "moved")
     raw_id_fields = ("run", "worker")
+
+
+@admin.register(Calibration)
+class CalibrationAdmin(admin.ModelAdmin):
+    list_display = ("id", "created_at", "source", "label", "worker")
+    list_filter = ("source",)
+    search_fields = ("label",)
+    raw_id_fields = ("worker",)

@@ -204,13 +204,44 @@ async def send_turn(client: httpx.AsyncClient, plan: ReplayPlan, student: Studen
     return turn
 
 
+def student_conversation(*, seed: int, name: str, persona: str, index: int, scale: float, tools_inline: bool,
+                         context_tokens: int, model: str, fixtures_dir: Path = FIXTURES) -> Conversation:
+    """A student's conversation, its random source seeded by the run's seed and the student's name
+    (same seed, same tasks, tool results and think times)."""
+    return Conversation(PERSONA_SHAPES[persona], index, random.Random(f"{seed}:{name}"), scale=scale,
+                        tools_inline=tools_inline, context_tokens=context_tokens, model=model,
+                        fixtures_dir=fixtures_dir)
+
+
+def pause_after_turn(conversation: Conversation, *, completed: bool, answer: str, retry_after_s: float) -> float:
+    """What a student does after a turn, in seconds of pause before the next: an answered turn is
+    grown into the conversation, then they think; a refused one is sent again after at least its
+    `retry-after` (at most MAX_RETRY_WAIT_S) and half a second."""
+    if completed:
+        conversation.grow(answer)
+        return conversation.think_s()
+    conversation.turn -= 1  # the client sends the same turn again
+    return max(conversation.think_s(), min(retry_after_s, MAX_RETRY_WAIT_S), 0.5)
+
+
+def arrival_offsets(*, seed: int, students: int, spread_s: float) -> list[float]:
+    """When each student (in roster order) arrives, seconds from the start, uniform over [0, spread_s]."""
+    arrivals = random.Random(f"{seed}:arrivals")
+    return [arrivals.uniform(0, max(spread_s, 0.0)) for _ in range(students)]
+
+
+def arrival_spread_s(duration_s: float, arrivals_s: float | None = None) -> float:
+    """Students arrive over the first 30 % of the run unless told otherwise."""
+    return arrivals_s if arrivals_s is not None else duration_s * 0.3
+
+
 async def _student_loop(client: httpx.AsyncClient, plan: ReplayPlan, student: Student, *, origin: float,
                         deadline: float, arrival_s: float, turns: list[SentTurn],
                         progress: Callable[[SentTurn], None] | None) -> None:
-    rng = random.Random(f"{plan.seed}:{student.name}")
-    conversation = Conversation(PERSONA_SHAPES[student.persona], student.index, rng, scale=plan.scale,
-                                tools_inline=plan.tools_inline, context_tokens=plan.context_tokens,
-                                model=plan.model, fixtures_dir=plan.fixtures_dir)
+    conversation = student_conversation(seed=plan.seed, name=student.name, persona=student.persona,
+                                        index=student.index, scale=plan.scale, tools_inline=plan.tools_inline,
+                                        context_tokens=plan.context_tokens, model=plan.model,
+                                        fixtures_dir=plan.fixtures_dir)
     plan.conversations[student.name] = conversation
     await asyncio.sleep(arrival_s)
     while time.perf_counter() < deadline:
@@ -219,12 +250,8 @@ async def _student_loop(client: httpx.AsyncClient, plan: ReplayPlan, student: St
         turns.append(turn)
         if progress is not None:
             progress(turn)
-        if turn.completed:
-            conversation.grow(turn.answer)
-            pause = conversation.think_s()
-        else:
-            conversation.turn -= 1  # the client sends the same turn again
-            pause = max(conversation.think_s(), min(turn.retry_after_s, MAX_RETRY_WAIT_S), 0.5)
+        pause = pause_after_turn(conversation, completed=turn.completed, answer=turn.answer,
+                                 retry_after_s=turn.retry_after_s)
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             break
@@ -235,8 +262,8 @@ async def run_class(plan: ReplayPlan, progress: Callable[[SentTurn], None] | Non
                     ) -> tuple[list[SentTurn], float]:
     """Runs the class; returns its turns (in the order they ended) and the wall time in seconds
     from the start to the last turn's end."""
-    arrivals = random.Random(f"{plan.seed}:arrivals")
-    spread = plan.arrivals_s if plan.arrivals_s is not None else plan.duration_s * 0.3
+    offsets = arrival_offsets(seed=plan.seed, students=len(plan.students),
+                              spread_s=arrival_spread_s(plan.duration_s, plan.arrivals_s))
     turns: list[SentTurn] = []
     limits = httpx.Limits(max_connections=len(plan.students) + 8, max_keepalive_connections=len(plan.students) + 8,
                           keepalive_expiry=2.0)
@@ -245,7 +272,7 @@ async def run_class(plan: ReplayPlan, progress: Callable[[SentTurn], None] | Non
         deadline = origin + plan.duration_s
         await asyncio.gather(*(
             _student_loop(client, plan, student, origin=origin, deadline=deadline,
-                          arrival_s=arrivals.uniform(0, max(spread, 0.0)), turns=turns, progress=progress)
-            for student in plan.students))
+                          arrival_s=offset, turns=turns, progress=progress)
+            for student, offset in zip(plan.students, offsets)))
         wall_s = time.perf_counter() - origin
     return turns, max(wall_s, max((t.end_s for t in turns), default=0.0))

@@ -224,3 +224,34 @@ class WebRun(models.Model):
     def progress(self) -> dict[str, Any]:
         return {"id": self.id, "status": self.status, "done": self.done_requests, "total": self.total_requests,
                 "run_id": self.run_id, "error": self.error}
+
+
+class Calibration(models.Model):
+    """A worker's cost model for the capacity planner (research/planner/cost.py), fitted to stored
+    runs (`source` runs: `runs` their ids, `residuals` how well it fits) or built from stated
+    assumptions (`source` assumptions: each with its source and what measurement replaces it)."""
+
+    class Source(models.TextChoices):
+        RUNS = "runs", "Fitted to benchmark runs"
+        ASSUMPTIONS = "assumptions", "Stated assumptions"
+
+    label = models.CharField(max_length=200, blank=True)
+    source = models.CharField(max_length=16, choices=Source.choices)
+    worker = models.ForeignKey(Worker, on_delete=models.SET_NULL, null=True, blank=True, related_name="calibrations")
+    runs = models.JSONField(default=list, blank=True, help_text="Ids of the benchmark runs it was fitted to.")
+    cost = models.JSONField(help_text="The cost model: research.planner.cost.CostModel as a dict (seconds).")
+    residuals = models.JSONField(default=dict, blank=True)
+    assumptions = models.JSONField(default=list, blank=True,
+                                   help_text="[{name, value, unit, source, replaced_by}]; [] for a fit.")
+    memory = models.JSONField(default=dict, blank=True,
+                              help_text="Facts for the planner's memory check (cards, GB, KV bytes per token).")
+    notes = models.JSONField(default=list, blank=True)
+    slots = models.PositiveIntegerField(null=True, blank=True, help_text="The measured worker's slots.")
+    context = models.PositiveIntegerField(null=True, blank=True, help_text="The measured worker's context per slot.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"calibration {self.pk} ({self.source}) {self.label}".strip()

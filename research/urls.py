@@ -12,6 +12,7 @@ urlpatterns = [
     path("groups/<slug:group>/", views.group_detail, name="group"),
     path("groups/<slug:group>/export.<str:fmt>", views.group_export, name="group_export"),
     path("compare/", views.compare, name="compare"),
+    path("plan/", views.plan, name="plan"),
     path("experiments/<int:experiment_id>/", views.experiment_detail, name="experiment"),
     path("start/", views.start, name="start"),
     path("start/<int:web_run_id>/", views.web_run_detail, name="web_run"),

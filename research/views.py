@@ -16,7 +16,11 @@ from accounts.access import staff_required
 from accounts.models import User
 from fleet.models import Worker
 from research import selectors
+from research.class_personas import PERSONAS
+from research.forms import PlanClassForm
 from research.models import BenchmarkRun, Experiment, WebRun
+from research.planner.report import sweep_chart, sweep_table
+from research.planner_services import class_plan, plan_class
 from research.web_runs import BOUNDS, RunAsk, WebRunRefused, web_run_start, web_runs_expire
 
 LOGIN_URL = "/accounts/login/"
@@ -175,3 +179,28 @@ def web_run_detail(request: HttpRequest, web_run_id: int) -> HttpResponse:
 def web_run_progress(request: HttpRequest, web_run_id: int) -> HttpResponse:
     web_run = get_object_or_404(WebRun, pk=web_run_id)
     return JsonResponse(web_run.progress())
+
+
+@staff_required
+def plan(request: HttpRequest) -> HttpResponse:
+    """"Plan a class": the planner's sweep (plan_class) from a form, on a stored calibration."""
+    form = PlanClassForm(request.GET or None)
+    context: dict[str, Any] = {"form": form}
+    if form.is_bound and form.is_valid():
+        data = form.cleaned_data
+        calibration = data["calibration"]
+        planned = class_plan(calibration=calibration, mix=data["mix"], workers=data["workers"], slots=data["slots"],
+                             context=data["context"], cache_type=data["cache_type"] or None,
+                             duration_s=data["duration"], scale=data["scale"], seed=data["seed"],
+                             policy=data["policy"] or None)
+        result = plan_class(calibration=calibration, plan=planned, sizes=data["students"],
+                            target_p95_s=data["target_p95"])
+        personas = [p for p in PERSONAS if p in data["mix"]]
+        fleet = planned.fleet
+        context.update(
+            result=result, fleet=fleet, personas=personas, table=sweep_table(result["rows"], personas),
+            largest=result["largest_class"] if result["fits_memory"] else 0, calibration=calibration,
+            chart=mark_safe(sweep_chart(result["rows"], personas,  # research.svg escapes every text
+                                        title=f"Predicted p95 TTFT, {fleet.workers} x {fleet.slots} slots")),
+        )
+    return render(request, "research/plan.html", context)

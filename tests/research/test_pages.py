@@ -61,7 +61,7 @@ def _pages(runs: list[BenchmarkRun]) -> list[str]:
     run = runs[0]
     return ["/research/", f"/research/runs/{run.pk}/", "/research/groups/aaa/", "/research/compare/?a=1&b=2",
             f"/research/runs/{run.pk}/export.csv", f"/research/runs/{run.pk}/export.json",
-            "/research/groups/aaa/export.csv", f"/research/experiments/{run.experiment_id}/"]
+            "/research/groups/aaa/export.csv", f"/research/experiments/{run.experiment_id}/", "/research/plan/"]
 
 
 def test_anonymous_visitors_are_sent_to_sign_in(client: Client, runs) -> None:  # noqa: ANN001

@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('fleet', '0007_h19_gpu_pcie_max'),
-        ('research', '0008_h23_questions_q7_q11'),
+        ('research', '0009_h20_calibration'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,86 @@
+"""Admission's decisions, without its waiting: pure functions, the clock passed in, no I/O.
+
+`inference/admission.py` (the gateway's async line, live state, the pump) calls these for every
+decision it takes, and the capacity planner's simulator (research/planner/) calls the same ones,
+so a change here changes both the gateway and its prediction:
+
+- how many tokens a body of N bytes is taken to hold (routing, the fair-share estimate);
+- the fair-share charge of a request before it ran (its prompt by that estimate, nothing cached);
+- whether a request may claim a slot at once (nobody waiting: no barging past classmates);
+- which ranked workers to try, in order, and the refusal when none could ever serve;
+- how long a request may wait, and the `retry-after` of a request that waited too long.
+
+Times are seconds on one monotonic clock the caller chooses.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from core.fair_share import charge
+from fleet.scheduler import Candidate, Decision
+
+# English text and code average 3.5-4.5 bytes per token with Llama-family tokenizers: a body of N
+# bytes (JSON syntax included) holds fewer than N / 4 tokens of prompt, usually.
+BYTES_PER_TOKEN = 4
+
+
+def prompt_tokens_estimate(prompt_bytes: int) -> int:
+    """The prompt tokens a request body of `prompt_bytes` bytes is taken to hold (an upper bound, usually)."""
+    return max(0, prompt_bytes) // BYTES_PER_TOKEN
+
+
+def estimate_charge(policy: str, *, prompt_bytes: int, weight: float = 1.0) -> float:
+    """A request's fair-share charge before it ran: its prompt by the byte estimate, as if
+    nothing were cached, no output yet (settled to the real counts when it ends)."""
+    return charge(policy, computed_prompt_tokens=prompt_tokens_estimate(prompt_bytes), output_tokens=0,
+                  weight=weight)
+
+
+def may_claim_directly(*, waiting_here: int, turn: str | None) -> bool:
+    """A new request tries to claim a slot at once only when nobody waits in the line, neither in
+    this process (`waiting_here`) nor anywhere (`turn`: the shared line's next request, None
+    when empty); otherwise it joins the line behind them."""
+    return waiting_here == 0 and turn is None
+
+
+def claim_order(decision: Decision) -> list[Candidate]:
+    """The ranked workers a claim tries, in order: those with a free slot by the snapshot."""
+    return [candidate for candidate in decision.ranked if candidate.free > 0]
+
+
+def no_worker_refusal(decision: Decision, failed: Mapping[int, str]) -> tuple[str, str] | None:
+    """Why a request can never be served now (no routable worker at all), as (code, detail):
+    `upstream_error` with the failures of the workers it tried, or `no_worker_available`;
+    None while some worker may serve it (perhaps after a wait)."""
+    if decision.ranked:
+        return None
+    if failed:
+        return "upstream_error", "; ".join(failed.values())
+    return "no_worker_available", ""
+
+
+def wait_deadline(*, started: float, max_wait_s: float) -> float:
+    """When a request that started waiting at `started` gives up (OCS_QUEUE_MAX_WAIT_S)."""
+    return started + max(0.0, max_wait_s)
+
+
+def wait_left_s(*, deadline: float, now: float) -> float:
+    """Seconds a waiting request may still wait; <= 0: it is refused now (queue_timeout)."""
+    return deadline - now
+
+
+def timed_out(*, deadline: float, now: float) -> bool:
+    return wait_left_s(deadline=deadline, now=now) <= 0
+
+
+def queue_timeout_retry_after_s(slot_lease_s: float) -> int:
+    """The `retry-after` of a request refused for waiting too long: a third of a slot lease, at least 1 s."""
+    return max(1, int(slot_lease_s // 3))
+
+
+def settle_amount(policy: str, *, charged_policy: str, charged: float, computed_prompt_tokens: int,
+                  output_tokens: int, weight: float = 1.0) -> float:
+    """What a request's student is charged when it ends: its real cost under `policy`, less the
+    estimate charged when it left the line (if that was under the same policy)."""
+    real = charge(policy, computed_prompt_tokens=computed_prompt_tokens, output_tokens=output_tokens, weight=weight)
+    return real - (charged if charged_policy == policy else 0.0)

@@ -1,0 +1,130 @@
+"""`manage.py calibrate_worker`: a cost model for the capacity planner, stored as a Calibration.
+
+    manage.py calibrate_worker --worker cpu-1                 # fitted to that worker's stored runs
+    manage.py calibrate_worker --runs 12,13,14,15             # fitted to these runs (one worker)
+    manage.py calibrate_worker --assumptions --gpus 8         # from stated assumptions (the rigs)
+
+Prints the cost model, the fit's residuals (or the assumptions and their sources), and as its
+last line `calibration N`, the stored calibration's id for `plan_class --calibration N`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from research.models import BenchmarkRun, Calibration
+from research.planner.assumptions import RigAssumptions
+from research.planner.cost import CostModel
+from research.planner_services import CalibrationRefused, calibration_assume, calibration_fit, runs_of_worker
+
+
+def parse_ids(text: str) -> list[int]:
+    try:
+        ids = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"--runs {text!r}: expected run ids separated by commas") from None
+    if not ids:
+        raise ValueError("--runs names no run")
+    return ids
+
+
+def cost_lines(cost: CostModel) -> list[str]:
+    return [
+        f"  prompt evaluation  {cost.prefill_s_per_token * 1000:.3f} ms per uncached token "
+        f"({1 / cost.prefill_s_per_token if cost.prefill_s_per_token else float('inf'):.1f} tok/s)",
+        f"  request overhead   {cost.request_overhead_s * 1000:.1f} ms before the first prompt token",
+        f"  decode             {cost.decode_s_per_token * 1000:.2f} ms per token for one slot "
+        f"({1 / cost.decode_s_per_token:.1f} tok/s), +{cost.decode_s_per_extra_slot * 1000:.2f} ms per extra slot "
+        f"in the batch, +{cost.decode_s_per_context_token * 1e6:.3f} us per token of context",
+        f"  batch              {cost.batch_tokens} tokens, KV cache {cost.cache_type}",
+    ]
+
+
+def residual_lines(residuals: dict[str, Any]) -> list[str]:
+    def one(name: str, what: str) -> str:
+        row = residuals.get(name) or {}
+        if not row.get("n"):
+            return f"  {what}: no requests"
+        rel = row.get("max_relative")
+        return (f"  {what}: {row['n']} points, RMS {row['rms_s'] * 1000:.1f} ms, worst {row['max_abs_s'] * 1000:.1f} ms"
+                + ("" if rel is None else f" ({rel:.0%})"))
+
+    lines = [one("ttft", "TTFT at concurrency 1"), one("ttft_uncached", "  of which uncached"),
+             one("ttft_cached", "  of which cached"), one("tpot", "TPOT by run")]
+    for row in residuals.get("tpot_by_run") or []:
+        lines.append(f"    run {row['run']}: batch {row['batch']}, TPOT {row['observed_s'] * 1000:.1f} ms measured, "
+                     f"{row['predicted_s'] * 1000:.1f} ms fitted")
+    return lines
+
+
+class Command(BaseCommand):
+    help = ("Calibrate the capacity planner's cost model for a worker from its stored benchmark runs (a prompt-size "
+            "sweep at concurrency 1, a concurrency sweep), or from stated assumptions; prints `calibration N` last.")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        which = parser.add_mutually_exclusive_group(required=True)
+        which.add_argument("--worker", help="Fit to every finished run sent straight to this worker.")
+        which.add_argument("--runs", help="Fit to these run ids (of one worker), e.g. 12,13,14.")
+        which.add_argument("--assumptions", action="store_true",
+                           help="Build it from stated assumptions (bandwidth roofline, public Pascal figures).")
+        parser.add_argument("--label", default="")
+        group = parser.add_argument_group("assumptions (with --assumptions)")
+        defaults = RigAssumptions()
+        group.add_argument("--gpu", default=defaults.gpu, help="Card name from research/roofline.py (GTX 1070).")
+        group.add_argument("--gpus", type=int, default=defaults.gpus, help="Cards per worker (layer split).")
+        group.add_argument("--model-gb", type=float, default=defaults.weight_gb, help="GB of weights read per token.")
+        group.add_argument("--model-billions", type=float, default=defaults.model_billions,
+                           help="The model's parameters, in billions (scales the prompt evaluation rate).")
+        group.add_argument("--kv-bytes-per-token", type=float, default=defaults.kv_bytes_per_token_f16,
+                           help="KV cache bytes per token at f16 (2 x layers x KV heads x head dim x 2).")
+        group.add_argument("--roofline-fraction", type=float, default=defaults.roofline_fraction,
+                           help="Fraction of the decode roofline reached (0.79 measured on the rig's seed).")
+        group.add_argument("--cache-type", default=defaults.cache_type, choices=["f16", "q8_0", "q4_0"])
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["assumptions"]:
+            if options["gpus"] < 1 or options["model_gb"] <= 0 or not 0 < options["roofline_fraction"] <= 1:
+                raise CommandError("--gpus >= 1, --model-gb > 0 and --roofline-fraction in (0, 1] are needed")
+            rig = RigAssumptions(gpu=options["gpu"], gpus=options["gpus"], weight_gb=options["model_gb"],
+                                 model_billions=options["model_billions"],
+                                 kv_bytes_per_token_f16=options["kv_bytes_per_token"],
+                                 roofline_fraction=options["roofline_fraction"], cache_type=options["cache_type"])
+            try:
+                calibration = calibration_assume(rig=rig, label=options["label"])
+            except KeyError as exc:
+                raise CommandError(str(exc)) from None
+            self._show(calibration)
+            self.stdout.write("assumptions (each replaced by a measurement on a rig day):")
+            for item in calibration.assumptions:
+                self.stdout.write(f"  {item['name']}: {item['value']:g} {item['unit']} | source: {item['source']} | "
+                                  f"replaced by: {item['replaced_by']}")
+        else:
+            try:
+                if options["worker"]:
+                    runs = runs_of_worker(options["worker"])
+                    if not runs:
+                        raise CalibrationRefused(f"no finished benchmark runs of worker {options['worker']!r}: run "
+                                                 f"`bench` against it first (a prompt-size and a concurrency sweep)")
+                else:
+                    ids = parse_ids(options["runs"])
+                    runs = list(BenchmarkRun.objects.filter(pk__in=ids).select_related("worker").order_by("id"))
+                    missing = sorted(set(ids) - {run.pk for run in runs})
+                    if missing:
+                        raise CalibrationRefused(f"no such run: {', '.join(map(str, missing))}")
+                calibration, fit = calibration_fit(runs=runs, label=options["label"])
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
+            self._show(calibration)
+            self.stdout.write(f"residuals (measured - fitted), from {fit.prefill_points} requests at concurrency 1 "
+                              f"and {fit.decode_points} runs:")
+            for line in residual_lines(calibration.residuals):
+                self.stdout.write(line)
+        for note in calibration.notes:
+            self.stdout.write(f"note: {note}")
+        self.stdout.write(f"calibration {calibration.pk}")
+
+    def _show(self, calibration: Calibration) -> None:
+        self.stdout.write(f"{calibration.get_source_display()}: {calibration.label}")
+        for line in cost_lines(CostModel.from_dict(calibration.cost)):
+            self.stdout.write(line)

@@ -1,0 +1,11 @@
+"""The capacity planner: what a class will feel on a configuration, before the rig time is spent.
+
+- `cost.py`: a worker's cost model (seconds per prompt token, per decode step by batch);
+- `sim.py`: the discrete-event fleet simulator, pure, calling the gateway's own policies;
+- `workload.py`: the class replay's students for it (personas, seeds, pauses);
+- `plan.py`: one prediction in the replay's JSON shape, a sweep over class sizes, the answer;
+- `fit.py`: fitting a cost model to stored benchmark runs; `assumptions.py`: one from stated
+  assumptions (roofline, public Pascal figures), each with its source.
+
+docs/research/planner.md explains the model.
+"""

@@ -1,0 +1,122 @@
+"""A cost model from stated assumptions, for a worker nobody has measured yet (the rigs). Pure.
+
+Every number is an `Assumption` with its source and the measurement that replaces it; the
+calibration stores them, `plan_class` prints them, docs/research/rig-forecast.md lists them.
+
+- decode: bandwidth-bound (docs/inference-notes.md): one step reads every weight once, so with a
+  layer split (one GPU at a time) time per token = weight bytes / (one card's bandwidth x the
+  fraction of the roofline llama.cpp reaches); each further slot in the batch reads its own KV
+  cache (`decode_s_per_context_token` = KV bytes per token / effective bandwidth) and adds a small
+  compute share (`extra_slot_fraction` of a step).
+- prompt evaluation: compute-bound; the published 2 x P40 pp512 scaled to the card by FP32
+  throughput and to the model by parameter count. No gain assumed from the layer split.
+- memory: weights + every slot's KV + a compute buffer per GPU must fit the worker's cards.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from fleet.gguf import KV_BYTES_PER_ELEMENT
+from research.planner.cost import DEFAULT_BATCH_TOKENS, CostModel
+from research.roofline import GB, gpu_spec, roofline
+
+
+@dataclass(frozen=True)
+class Assumption:
+    name: str
+    value: float
+    unit: str
+    source: str
+    replaced_by: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+P40_PP512_TOK_S = 198.0  # 2 x P40, Qwen3-32B Q4_K_M, layer split
+P40_MODEL_BILLIONS = 32.0
+
+
+@dataclass(frozen=True)
+class RigAssumptions:
+    """What the forecast takes for one worker (defaults: the team's 27B Q4_K_M on GTX 1070s)."""
+
+    gpu: str = "GTX 1070"
+    gpus: int = 8
+    weight_gb: float = 16.2
+    model_billions: float = 27.0
+    kv_bytes_per_token_f16: float = 2 * 64 * 8 * 128 * 2.0
+    roofline_fraction: float = 0.79
+    extra_slot_fraction: float = 0.03
+    request_overhead_s: float = 0.3
+    compute_buffer_gb_per_gpu: float = 0.5
+    cache_type: str = "f16"
+
+
+def assumed_cost(rig: RigAssumptions) -> tuple[CostModel, list[Assumption], dict[str, Any]]:
+    """(the cost model, its assumptions, the memory facts for `memory_check`)."""
+    spec = gpu_spec(rig.gpu)
+    ceiling = roofline(weight_bytes=rig.weight_gb * GB, bandwidth_gbs=spec.bandwidth_gbs, gpus=rig.gpus,
+                       split_mode="layer")
+    decode_s = 1.0 / (ceiling.ceiling_tok_s * rig.roofline_fraction)
+    effective_bytes_s = ceiling.bandwidth_gbs * GB * rig.roofline_fraction
+    kv_bytes = rig.kv_bytes_per_token_f16 * KV_BYTES_PER_ELEMENT[rig.cache_type] / KV_BYTES_PER_ELEMENT["f16"]
+    p40 = gpu_spec("Tesla P40")
+    prefill_tok_s = (P40_PP512_TOK_S * spec.fp32_tflops / p40.fp32_tflops * P40_MODEL_BILLIONS / rig.model_billions)
+    cost = CostModel(prefill_s_per_token=1.0 / prefill_tok_s, decode_s_per_token=decode_s,
+                     decode_s_per_extra_slot=decode_s * rig.extra_slot_fraction,
+                     decode_s_per_context_token=kv_bytes / effective_bytes_s,
+                     request_overhead_s=rig.request_overhead_s, batch_tokens=DEFAULT_BATCH_TOKENS,
+                     cache_type=rig.cache_type)
+    bench = "bench on the rig's worker"
+    assumptions = [
+        Assumption("memory bandwidth per card", spec.bandwidth_gbs, "GB/s",
+                   f"{spec.name} data sheet (research/roofline.py GPU_SPECS)", "llama-bench tg128 on the rig"),
+        Assumption("memory per card", spec.memory_gb, "GB", f"{spec.name} data sheet", "nvidia-smi on the rig"),
+        Assumption("cards per worker", rig.gpus, "GPUs", "the configuration planned", "-"),
+        Assumption("weights read per token", rig.weight_gb, "GB",
+                   "docs/inference-notes.md: a ~27B Q4_K_M file of ~16.5 GB, ~16.2 GB read per token",
+                   "fleet/gguf.py facts of the served GGUF (the rig agent reports them)"),
+        Assumption("fraction of the decode roofline reached", rig.roofline_fraction, "",
+                   "docs/research/rig-baseline.md: 12.5 tok/s measured vs a 15.8 tok/s ceiling",
+                   f"{bench}: TPOT at concurrency 1 (calibrate_worker)"),
+        Assumption("decode time added per extra slot", rig.extra_slot_fraction, "of one step",
+                   "assumption: a batched step reads the weights once; compute and per-slot overheads only",
+                   f"{bench}: a concurrency sweep 1, 2, 4, 8 (calibrate_worker)"),
+        Assumption("KV cache bytes per token (f16)", rig.kv_bytes_per_token_f16, "bytes",
+                   "assumption: a Qwen3-32B-like geometry (64 layers x 8 KV heads x 128 x K+V x 2 bytes), "
+                   "docs/inference-notes.md formula", "fleet/gguf.py facts of the served GGUF"),
+        Assumption("KV cache type", KV_BYTES_PER_ELEMENT[rig.cache_type], f"bytes per element ({rig.cache_type})",
+                   "fleet/gguf.py KV_BYTES_PER_ELEMENT", "-"),
+        Assumption("prompt evaluation rate", round(prefill_tok_s, 1), "tokens/s",
+                   f"2 x P40 Qwen3-32B pp512 = {P40_PP512_TOK_S:g} tok/s (ik_llama.cpp PR #2151, "
+                   f"docs/inference-notes.md) x FP32 {spec.fp32_tflops:g}/{p40.fp32_tflops:g} TFLOPS "
+                   f"x {P40_MODEL_BILLIONS:g}B/{rig.model_billions:g}B parameters",
+                   f"llama-bench -p 512 and {bench}: a prompt-size sweep at concurrency 1"),
+        Assumption("request overhead before the first prompt token", rig.request_overhead_s, "s",
+                   "assumption: HTTP, the gateway, the chat template and tokenizing a long prompt",
+                   f"{bench}: the intercept of the prompt-size sweep"),
+        Assumption("batch size", DEFAULT_BATCH_TOKENS, "tokens", "llama-server's default -b", "the worker's launch"),
+        Assumption("compute buffer per card", rig.compute_buffer_gb_per_gpu, "GB",
+                   "assumption (llama.cpp's CUDA compute buffers are a few hundred MB per card)",
+                   "the worker's startup log (CUDA buffer sizes)"),
+    ]
+    memory = {"gpus": rig.gpus, "memory_gb_per_gpu": spec.memory_gb, "weight_gb": rig.weight_gb,
+              "kv_bytes_per_token_f16": rig.kv_bytes_per_token_f16,
+              "compute_buffer_gb_per_gpu": rig.compute_buffer_gb_per_gpu}
+    return cost, assumptions, memory
+
+
+def memory_check(memory: dict[str, Any], *, slots: int, context_tokens: int, cache_type: str) -> tuple[bool, str]:
+    """Whether `slots` slots of `context_tokens` with a `cache_type` KV cache fit the worker's cards
+    beside its weights; (True, "") when `memory` holds no facts (a fitted calibration)."""
+    if not memory:
+        return True, ""
+    kv_gb = (float(memory["kv_bytes_per_token_f16"]) * KV_BYTES_PER_ELEMENT[cache_type] / KV_BYTES_PER_ELEMENT["f16"]
+             * slots * context_tokens / GB)
+    need = float(memory["weight_gb"]) + kv_gb + float(memory["compute_buffer_gb_per_gpu"]) * int(memory["gpus"])
+    have = float(memory["memory_gb_per_gpu"]) * int(memory["gpus"])
+    detail = (f"weights {float(memory['weight_gb']):.1f} GB + KV {kv_gb:.1f} GB ({slots} x {context_tokens} tokens, "
+              f"{cache_type}) + buffers = {need:.1f} GB of {have:.0f} GB")
+    return need <= have, detail

@@ -1,0 +1,114 @@
+"""Planning a class: one simulated replay, a sweep over class sizes, and the answer.
+
+The prediction of one configuration is the class replay's JSON (research.class_metrics.class_report
+over the simulated turns, `config` beside it), so it compares with a measured replay field by
+field; the planner adds `agents` (the agent personas' turns together) and `prediction`.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from research.class_metrics import AGENT_PERSONAS, Turn, Weights, class_report
+from research.class_personas import PERSONAS
+from research.metrics import percentile
+from research.planner.cost import CostModel
+from research.planner.sim import FleetPlan, simulate
+from research.planner.workload import class_students
+
+
+def scaled_mix(mix: dict[str, int], students: int) -> dict[str, int]:
+    """`mix`'s proportions for a class of `students` (largest remainders, ties in persona order)."""
+    total = sum(mix.values())
+    if total < 1 or students < 1:
+        raise ValueError("a class needs at least one student and a mix naming one")
+    exact = {name: count * students / total for name, count in mix.items()}
+    counts = {name: math.floor(value) for name, value in exact.items()}
+    order = sorted(mix, key=lambda name: (-(exact[name] - counts[name]), PERSONAS.index(name)))
+    for name in order[: students - sum(counts.values())]:
+        counts[name] += 1
+    return {name: count for name, count in counts.items() if count}
+
+
+def agent_ttft_p95_s(turns: Sequence[Turn]) -> float | None:
+    """p95 of the agent personas' time to first token, in seconds, a refused turn counting as
+    waiting for ever (so refusing is never a way to meet a target); None without agent turns."""
+    values = [math.inf if not t.completed or t.ttft_ms is None else t.ttft_ms / 1000
+              for t in turns if t.persona in AGENT_PERSONAS]
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * 0.95
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    if math.isinf(ordered[low]) or (math.isinf(ordered[high]) and rank > low):
+        return math.inf
+    return percentile(ordered, 95)
+
+
+@dataclass(frozen=True)
+class ClassPlan:
+    """Everything one prediction depends on besides the cost model."""
+
+    mix: dict[str, int]
+    fleet: FleetPlan
+    seed: int = 0
+    scale: float = 1.0
+    tools_inline: bool = True
+    weights: Weights = Weights()
+
+
+def predict(plan: ClassPlan, cost: CostModel, *, calibration: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The class replay's JSON, predicted: `class_report` over the simulated turns, with `config`
+    as the replay writes it, `agents` and the `prediction`'s provenance."""
+    fleet = plan.fleet
+    students = class_students(mix=plan.mix, seed=plan.seed, scale=plan.scale, context_tokens=fleet.context_tokens,
+                              duration_s=fleet.duration_s, tools_inline=plan.tools_inline, model=fleet.model_id)
+    turns, duration_s = simulate(plan=fleet, costs=[cost] * fleet.workers, students=students)
+    workers = [f"worker-{number}" for number in range(1, fleet.workers + 1)]
+    report = class_report(turns, duration_s=duration_s, weights=plan.weights,
+                          roster=[(s.name, s.persona) for s in students], workers=workers)
+    agent_turns = [t for t in turns if t.persona in AGENT_PERSONAS]
+    p95 = agent_ttft_p95_s(turns)
+    report["agents"] = {
+        "turns": len(agent_turns), "refused": sum(1 for t in agent_turns if not t.completed),
+        "ttft_p95_s": None if p95 is None or math.isinf(p95) else p95, "ttft_p95_s_refused_as_infinite": p95,
+    }
+    report["config"] = {
+        "workers": fleet.workers, "slots": fleet.slots, "slots_total": fleet.workers * fleet.slots,
+        "context": fleet.context_tokens, "worker_list": [{"name": name, "slots": fleet.slots,
+                                                          "context": fleet.context_tokens} for name in workers],
+        "policy": fleet.policy, "policy_applied": True, "policy_note": "simulated with core.fair_share",
+        "weights": plan.weights.as_dict(), "mix": plan.mix, "students": len(students),
+        "duration_s": fleet.duration_s, "scale": plan.scale, "seed": plan.seed, "tools_inline": plan.tools_inline,
+        "model": fleet.model_id, "window_s": 10, "max_wait_s": fleet.max_wait_s,
+        "cache_type": fleet.cache_type or cost.cache_type,
+    }
+    report["prediction"] = {"simulator": "research.planner", "cost_model": cost.as_dict(),
+                            "calibration": calibration or {}}
+    return report
+
+
+def sweep(plan: ClassPlan, cost: CostModel, sizes: Sequence[int], *,
+          calibration: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One prediction per class size, the mix scaled to each (`scaled_mix`)."""
+    rows = []
+    for size in sizes:
+        sized = ClassPlan(mix=scaled_mix(plan.mix, size), fleet=plan.fleet, seed=plan.seed, scale=plan.scale,
+                          tools_inline=plan.tools_inline, weights=plan.weights)
+        rows.append({"students": size, "report": predict(sized, cost, calibration=calibration)})
+    return rows
+
+
+def largest_class(rows: Sequence[dict[str, Any]], target_p95_s: float) -> int:
+    """The largest class size tried such that it and every smaller size tried kept the agents'
+    p95 TTFT (refused turns counted as infinite) at or under `target_p95_s`; 0 if the smallest failed."""
+    best = 0
+    for row in sorted(rows, key=lambda r: r["students"]):
+        p95 = row["report"]["agents"]["ttft_p95_s_refused_as_infinite"]
+        if p95 is None or p95 > target_p95_s:
+            break
+        best = row["students"]
+    return best

@@ -1,0 +1,370 @@
+"""The fleet simulator: discrete events over workers' slots, with the gateway's own rules in front.
+
+Pure: no Django, no I/O, no clock (time is the event queue's). Students are objects that say
+what they send next and how long they pause after an answer (research/planner/workload.py makes
+them from the class replay's personas); workers step as research/planner/cost.py says.
+
+The gateway's decisions are the production functions, called through their modules (so a change
+to one, or a test's monkeypatch of one, changes the prediction):
+
+- which workers, in which order: `fleet.scheduler.rank_workers` over the simulated busy counts and
+  the conversation's affinity (the worker that served it last, for AFFINITY_TTL_S), tried in
+  `inference.admission_rules.claim_order`; a request no worker could serve is refused by
+  `no_worker_refusal`;
+- which slot, and whether its cache may be reused: `core.slot_owners.pick_slot` and
+  `holds_own_prefix` (a slot last used by a classmate is recomputed from scratch);
+- who is served next while every slot is busy: `core.fair_share.pick` and `lifted`, charged
+  `admission_rules.estimate_charge` when leaving the line and settled with `settle_amount`;
+- barging, waiting and refusing: `may_claim_directly`, `wait_deadline`, `timed_out`,
+  `queue_timeout_retry_after_s`.
+
+What the gateway does that is not simulated: several gateway processes (one line is one line),
+worker failures and failover, the students' limits (the replay's are set out of reach), the
+host-RAM prompt cache (`--cache-ram`), speculative decoding.
+
+A slot's prompt cache is a list of segments (a message, a system block: key and tokens); the
+tokens a request finds cached are those of the longest run of leading segments equal to what the
+slot last held, if the slot holds this student's own prompt, and at most all but one token
+(llama-server evaluates at least the last one).
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, cast
+
+from core import fair_share, slot_owners
+from fleet import scheduler
+from inference import admission_rules
+from research.class_metrics import Turn
+from research.planner.cost import CostModel
+
+POOL_ID = 1
+
+
+@dataclass(frozen=True)
+class TurnShape:
+    """One request as the simulator needs it: its prompt as cache segments (key, tokens), its
+    body's bytes (what the gateway estimates from), its output tokens, its conversation key."""
+
+    segments: tuple[tuple[str, int], ...]
+    prompt_bytes: int
+    output_tokens: int
+    conversation: str = ""
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(tokens for _, tokens in self.segments)
+
+
+class Student(Protocol):
+    """A simulated student. `next_turn` is called when they send; `turn_ended` when the turn is
+    answered (completed) or refused, and returns the seconds they pause before the next one."""
+
+    name: str
+    persona: str
+    weight: float
+    arrival_s: float
+
+    def next_turn(self) -> TurnShape: ...
+
+    def turn_ended(self, *, completed: bool, retry_after_s: float) -> float: ...
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """The fleet and the gateway's settings: `workers` workers of `slots` slots of
+    `context_tokens` tokens each, for `duration_s` seconds of load (no turn is sent after it)."""
+
+    workers: int
+    slots: int
+    context_tokens: int
+    duration_s: float
+    policy: str = fair_share.DEFAULT_POLICY
+    max_wait_s: float = 30.0  # OCS_QUEUE_MAX_WAIT_S
+    slot_lease_s: float = 30.0  # OCS_SLOT_LEASE_S (the retry-after of a queue timeout)
+    affinity_ttl_s: float = 600.0  # OCS_AFFINITY_TTL_S
+    cache_type: str | None = None  # the KV cache type planned; None: the cost model's own
+    model_id: str = "planned"
+
+
+def cached_prefix_tokens(held: Sequence[tuple[str, int]], wanted: Sequence[tuple[str, int]]) -> int:
+    """Tokens of the leading segments of `wanted` equal to those of `held`."""
+    reused = 0
+    for (held_key, held_tokens), (key, tokens) in zip(held, wanted):
+        if held_key != key or held_tokens != tokens:
+            break
+        reused += tokens
+    return reused
+
+
+@dataclass(eq=False)
+class _Request:
+    id: str
+    student: Student
+    shape: TurnShape
+    sent_s: float
+    worker_id: int | None = None
+    slot: int | None = None
+    reused: int = 0
+    prefill_left: int = 0
+    decode_left: int = 0
+    generated: int = 0
+    first_token_s: float | None = None
+    claimed_s: float | None = None
+    deadline: float | None = None
+    charged_policy: str = ""
+    charged: float = 0.0
+    in_line: bool = False
+
+
+@dataclass(eq=False)
+class _Worker:
+    view: scheduler.WorkerView
+    cost: CostModel
+    claimed: dict[int, _Request] = field(default_factory=dict)  # slot index -> its request
+    cache: dict[int, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    owners: dict[int, slot_owners.SlotOwner] = field(default_factory=dict)
+    running: list[_Request] = field(default_factory=list)  # in llama-server's loop
+    stepping: bool = False
+    step: list[tuple[_Request, int]] = field(default_factory=list)  # (request, prompt tokens this step; 0: decode)
+
+
+class Simulation:
+    """One run. `run()` returns the turns, in the order they ended, and the run's duration
+    (the plan's duration, or the last turn's end if later)."""
+
+    def __init__(self, *, plan: FleetPlan, costs: Sequence[CostModel], students: Sequence[Student]) -> None:
+        fair_share.check_policy(plan.policy)
+        if len(costs) != plan.workers:
+            raise ValueError(f"{plan.workers} workers need {plan.workers} cost models, got {len(costs)}")
+        self.plan = plan
+        self.students = list(students)
+        self.workers = {
+            number: _Worker(view=scheduler.WorkerView(
+                id=number, name=f"worker-{number}", base_url="", pool_id=POOL_ID, pool_name="planned",
+                model_id=plan.model_id, slots=plan.slots, state="healthy", context=plan.context_tokens), cost=cost)
+            for number, cost in enumerate(costs, start=1)
+        }
+        self.now = 0.0
+        self._events: list[tuple[float, int, str, object]] = []
+        self._sequence = itertools.count()
+        self._ids = itertools.count(1)
+        self.waiting: dict[str, fair_share.Waiting] = {}
+        self.requests: dict[str, _Request] = {}
+        self.counters: dict[str, float] = {}
+        self.affinity: dict[str, tuple[int, float]] = {}
+        self.turns: list[Turn] = []
+
+    # --- the event queue ------------------------------------------------------------------------
+
+    def _at(self, when: float, kind: str, payload: object) -> None:
+        heapq.heappush(self._events, (when, next(self._sequence), kind, payload))
+
+    def run(self) -> tuple[list[Turn], float]:
+        for student in self.students:
+            if student.arrival_s < self.plan.duration_s:
+                self._at(student.arrival_s, "send", student)
+        while self._events:
+            self.now, _, kind, payload = heapq.heappop(self._events)
+            if kind == "send":
+                self._send(cast(Student, payload))
+            elif kind == "timeout":
+                self._timeout(cast(_Request, payload))
+            elif kind == "loop":
+                self._enter_loop(cast(_Request, payload))
+            else:
+                self._step_done(cast(_Worker, payload))
+        return self.turns, max([self.plan.duration_s, *(t.end_s for t in self.turns)])
+
+    # --- a student sends, pauses, sends again ---------------------------------------------------
+
+    def _send(self, student: Student) -> None:
+        if self.now >= self.plan.duration_s:
+            return
+        shape = student.next_turn()
+        request = _Request(id=f"r{next(self._ids)}", student=student, shape=shape, sent_s=self.now)
+        self.requests[request.id] = request
+        if shape.prompt_tokens + 1 > self.plan.context_tokens:
+            self._refuse(request, "context_length_exceeded", retry_after_s=0.0)
+            return
+        turn = fair_share.pick(self.waiting.values(), self.counters)
+        if admission_rules.may_claim_directly(waiting_here=len(self.waiting), turn=turn.request if turn else None):
+            if self._claim(request) != "busy":
+                return
+        self._join(request)
+        self._pump()
+
+    def _after_turn(self, student: Student, *, completed: bool, retry_after_s: float) -> None:
+        pause = student.turn_ended(completed=completed, retry_after_s=retry_after_s)
+        remaining = self.plan.duration_s - self.now
+        if remaining > 0:
+            self._at(self.now + min(pause, remaining), "send", student)
+
+    def _refuse(self, request: _Request, reason: str, *, retry_after_s: float) -> None:
+        self.turns.append(Turn(student=request.student.name, persona=request.student.persona, sent_s=request.sent_s,
+                               end_s=self.now, completed=False, refused_reason=reason,
+                               queue_wait_s=self.now - request.sent_s, request_id=request.id))
+        self._after_turn(request.student, completed=False, retry_after_s=retry_after_s)
+
+    # --- the gateway: the line, the ranking, the slot -------------------------------------------
+
+    def _claim(self, request: _Request) -> str:
+        """'claimed', 'refused' (no worker could ever serve it) or 'busy'."""
+        conversation = request.shape.conversation
+        held = self.affinity.get(conversation) if conversation else None
+        decision = scheduler.rank_workers(
+            workers=[w.view for w in self.workers.values()],
+            busy={number: len(w.claimed) for number, w in self.workers.items()},
+            model_id=self.plan.model_id, pool_id=POOL_ID,
+            affinity_worker_id=held[0] if held and held[1] > self.now else None,
+            prompt_tokens_estimate=admission_rules.prompt_tokens_estimate(request.shape.prompt_bytes),
+        )
+        refusal = admission_rules.no_worker_refusal(decision, {})
+        if refusal is not None:
+            self.waiting.pop(request.id, None)
+            self._refuse(request, refusal[0], retry_after_s=0.0)
+            return "refused"
+        for candidate in admission_rules.claim_order(decision):
+            worker = self.workers[candidate.worker.id]
+            student = request.student.name
+            index = slot_owners.pick_slot(capacity=worker.view.slots, used=set(worker.claimed), owners=worker.owners,
+                                          student=student, conversation=conversation)
+            if index is None:
+                continue
+            own = slot_owners.holds_own_prefix(worker.owners.get(index), student)
+            worker.owners[index] = slot_owners.SlotOwner(student=student, conversation=conversation,
+                                                         last_used_ms=int(self.now * 1000))
+            if conversation:
+                self.affinity[conversation] = (worker.view.id, self.now + self.plan.affinity_ttl_s)
+            self._start(request, worker, index, own_prefix=own)
+            return "claimed"
+        return "busy"
+
+    def _join(self, request: _Request) -> None:
+        student = request.student
+        policy = self.plan.policy
+        if not any(w.student == student.name for w in self.waiting.values()):
+            self.counters[student.name] = fair_share.lifted(self.counters, self.waiting.values(), student.name)
+        self.waiting[request.id] = fair_share.Waiting(
+            request=request.id, student=student.name, arrived=self.now, weight=student.weight,
+            cost=admission_rules.estimate_charge(policy, prompt_bytes=request.shape.prompt_bytes,
+                                                 weight=student.weight))
+        request.in_line = True
+        request.deadline = admission_rules.wait_deadline(started=self.now, max_wait_s=self.plan.max_wait_s)
+        self._at(request.deadline, "timeout", request)
+
+    def _pump(self) -> None:
+        """Serve the line while its turn can claim a slot (the production pump's loop)."""
+        while self.waiting:
+            turn = fair_share.pick(self.waiting.values(), self.counters)
+            assert turn is not None
+            request = self.requests[turn.request]
+            outcome = self._claim(request)
+            if outcome == "busy":
+                return
+            self.waiting.pop(turn.request, None)
+            request.in_line = False
+            if outcome == "claimed":
+                amount = admission_rules.estimate_charge(self.plan.policy, prompt_bytes=request.shape.prompt_bytes,
+                                                         weight=request.student.weight)
+                self.counters[turn.student] = self.counters.get(turn.student, 0.0) + amount
+                request.charged_policy, request.charged = self.plan.policy, amount
+
+    def _timeout(self, request: _Request) -> None:
+        if not request.in_line or request.deadline is None:
+            return
+        if not admission_rules.timed_out(deadline=request.deadline, now=self.now):
+            return
+        self.waiting.pop(request.id, None)
+        request.in_line = False
+        self._refuse(request, "queue_timeout",
+                     retry_after_s=admission_rules.queue_timeout_retry_after_s(self.plan.slot_lease_s))
+
+    # --- the worker: llama-server's loop --------------------------------------------------------
+
+    def _start(self, request: _Request, worker: _Worker, index: int, *, own_prefix: bool) -> None:
+        prompt = request.shape.prompt_tokens
+        held = worker.cache.get(index, ())
+        found = cached_prefix_tokens(held, request.shape.segments) if own_prefix else 0
+        request.reused = min(found, max(prompt - 1, 0))
+        request.prefill_left = max(prompt - request.reused, 1)
+        request.decode_left = max(request.shape.output_tokens, 1) - 1
+        request.worker_id, request.slot, request.claimed_s = worker.view.id, index, self.now
+        worker.claimed[index] = request
+        worker.cache[index] = request.shape.segments
+        self._at(self.now + worker.cost.request_overhead_s, "loop", request)
+
+    def _enter_loop(self, request: _Request) -> None:
+        assert request.worker_id is not None
+        worker = self.workers[request.worker_id]
+        worker.running.append(request)
+        if not worker.stepping:
+            self._begin_step(worker)
+
+    def _begin_step(self, worker: _Worker) -> None:
+        generating = [r for r in worker.running if r.first_token_s is not None]
+        room = worker.cost.batch_tokens - len(generating)
+        step: list[tuple[_Request, int]] = [(r, 0) for r in generating]
+        prompt_tokens = 0
+        # llama-server fills the batch's room with prompt chunks slot by slot, in slot order.
+        for request in sorted(worker.running, key=lambda r: r.slot or 0):
+            if request.first_token_s is None and room > 0:
+                chunk = min(request.prefill_left, room)
+                room -= chunk
+                prompt_tokens += chunk
+                step.append((request, chunk))
+        if not step:
+            worker.stepping = False
+            return
+        context = sum(r.shape.prompt_tokens + r.generated for r in generating)
+        seconds = worker.cost.step_s(generating=len(generating), prompt_tokens=prompt_tokens, context_tokens=context,
+                                     cache_type=self.plan.cache_type)
+        worker.stepping, worker.step = True, step
+        self._at(self.now + seconds, "step", worker)
+
+    def _step_done(self, worker: _Worker) -> None:
+        freed = False
+        for request, chunk in worker.step:
+            if chunk:
+                request.prefill_left -= chunk
+                if request.prefill_left <= 0:
+                    request.first_token_s, request.generated = self.now, 1
+                    if request.decode_left <= 0:
+                        self._finish(worker, request)
+                        freed = True
+            else:
+                request.decode_left -= 1
+                request.generated += 1
+                if request.decode_left <= 0:
+                    self._finish(worker, request)
+                    freed = True
+        worker.step = []
+        self._begin_step(worker)
+        if freed:
+            self._pump()
+
+    def _finish(self, worker: _Worker, request: _Request) -> None:
+        worker.running.remove(request)
+        assert request.slot is not None
+        worker.claimed.pop(request.slot, None)
+        shape, student = request.shape, request.student
+        computed = shape.prompt_tokens - request.reused
+        self.counters[student.name] = self.counters.get(student.name, 0.0) + admission_rules.settle_amount(
+            self.plan.policy, charged_policy=request.charged_policy, charged=request.charged,
+            computed_prompt_tokens=computed, output_tokens=request.generated, weight=student.weight)
+        assert request.claimed_s is not None
+        self.turns.append(Turn(
+            student=student.name, persona=student.persona, sent_s=request.sent_s, end_s=self.now,
+            first_token_s=request.first_token_s, completed=True, prompt_tokens=shape.prompt_tokens,
+            reused_prompt_tokens=request.reused, output_tokens=request.generated,
+            queue_wait_s=request.claimed_s - request.sent_s, worker=worker.view.name, request_id=request.id))
+        self._after_turn(student, completed=True, retry_after_s=0.0)
+
+
+def simulate(*, plan: FleetPlan, costs: Sequence[CostModel], students: Sequence[Student]) -> tuple[list[Turn], float]:
+    """Runs `students` against `plan`'s fleet (worker i steps by `costs[i]`); returns the turns
+    (research.class_metrics.Turn, the class replay's records) and the run's duration in seconds."""
+    return Simulation(plan=plan, costs=costs, students=students).run()

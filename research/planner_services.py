@@ -1,0 +1,110 @@
+"""The planner's state changes and reads: calibrations from stored runs or from assumptions, and
+planning a class from a stored calibration (the pure work is research/planner/)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+
+from fleet.models import Worker
+from research.models import BenchmarkRun, Calibration, RequestSample
+from research.planner.assumptions import RigAssumptions, assumed_cost, memory_check
+from research.planner.cost import CostModel
+from research.planner.fit import Fit, Measured, fit_cost_model
+from research.planner.plan import ClassPlan, largest_class, sweep
+from research.planner.sim import FleetPlan
+
+
+class CalibrationRefused(ValueError):
+    """The runs cannot calibrate a cost model (none found, or no usable requests); plain message."""
+
+
+def runs_of_worker(name: str) -> list[BenchmarkRun]:
+    """The finished load-level runs sent straight to the worker `name`."""
+    return list(BenchmarkRun.objects.filter(worker__name=name, kind=BenchmarkRun.Kind.LEVEL,
+                                            target=BenchmarkRun.Target.WORKER, status=BenchmarkRun.Status.DONE)
+                .select_related("worker").order_by("id"))
+
+
+def measured_requests(runs: Sequence[BenchmarkRun]) -> list[Measured]:
+    """The measured (not warm-up, ok) requests of `runs`, in seconds."""
+    concurrency = {run.pk: run.concurrency or 1 for run in runs}
+    rows = RequestSample.objects.filter(run_id__in=list(concurrency), ok=True, warmup=False).order_by("run_id", "index")
+    return [Measured(run_id=row.run_id, concurrency=concurrency[row.run_id], prompt_tokens=row.prompt_tokens,
+                     cached_tokens=row.cached_tokens or 0, output_tokens=row.output_tokens,
+                     ttft_s=None if row.ttft_ms is None else row.ttft_ms / 1000,
+                     tpot_s=None if row.tpot_ms is None or row.output_tokens < 2 else row.tpot_ms / 1000)
+            for row in rows]
+
+
+def calibration_fit(*, runs: Sequence[BenchmarkRun], label: str = "") -> tuple[Calibration, Fit]:
+    """Fits a cost model to `runs` (all of one worker) and stores it."""
+    if not runs:
+        raise CalibrationRefused("no finished benchmark runs to calibrate from")
+    workers = {run.worker_id for run in runs}
+    if len(workers) > 1:
+        raise CalibrationRefused(f"the runs are of {len(workers)} different workers: calibrate one worker at a time")
+    first = runs[0]
+    worker = first.worker
+    launch = first.launch or {}
+    slots = int(launch.get("slots") or (worker.slots if worker else 0) or max(r.concurrency or 1 for r in runs))
+    context = (worker.context_per_slot if worker and worker.context_per_slot else None) or launch.get("context")
+    cache_type = str(launch.get("cache_type_k") or launch.get("cache_type") or "f16")
+    try:
+        fit = fit_cost_model(measured_requests(runs), slots=slots, cache_type=cache_type)
+    except ValueError as exc:
+        raise CalibrationRefused(str(exc)) from None
+    calibration = Calibration.objects.create(
+        label=label or f"{worker.name if worker else first.base_url}: runs {', '.join(str(r.pk) for r in runs)}",
+        source=Calibration.Source.RUNS, worker=worker, runs=[run.pk for run in runs], cost=fit.cost.as_dict(),
+        residuals=fit.residuals, notes=fit.notes, slots=slots,
+        context=int(context) if context else None,
+    )
+    return calibration, fit
+
+
+def calibration_assume(*, rig: RigAssumptions, label: str = "") -> Calibration:
+    """A calibration built from stated assumptions (research/planner/assumptions.py), stored."""
+    cost, assumptions, memory = assumed_cost(rig)
+    return Calibration.objects.create(
+        label=label or f"assumed: {rig.gpus} x {rig.gpu}, {rig.weight_gb:g} GB of weights, KV {rig.cache_type}",
+        source=Calibration.Source.ASSUMPTIONS, cost=cost.as_dict(), memory=memory,
+        assumptions=[a.as_dict() for a in assumptions],
+        notes=["built from assumptions: replace with calibrate_worker --worker NAME after a rig day"],
+    )
+
+
+def plan_class(*, calibration: Calibration, plan: ClassPlan, sizes: Sequence[int], target_p95_s: float
+               ) -> dict[str, Any]:
+    """The sweep over `sizes` on `calibration`'s cost model: rows (class size, the replay JSON
+    predicted), the answer, and the memory check of the configuration."""
+    cost = CostModel.from_dict(calibration.cost)
+    cache_type = plan.fleet.cache_type or cost.cache_type
+    fits, memory_detail = memory_check(calibration.memory, slots=plan.fleet.slots,
+                                       context_tokens=plan.fleet.context_tokens, cache_type=cache_type)
+    provenance = {"id": calibration.pk, "label": calibration.label, "source": calibration.source,
+                  "runs": calibration.runs, "assumptions": calibration.assumptions}
+    rows = sweep(plan, cost, sizes, calibration=provenance)
+    return {"calibration": provenance, "rows": rows, "largest_class": largest_class(rows, target_p95_s),
+            "target_p95_s": target_p95_s, "fits_memory": fits, "memory": memory_detail}
+
+
+def worker_named(name: str) -> Worker | None:
+    return Worker.objects.filter(name=name).first()
+
+
+def class_plan(*, calibration: Calibration, mix: dict[str, int], workers: int, slots: int | None = None,
+               context: int | None = None, cache_type: str | None = None, duration_s: float = 600.0,
+               scale: float = 1.0, seed: int = 1, policy: str | None = None, max_wait_s: float | None = None
+               ) -> ClassPlan:
+    """A class plan on this site's gateway settings (fair policy, maximum wait, lease, affinity),
+    the calibration's slots and context where not given."""
+    fleet = FleetPlan(
+        workers=workers, slots=slots or calibration.slots or 1, context_tokens=context or calibration.context or 32768,
+        duration_s=duration_s, policy=policy or settings.OCS["FAIR_POLICY"],
+        max_wait_s=settings.OCS["QUEUE_MAX_WAIT_S"] if max_wait_s is None else max_wait_s,
+        slot_lease_s=settings.OCS["SLOT_LEASE_S"], affinity_ttl_s=settings.OCS["AFFINITY_TTL_S"],
+        cache_type=cache_type,
+    )
+    return ClassPlan(mix=mix, fleet=fleet, seed=seed, scale=scale)

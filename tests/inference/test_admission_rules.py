@@ -1,0 +1,52 @@
+"""Admission's decisions as pure functions (the gateway's line and the planner both call them)."""
+from __future__ import annotations
+
+import pytest
+
+from fleet.scheduler import Candidate, Decision, WorkerView
+from inference import admission_rules as rules
+
+
+def view(number: int, slots: int = 2) -> WorkerView:
+    return WorkerView(id=number, name=f"w{number}", base_url="", pool_id=1, pool_name="p", model_id="m", slots=slots,
+                      state="healthy")
+
+
+def test_a_new_request_claims_directly_only_when_nobody_waits_anywhere() -> None:
+    assert rules.may_claim_directly(waiting_here=0, turn=None)
+    assert not rules.may_claim_directly(waiting_here=1, turn=None)
+    assert not rules.may_claim_directly(waiting_here=0, turn="another-process-request")
+
+
+def test_claims_try_the_ranked_workers_with_a_free_slot_in_order() -> None:
+    decision = Decision(ranked=[Candidate(view(1), busy=2, reason=""), Candidate(view(2), busy=1, reason=""),
+                                Candidate(view(3), busy=0, reason="")])
+    assert [c.worker.id for c in rules.claim_order(decision)] == [2, 3]
+
+
+def test_no_routable_worker_is_a_refusal_naming_the_failures_if_any() -> None:
+    empty = Decision(ranked=[])
+    assert rules.no_worker_refusal(empty, {}) == ("no_worker_available", "")
+    failures = {1: "w1: refused", 2: "w2: 502"}
+    assert rules.no_worker_refusal(empty, failures) == ("upstream_error", "w1: refused; w2: 502")
+    assert rules.no_worker_refusal(Decision(ranked=[Candidate(view(1), busy=2, reason="")]), {}) is None
+
+
+def test_waits_end_at_the_deadline_on_the_callers_clock() -> None:
+    deadline = rules.wait_deadline(started=100.0, max_wait_s=30.0)
+    assert deadline == 130.0
+    assert not rules.timed_out(deadline=deadline, now=129.9)
+    assert rules.timed_out(deadline=deadline, now=130.0)
+    assert rules.queue_timeout_retry_after_s(30.0) == 10 and rules.queue_timeout_retry_after_s(1.0) == 1
+
+
+def test_the_estimate_and_the_settlement_add_up_to_the_real_cost() -> None:
+    estimate = rules.estimate_charge("tokens", prompt_bytes=4000, weight=1.0)
+    assert estimate == 1000.0  # 4,000 bytes, 4 bytes a token, nothing cached
+    settled = rules.settle_amount("tokens", charged_policy="tokens", charged=estimate, computed_prompt_tokens=200,
+                                  output_tokens=10, weight=1.0)
+    assert estimate + settled == pytest.approx(200 + 10 * 4.0)
+    # charged under another policy (switched meanwhile): the whole real cost
+    assert rules.settle_amount("tokens", charged_policy="requests", charged=1.0, computed_prompt_tokens=200,
+                               output_tokens=10) == pytest.approx(240.0)
+    assert rules.estimate_charge("requests", prompt_bytes=4000) == 1.0

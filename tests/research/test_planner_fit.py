@@ -1,0 +1,122 @@
+"""The calibration fit recovers the cost model that made the runs; calibrate_worker stores it."""
+from __future__ import annotations
+
+import re
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from fleet.services import worker_register
+from research.models import BenchmarkRun, Calibration, RequestSample
+from research.planner.cost import CostModel
+from research.planner.fit import Measured, fit_cost_model
+
+TRUE = CostModel(prefill_s_per_token=0.004, decode_s_per_token=0.05, decode_s_per_extra_slot=0.006,
+                 request_overhead_s=0.12)
+
+
+def synthetic(*, prompts: tuple[int, ...] = (64, 256, 1024, 2048), concurrencies: tuple[int, ...] = (1, 2, 4, 8),
+              cached: int = 0) -> list[Measured]:
+    """A prompt-size sweep at concurrency 1 and a concurrency sweep, timed by TRUE exactly."""
+    measured, run = [], 0
+    for prompt in prompts:
+        run += 1
+        for _ in range(3):
+            measured.append(Measured(run_id=run, concurrency=1, prompt_tokens=prompt, cached_tokens=0, output_tokens=32,
+                                     ttft_s=TRUE.request_overhead_s + TRUE.prefill_s_per_token * prompt,
+                                     tpot_s=TRUE.decode_s(1)))
+            if cached:
+                measured.append(Measured(run_id=run, concurrency=1, prompt_tokens=prompt + cached,
+                                         cached_tokens=cached, output_tokens=32,
+                                         ttft_s=TRUE.request_overhead_s + TRUE.prefill_s_per_token * prompt,
+                                         tpot_s=TRUE.decode_s(1)))
+    for concurrency in concurrencies[1:]:
+        run += 1
+        measured += [Measured(run_id=run, concurrency=concurrency, prompt_tokens=256, cached_tokens=0, output_tokens=32,
+                              ttft_s=None, tpot_s=TRUE.decode_s(concurrency)) for _ in range(4)]
+    return measured
+
+
+def test_the_fit_recovers_known_parameters_from_synthetic_sweeps() -> None:
+    fit = fit_cost_model(synthetic(cached=500), slots=8)
+    assert fit.cost.prefill_s_per_token == pytest.approx(TRUE.prefill_s_per_token)
+    assert fit.cost.request_overhead_s == pytest.approx(TRUE.request_overhead_s)
+    assert fit.cost.decode_s_per_token == pytest.approx(TRUE.decode_s_per_token)
+    assert fit.cost.decode_s_per_extra_slot == pytest.approx(TRUE.decode_s_per_extra_slot)
+    assert fit.residuals["ttft"]["rms_s"] == pytest.approx(0, abs=1e-9)
+    assert fit.residuals["ttft_cached"]["n"] == 12  # cached turns on the same line: cached tokens cost nothing
+
+
+def test_a_batch_beyond_the_slots_counts_as_the_slots() -> None:
+    """Concurrency 8 on 4 slots decodes 4 at a time (the rest wait in llama-server's queue)."""
+    measured = [m for m in synthetic(concurrencies=(1, 2, 4)) if m.concurrency <= 4]
+    measured += [Measured(run_id=99, concurrency=8, prompt_tokens=256, cached_tokens=0, output_tokens=32, ttft_s=None,
+                          tpot_s=TRUE.decode_s(4))]
+    fit = fit_cost_model(measured, slots=4)
+    assert fit.cost.decode_s_per_extra_slot == pytest.approx(TRUE.decode_s_per_extra_slot)
+
+
+def test_missing_sweeps_are_said_not_invented() -> None:
+    fit = fit_cost_model(synthetic(prompts=(512,), concurrencies=(1,)), slots=4)
+    assert fit.cost.decode_s_per_extra_slot == 0
+    assert fit.cost.request_overhead_s == 0  # one prompt size: the line goes through the origin
+    assert any("one prompt size" in note for note in fit.notes)
+    assert any("concurrency sweep" in note for note in fit.notes)
+    with pytest.raises(ValueError, match="prompt-size sweep"):
+        fit_cost_model([m for m in synthetic() if m.concurrency > 1], slots=4)
+
+
+@pytest.mark.django_db
+def test_calibrate_worker_fits_the_workers_stored_runs_and_prints_its_id_last() -> None:
+    worker = worker_register(name="cpu-1", base_url="http://127.0.0.1:9", model_id="m", pool_name="dev",
+                             state="healthy")
+    runs: dict[int, BenchmarkRun] = {}
+    for m in synthetic():
+        if m.run_id not in runs:
+            runs[m.run_id] = BenchmarkRun.objects.create(
+                group="sweep", target="worker", base_url=worker.base_url, worker=worker, model="m",
+                prompt_tokens=m.prompt_tokens, output_tokens=32, concurrency=m.concurrency, requests=4,
+                status=BenchmarkRun.Status.DONE, launch={"slots": 8})
+        run = runs[m.run_id]
+        RequestSample.objects.create(run=run, index=run.samples.count(), sent_ms=0,
+                                     ttft_ms=None if m.ttft_s is None else m.ttft_s * 1000,
+                                     e2e_ms=1000, tpot_ms=m.tpot_s * 1000 if m.tpot_s else None,
+                                     prompt_tokens=m.prompt_tokens, output_tokens=32, cached_tokens=0)
+    RequestSample.objects.create(run=runs[1], index=99, warmup=True, sent_ms=0, ttft_ms=99_000, e2e_ms=99_000,
+                                 prompt_tokens=64, output_tokens=32)  # a cold warm-up: left out
+    out = StringIO()
+    call_command("calibrate_worker", "--worker", "cpu-1", stdout=out)
+    lines = out.getvalue().strip().splitlines()
+    found = re.fullmatch(r"calibration (\d+)", lines[-1])
+    assert found, lines[-1]
+    calibration = Calibration.objects.get(pk=int(found.group(1)))
+    assert calibration.source == "runs" and calibration.worker_id == worker.pk
+    assert sorted(calibration.runs) == sorted(r.pk for r in runs.values())
+    cost = CostModel.from_dict(calibration.cost)
+    assert cost.prefill_s_per_token == pytest.approx(TRUE.prefill_s_per_token)
+    assert cost.decode_s_per_extra_slot == pytest.approx(TRUE.decode_s_per_extra_slot)
+    assert any("residuals" in line for line in lines)
+
+
+@pytest.mark.django_db
+def test_calibrate_worker_refuses_a_worker_without_runs() -> None:
+    with pytest.raises(CommandError, match="no finished benchmark runs"):
+        call_command("calibrate_worker", "--worker", "nobody", stdout=StringIO())
+
+
+@pytest.mark.django_db
+def test_an_assumption_calibration_labels_every_number_with_its_source() -> None:
+    out = StringIO()
+    call_command("calibrate_worker", "--assumptions", "--gpus", "4", stdout=out)
+    lines = out.getvalue().strip().splitlines()
+    calibration = Calibration.objects.get(pk=int(lines[-1].split()[-1]))
+    assert calibration.source == "assumptions"
+    assert calibration.assumptions and all(a["source"] and a["replaced_by"] for a in calibration.assumptions)
+    bandwidth = next(a for a in calibration.assumptions if a["name"] == "memory bandwidth per card")
+    assert bandwidth["value"] == 256
+    cost = CostModel.from_dict(calibration.cost)
+    # 16.2 GB read per token at 256 GB/s x 0.79 of the roofline: the rig's measured ~12.5 tok/s
+    assert 1 / cost.decode_s_per_token == pytest.approx(256 / 16.2 * 0.79)
+    assert calibration.memory["gpus"] == 4

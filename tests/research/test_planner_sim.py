@@ -1,0 +1,206 @@
+"""The fleet simulator on hand-made cases with known answers, and proof that it calls the
+gateway's own rules (a change to one changes the simulation)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from core import fair_share
+from fleet import scheduler
+from research.planner.cost import CostModel
+from research.planner.sim import FleetPlan, TurnShape, cached_prefix_tokens, simulate
+
+COST = CostModel(prefill_s_per_token=0.01, decode_s_per_token=0.1, request_overhead_s=0.5, batch_tokens=4096)
+
+
+@dataclass
+class Scripted:
+    """A student who sends `turns` in order, pausing `pauses[i]` after turn i (then stops)."""
+
+    name: str
+    turns: list[TurnShape]
+    arrival_s: float = 0.0
+    pauses: list[float] = field(default_factory=list)
+    persona: str = "agent"
+    weight: float = 1.0
+    sent: int = 0
+    ended: list[tuple[bool, float]] = field(default_factory=list)
+
+    def next_turn(self) -> TurnShape:
+        self.sent += 1
+        return self.turns[self.sent - 1]
+
+    def turn_ended(self, *, completed: bool, retry_after_s: float) -> float:
+        self.ended.append((completed, retry_after_s))
+        if not completed:
+            self.sent -= 1  # sends the same turn again
+        index = len(self.ended) - 1
+        if self.sent >= len(self.turns):
+            return 10_000.0
+        return max(self.pauses[index] if index < len(self.pauses) else 0.0, retry_after_s)
+
+
+def shape(*segments: tuple[str, int], output: int = 5, conversation: str = "c", prompt_bytes: int = 0) -> TurnShape:
+    return TurnShape(segments=tuple(segments), prompt_bytes=prompt_bytes or 4 * sum(t for _, t in segments),
+                     output_tokens=output, conversation=conversation)
+
+
+def plan(**overrides: object) -> FleetPlan:
+    values: dict[str, object] = {"workers": 1, "slots": 1, "context_tokens": 100_000, "duration_s": 100.0}
+    values.update(overrides)
+    return FleetPlan(**values)  # type: ignore[arg-type]
+
+
+def by_request(turns: list) -> dict:  # noqa: ANN001
+    return {(t.student, t.request_id): t for t in turns}
+
+
+def test_one_slot_fixed_costs_give_exact_ttfts_and_the_second_student_waits_for_the_first() -> None:
+    a = Scripted("a", [shape(("a-sys", 100), output=5, conversation="ca")])
+    b = Scripted("b", [shape(("b-sys", 50), output=3, conversation="cb")], arrival_s=0.2)
+    turns, duration = simulate(plan=plan(), costs=[COST], students=[a, b])
+    first, second = sorted(turns, key=lambda t: t.sent_s)
+    # a: 0.5 s overhead + 100 tokens x 10 ms, then 4 more tokens x 100 ms
+    assert first.ttft_ms == pytest.approx(1500.0)
+    assert first.e2e_ms == pytest.approx(1900.0)
+    # b waits for the only slot until a ends at 1.9 s: 1.7 s in the line, then 0.5 + 50 x 0.01
+    assert second.queue_wait_s == pytest.approx(1.7)
+    assert second.ttft_ms == pytest.approx((1.9 - 0.2 + 0.5 + 0.5) * 1000)
+    assert second.e2e_ms == pytest.approx((3.1 - 0.2) * 1000)
+    assert (first.prompt_tokens, first.output_tokens, second.output_tokens) == (100, 5, 3)
+    assert duration == 100.0
+
+
+def test_a_later_turn_reuses_the_students_own_prefix_in_its_slot() -> None:
+    a = Scripted("a", [shape(("sys", 100), output=2), shape(("sys", 100), ("tool", 30), output=2)], pauses=[1.0])
+    turns, _ = simulate(plan=plan(), costs=[COST], students=[a])
+    first, second = sorted(turns, key=lambda t: t.sent_s)
+    assert (first.reused_prompt_tokens, second.reused_prompt_tokens) == (0, 100)
+    assert second.ttft_ms == pytest.approx((0.5 + 30 * 0.01) * 1000)  # only the 30 new tokens are computed
+
+
+def test_a_slot_last_used_by_a_classmate_is_recomputed_whole() -> None:
+    """core/slot_owners: no reuse of a foreign prefix, even an identical one."""
+    a = Scripted("a", [shape(("shared-system-prompt", 100), output=2, conversation="ca")])
+    b = Scripted("b", [shape(("shared-system-prompt", 100), output=2, conversation="cb")], arrival_s=5.0)
+    turns, _ = simulate(plan=plan(), costs=[COST], students=[a, b])
+    assert [t.reused_prompt_tokens for t in sorted(turns, key=lambda t: t.sent_s)] == [0, 0]
+
+
+def test_decode_slows_with_the_batch_and_prompts_wait_for_the_decoding_slots() -> None:
+    cost = CostModel(prefill_s_per_token=0.01, decode_s_per_token=0.1, decode_s_per_extra_slot=0.05,
+                     request_overhead_s=0.0, batch_tokens=4096)
+    a = Scripted("a", [shape(("a", 10), output=3, conversation="ca")])
+    b = Scripted("b", [shape(("b", 10), output=3, conversation="cb")], arrival_s=0.05)
+    turns, _ = simulate(plan=plan(slots=2), costs=[cost], students=[a, b])
+    first, second = sorted(turns, key=lambda t: t.sent_s)
+    # a: prompt step 0.1 s -> first token at 0.1; b (in at 0.05) joins the next step: a decodes (0.1) + b's 10
+    # prompt tokens (0.1)
+    assert first.first_token_s == pytest.approx(0.1)
+    assert second.first_token_s == pytest.approx(0.3)
+    # then both decode at once: 0.1 + 0.05 per step; a's last token one step later
+    assert first.end_s == pytest.approx(0.45)
+    assert second.end_s == pytest.approx(0.55)
+
+
+def test_a_request_that_waits_past_the_maximum_is_refused_with_the_gateways_retry_after() -> None:
+    a = Scripted("a", [shape(("a", 100), output=50, conversation="ca")])  # holds the slot 0.5 + 1 + 4.9 s
+    b = Scripted("b", [shape(("b", 10), output=2, conversation="cb")], arrival_s=1.0)
+    turns, _ = simulate(plan=plan(max_wait_s=2.0, slot_lease_s=30.0), costs=[COST], students=[a, b])
+    refused = [t for t in turns if not t.completed]
+    assert [(t.student, t.refused_reason, t.end_s) for t in refused] == [("b", "queue_timeout", 3.0)]
+    assert b.ended[0] == (False, 10)  # admission_rules.queue_timeout_retry_after_s(30): a third of a lease
+    assert [t.student for t in turns if t.completed] == ["a", "b"]  # b sent it again after its pause
+
+
+def test_no_turn_is_sent_after_the_duration_and_turns_in_flight_finish() -> None:
+    a = Scripted("a", [shape(("a", 100), output=2), shape(("b", 100), output=2)], pauses=[0.0])
+    turns, duration = simulate(plan=plan(duration_s=1.0), costs=[COST], students=[a])
+    assert len(turns) == 1 and turns[0].end_s == pytest.approx(1.6)
+    assert duration == pytest.approx(1.6)
+
+
+def test_the_token_fair_rule_serves_the_lighter_student_first_and_round_robin_the_earlier() -> None:
+    h = Scripted("h", [shape(("h1", 1000), output=2, conversation="h1"),
+                       shape(("h2", 100), output=2, conversation="h2")], pauses=[0.0])
+    x = Scripted("x", [shape(("x", 2000), output=2, conversation="x")], arrival_s=10.65)
+    light = Scripted("l", [shape(("l", 10), output=2, conversation="l")], arrival_s=10.7)
+
+    def order(policy: str) -> list[str]:
+        for student in (h, x, light):
+            student.sent, student.ended = 0, []
+        turns, _ = simulate(plan=plan(policy=policy), costs=[COST], students=[h, x, light])
+        return [t.student for t in sorted(turns, key=lambda t: t.first_token_s or 0)]
+
+    # h's first turn (0.5 + 1000 x 0.01 + 0.1) ends at 10.6 and h sends again at once, before x (10.65) and l
+    # (10.7) arrive, so h takes the slot; then x and l wait.
+    assert order("requests")[:2] == ["h", "h"]
+    tokens, requests = order("tokens"), order("requests")
+    # while h's second turn runs, x (2,000 tokens, earlier) and l (10 tokens, later) wait
+    assert requests[2:] == ["x", "l"]  # round-robin: equal counters, the earlier arrival
+    assert tokens[2:] == ["l", "x"]  # tokens: lifted level, the cheaper request first
+
+
+def test_changing_the_fair_rule_in_core_changes_the_simulation(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = Scripted("x", [shape(("x", 2000), output=2, conversation="x")], arrival_s=0.1)
+    light = Scripted("l", [shape(("l", 10), output=2, conversation="l")], arrival_s=0.2)
+    first = Scripted("f", [shape(("f", 100), output=2, conversation="f")])
+
+    def order() -> list[str]:
+        for student in (x, light, first):
+            student.sent, student.ended = 0, []
+        turns, _ = simulate(plan=plan(policy="tokens"), costs=[COST], students=[first, x, light])
+        return [t.student for t in sorted(turns, key=lambda t: t.first_token_s or 0)]
+
+    assert order() == ["f", "l", "x"]
+    monkeypatch.setattr(fair_share, "pick", lambda waiting, counters: max(waiting, key=lambda w: w.cost, default=None))
+    assert order() == ["f", "x", "l"]
+
+
+def test_changing_the_schedulers_ranking_changes_which_worker_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    def workers() -> list[str]:
+        a = Scripted("a", [shape(("a", 10), output=2, conversation="ca")])
+        turns, _ = simulate(plan=plan(workers=2), costs=[COST, COST], students=[a])
+        return [t.worker for t in turns]
+
+    assert workers() == ["worker-1"]  # equal load: the scheduler's name order
+    production = scheduler.rank_workers
+
+    def reversed_ranking(**kwargs: object) -> scheduler.Decision:
+        decision = production(**kwargs)  # type: ignore[arg-type]
+        return scheduler.Decision(ranked=list(reversed(decision.ranked)), excluded=decision.excluded)
+
+    monkeypatch.setattr(scheduler, "rank_workers", reversed_ranking)
+    assert workers() == ["worker-2"]
+
+
+def test_a_conversation_returns_to_the_worker_that_served_it_even_when_another_is_idle() -> None:
+    """fleet.scheduler's affinity: the second turn goes back to worker-1 (its cache), though
+    worker-1 is busier than worker-2 at that moment."""
+    a = Scripted("a", [shape(("a", 100), output=2, conversation="ca"),
+                       shape(("a", 100), ("t", 10), output=2, conversation="ca")], pauses=[1.0])
+    b = Scripted("b", [shape(("b", 10), output=2, conversation="cb")], arrival_s=0.1)  # lands on worker-2
+    c = Scripted("c", [shape(("c", 5000), output=2, conversation="cc")], arrival_s=1.7)  # worker-1, 2nd slot
+    turns, _ = simulate(plan=plan(workers=2, slots=2), costs=[COST, COST], students=[a, b, c])
+    second = [t for t in turns if t.student == "a"][1]
+    assert second.worker == "worker-1" and second.reused_prompt_tokens == 100
+
+
+def test_cached_prefix_counts_leading_equal_segments_only() -> None:
+    held = (("s", 100), ("u1", 20), ("a1", 30))
+    assert cached_prefix_tokens(held, (("s", 100), ("u1", 20), ("a1", 30), ("t", 5))) == 150
+    assert cached_prefix_tokens(held, (("s", 100), ("u2", 20), ("a1", 30))) == 100
+    assert cached_prefix_tokens((), (("s", 100),)) == 0
+
+
+def test_a_student_back_from_a_pause_is_lifted_level_with_those_waiting_not_ahead_of_them() -> None:
+    """core.fair_share.lifted: l (no service yet) joins while w (some service) waits; lifted to w's
+    counter, the tie goes to the cheaper request (w's). Without the lift l's banked 0 would win."""
+    f = Scripted("f", [shape(("f", 100), output=2, conversation="f")])
+    w = Scripted("w", [shape(("w1", 10), output=2, conversation="w"), shape(("w2", 20), output=2, conversation="w2")],
+                 arrival_s=0.01, pauses=[0.0])
+    x = Scripted("x", [shape(("x", 500), output=2, conversation="x")], arrival_s=2.2)
+    late = Scripted("l", [shape(("l", 200), output=2, conversation="l")], arrival_s=3.0)
+    turns, _ = simulate(plan=plan(policy="tokens"), costs=[COST], students=[f, w, x, late])
+    assert [t.student for t in sorted(turns, key=lambda t: t.first_token_s or 0)] == ["f", "w", "x", "w", "l"]
