@@ -24,6 +24,7 @@ from core.env import (
 from core.fair_share import DEFAULT_POLICY, POLICIES
 from core.gateway_settings import GatewaySettings
 from core.private_access import DEFAULT_PRIVATE_NETWORKS
+from core.school_sign_in import school_sign_in_from_env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("OCS_VAR_DIR") or BASE_DIR / "var")
@@ -259,7 +260,14 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
 }
-AUTHENTICATION_BACKENDS = ["accounts.login_throttle.ThrottledModelBackend"]
+# The school-account backend comes first and acts only on a school sign-in's callback (and only
+# when SCHOOL_SIGN_IN is set); its refusals stop authenticate() before the password backend,
+# which never counts them as failed passwords.
+AUTHENTICATION_BACKENDS = ["accounts.school_sign_in.SchoolAccountBackend",
+                           "accounts.login_throttle.ThrottledModelBackend"]
+# School accounts (OpenID Connect with Google Workspace or Microsoft Entra): off unless
+# OCS_OIDC_ISSUER is set (core/school_sign_in.py, accounts/school_sign_in.py).
+SCHOOL_SIGN_IN = school_sign_in_from_env()
 
 if PRODUCTION:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
