@@ -173,8 +173,14 @@ class SchoolAccountBackend(OIDCAuthenticationBackend):
     def OIDC_RP_CLIENT_SECRET(self) -> str:  # noqa: N802
         return self._config.client_secret
 
-    OIDC_RP_SIGN_ALGO = "RS256"
+    OIDC_RP_SIGN_ALGO = "RS256"  # Google's and Entra's ID tokens
     OIDC_RP_IDP_SIGN_KEY = None
+
+    def get_user(self, user_id: int) -> User | None:
+        """The session's user while the account is active: the library's own drops Django's
+        check, and a student the teacher disabled would stay signed in."""
+        user = super().get_user(user_id)
+        return user if user is not None and self.user_can_authenticate(user) else None
 
     def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> User | None:
         if request is None or "nonce" not in kwargs or school_config() is None:

@@ -25,19 +25,16 @@ class SchoolSignIn:
     tenant_id: str = ""  # Entra: the `tid` claim must equal it
 
     def django_settings(self) -> dict[str, Any]:
-        """mozilla-django-oidc's settings for this provider. The endpoints are not here: they come
-        from the issuer's discovery document when a sign-in starts (accounts/school_sign_in.py)."""
+        """mozilla-django-oidc's settings for this provider. The endpoints and the client are not
+        here: the backend and the views read them from this object and the issuer's discovery
+        document, when a sign-in starts (accounts/school_sign_in.py)."""
         extra = {"hd": self.hosted_domain} if self.hosted_domain else {}  # Google's account chooser shows only the school's accounts
         return {
-            "OIDC_RP_CLIENT_ID": self.client_id,
-            "OIDC_RP_CLIENT_SECRET": self.client_secret,
-            "OIDC_RP_SIGN_ALGO": "RS256",  # Google's and Entra's ID tokens
             "OIDC_RP_SCOPES": "openid email profile",
             "OIDC_USE_PKCE": True,
             "OIDC_AUTH_REQUEST_EXTRA_PARAMS": extra,
-            "OIDC_TIMEOUT": 10,
+            "OIDC_TIMEOUT": 10,  # seconds, each call to the provider
             "OIDC_AUTHENTICATION_CALLBACK_URL": "portal:school-callback",
-            "LOGIN_REDIRECT_URL_FAILURE": "/accounts/login/",
         }
 
 

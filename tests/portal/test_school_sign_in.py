@@ -94,3 +94,11 @@ def test_only_the_classes_teacher_may_switch_self_enrolment(provider_down: Schoo
     assert as_student.post(url, {"on": "1"}).status_code == 403
     assert as_stranger.post(url, {"on": "1"}).status_code == 404
     assert not Classroom.objects.filter(self_enrolment=True).exists()
+
+
+def test_a_student_signed_in_with_the_school_account_is_signed_out_once_disabled(student: User) -> None:
+    client = Client()
+    client.force_login(student, backend="accounts.school_sign_in.SchoolAccountBackend")
+    assert client.get("/").status_code == 200
+    User.objects.filter(id=student.id).update(is_active=False)
+    assert client.get("/").status_code == 302
