@@ -60,7 +60,7 @@ def school_sign_in_from_env(environ: Mapping[str, str] | None = None) -> SchoolS
 
 # Why an account the provider vouched for is still refused, and what the student reads.
 REFUSALS = {
-    "wrong_school": "That account is not one of this school's. Sign in with your school account.",
+    "wrong_school": "That account is not one of this school's. Sign in again and choose your school account.",
     "unverified": "Your school has not verified that account's email address. Ask your teacher.",
     "no_student": "There is no student here with that school account. Ask your teacher to add you.",
     "disabled": "This account is disabled. Ask your teacher.",

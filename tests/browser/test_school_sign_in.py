@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.browser.conftest import SCREENSHOTS
 from tests.conftest import ROOT, Gateway, free_port, start_gateway, stop_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]
@@ -120,6 +121,8 @@ def test_account_of_another_domain_is_refused(school, ada, new_page) -> None:  #
     page = new_page()
     school_sign_in(page, school["google"], "eve@other.example")
     assert "not one of this school's" in refusal(page)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "school-sign-in-refused.png"), full_page=True)
 
 
 def test_account_whose_email_is_not_verified_is_refused_though_it_matches(school, ada, new_page) -> None:  # noqa: ANN001
