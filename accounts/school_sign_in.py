@@ -30,7 +30,7 @@ import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, SuspiciousOperation
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
@@ -218,7 +218,8 @@ class SchoolAccountBackend(OIDCAuthenticationBackend):
 
     def filter_users_by_claims(self, claims: dict[str, Any]) -> QuerySet[User]:
         email = str(claims.get("email") or "").strip()
-        students = User.objects.filter(email__iexact=email, is_staff=False, is_superuser=False)
+        students = User.objects.filter(email__iexact=email, role=User.Role.STUDENT, is_staff=False,
+                                       is_superuser=False, is_replay=False)
         if students.count() > 1:
             raise refuse(self.request, "ambiguous")
         return students
@@ -232,4 +233,7 @@ class SchoolAccountBackend(OIDCAuthenticationBackend):
             raise refuse(self.request, "no_student")
         name = str(claims.get("name") or " ".join(
             str(claims.get(part) or "") for part in ("given_name", "family_name"))).strip()
-        return student_self_enrol(email=email, name=name, classroom=classroom)
+        try:
+            return student_self_enrol(email=email, name=name, classroom=classroom)
+        except IntegrityError:  # another sign-in took the same username meanwhile: the next free one
+            return student_self_enrol(email=email, name=name, classroom=classroom)
