@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.env import ConfigError, env_str
+from core.env import ConfigError
 
 
 @dataclass(frozen=True)
@@ -38,24 +38,23 @@ class SchoolSignIn:
         }
 
 
-def school_sign_in_from_env(environ: Mapping[str, str] | None = None) -> SchoolSignIn | None:
-    issuer = (env_str("OCS_OIDC_ISSUER", "", environ=environ) or "").strip().rstrip("/")
+def school_sign_in_config(*, issuer: str, client_id: str, client_secret: str, hosted_domain: str = "",
+                          tenant_id: str = "") -> SchoolSignIn | None:
+    """The configuration from OCS_OIDC_* (read in ocsweb/settings.py), or None (off) without an
+    issuer. ConfigError, naming the variable, for what would be unsafe or cannot work."""
+    issuer = issuer.strip().rstrip("/")
     if not issuer:
         return None
     if not issuer.startswith("https://") and not issuer.startswith(("http://127.0.0.1:", "http://localhost:")):
         raise ConfigError(f"OCS_OIDC_ISSUER={issuer!r} must be an https:// URL (http:// only on loopback)")
-    client_id = (env_str("OCS_OIDC_CLIENT_ID", "", environ=environ) or "").strip()
-    client_secret = (env_str("OCS_OIDC_CLIENT_SECRET", "", environ=environ) or "").strip()
-    if not client_id or not client_secret:
+    if not client_id.strip() or not client_secret.strip():
         raise ConfigError("OCS_OIDC_ISSUER is set: OCS_OIDC_CLIENT_ID and OCS_OIDC_CLIENT_SECRET "
                           "(or OCS_OIDC_CLIENT_SECRET_FILE) must be set too")
-    hosted_domain = (env_str("OCS_OIDC_HOSTED_DOMAIN", "", environ=environ) or "").strip().lower()
-    tenant_id = (env_str("OCS_OIDC_TENANT_ID", "", environ=environ) or "").strip().lower()
-    if not hosted_domain and not tenant_id:
+    if not hosted_domain.strip() and not tenant_id.strip():
         raise ConfigError("OCS_OIDC_ISSUER is set: OCS_OIDC_HOSTED_DOMAIN (Google Workspace) or "
                           "OCS_OIDC_TENANT_ID (Microsoft Entra) must restrict it to the school")
-    return SchoolSignIn(issuer=issuer, client_id=client_id, client_secret=client_secret,
-                        hosted_domain=hosted_domain, tenant_id=tenant_id)
+    return SchoolSignIn(issuer=issuer, client_id=client_id.strip(), client_secret=client_secret.strip(),
+                        hosted_domain=hosted_domain.strip().lower(), tenant_id=tenant_id.strip().lower())
 
 
 # Why an account the provider vouched for is still refused, and what the student reads.

@@ -5,35 +5,35 @@ from __future__ import annotations
 import pytest
 
 from core.env import ConfigError
-from core.school_sign_in import SchoolSignIn, claims_refusal, id_token_is_ours, school_sign_in_from_env
+from core.school_sign_in import SchoolSignIn, claims_refusal, id_token_is_ours, school_sign_in_config
 
 GOOGLE = SchoolSignIn(issuer="https://accounts.google.com", client_id="cid", client_secret="s",
                       hosted_domain="school.example")
 ENTRA = SchoolSignIn(issuer="https://login.microsoftonline.com/t1/v2.0", client_id="cid", client_secret="s",
                      tenant_id="t1")
-BASE = {"OCS_OIDC_ISSUER": "https://accounts.google.com/", "OCS_OIDC_CLIENT_ID": "cid", "OCS_OIDC_CLIENT_SECRET": "s"}
+BASE = {"issuer": "https://accounts.google.com/", "client_id": "cid", "client_secret": "s"}
 
 
 def test_off_unless_an_issuer_is_set() -> None:
-    assert school_sign_in_from_env({}) is None
-    assert school_sign_in_from_env({"OCS_OIDC_CLIENT_ID": "cid"}) is None
+    assert school_sign_in_config(issuer="", client_id="", client_secret="") is None
+    assert school_sign_in_config(issuer=" ", client_id="cid", client_secret="s", hosted_domain="d") is None
 
 
 def test_configured_from_the_environment() -> None:
-    config = school_sign_in_from_env({**BASE, "OCS_OIDC_HOSTED_DOMAIN": "School.Example"})
+    config = school_sign_in_config(**BASE, hosted_domain="School.Example")
     assert config == SchoolSignIn(issuer="https://accounts.google.com", client_id="cid", client_secret="s",
                                   hosted_domain="school.example")
     assert config.django_settings()["OIDC_AUTH_REQUEST_EXTRA_PARAMS"] == {"hd": "school.example"}
 
 
-@pytest.mark.parametrize(("environ", "names"), [
+@pytest.mark.parametrize(("given", "names"), [
     (BASE, "OCS_OIDC_HOSTED_DOMAIN"),  # an issuer alone would let every Google account in
-    ({**BASE, "OCS_OIDC_CLIENT_SECRET": "", "OCS_OIDC_TENANT_ID": "t"}, "OCS_OIDC_CLIENT_SECRET"),
-    ({**BASE, "OCS_OIDC_ISSUER": "http://idp.school.example", "OCS_OIDC_TENANT_ID": "t"}, "https://"),
+    ({**BASE, "client_secret": "", "tenant_id": "t"}, "OCS_OIDC_CLIENT_SECRET"),
+    ({**BASE, "issuer": "http://idp.school.example", "tenant_id": "t"}, "https://"),
 ])
-def test_incomplete_or_unsafe_configuration_stops_start_up(environ: dict[str, str], names: str) -> None:
+def test_incomplete_or_unsafe_configuration_stops_start_up(given: dict[str, str], names: str) -> None:
     with pytest.raises(ConfigError, match=names):
-        school_sign_in_from_env(environ)
+        school_sign_in_config(**given)
 
 
 VERIFIED = {"email": "ada@school.example", "email_verified": True}
