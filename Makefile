@@ -10,11 +10,12 @@ PROFILE ?= default
 
 setup: $(VENV)/.setup-done
 
-$(VENV)/.setup-done: requirements.txt requirements-dev.txt scripts/ensure_llama_server.sh scripts/ensure_browser.sh
+$(VENV)/.setup-done: requirements.txt requirements-dev.txt scripts/ensure_llama_server.sh scripts/ensure_browser.sh scripts/ensure_oidc_provider.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 	bash scripts/ensure_llama_server.sh $(PY)
 	bash scripts/ensure_browser.sh
+	bash scripts/ensure_oidc_provider.sh
 	$(PY) manage.py collectstatic --no-input -v 0
 	touch $@
 

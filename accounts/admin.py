@@ -28,7 +28,8 @@ class LimitsAdminMixin(admin.ModelAdmin):
 
 @admin.register(Classroom)
 class ClassroomAdmin(LimitsAdminMixin):
-    list_display = ("name", "requests_per_minute", "tokens_per_day", "concurrency", "allowed_models", "student_count")
+    list_display = ("name", "requests_per_minute", "tokens_per_day", "concurrency", "allowed_models", "student_count",
+                    "self_enrolment")
     filter_horizontal = ("teachers",)
     fieldsets = ((None, {"fields": ("name", "teachers", "fair_weight")}), ("Default limits for its students", {
         "fields": LIMIT_FIELDS, "description": LIMITS_HELP}))

@@ -24,6 +24,7 @@ from core.env import (
 from core.fair_share import DEFAULT_POLICY, POLICIES
 from core.gateway_settings import GatewaySettings
 from core.private_access import DEFAULT_PRIVATE_NETWORKS
+from core.school_sign_in import school_sign_in_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("OCS_VAR_DIR") or BASE_DIR / "var")
@@ -260,7 +261,20 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
 }
-AUTHENTICATION_BACKENDS = ["accounts.login_throttle.ThrottledModelBackend"]
+# The school-account backend comes first and acts only on a school sign-in's callback (and only
+# when SCHOOL_SIGN_IN is set); its refusals stop authenticate() before the password backend,
+# which never counts them as failed passwords.
+AUTHENTICATION_BACKENDS = ["accounts.school_sign_in.SchoolAccountBackend",
+                           "accounts.login_throttle.ThrottledModelBackend"]
+# School accounts (OpenID Connect with Google Workspace or Microsoft Entra): off unless
+# OCS_OIDC_ISSUER is set (core/school_sign_in.py, accounts/school_sign_in.py).
+SCHOOL_SIGN_IN = school_sign_in_config(
+    issuer=env_str("OCS_OIDC_ISSUER", "") or "",
+    client_id=env_str("OCS_OIDC_CLIENT_ID", "") or "",
+    client_secret=env_str("OCS_OIDC_CLIENT_SECRET", "") or "",
+    hosted_domain=env_str("OCS_OIDC_HOSTED_DOMAIN", "") or "",  # Google Workspace: the `hd` claim
+    tenant_id=env_str("OCS_OIDC_TENANT_ID", "") or "",  # Microsoft Entra: the `tid` claim
+)
 
 if PRODUCTION:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

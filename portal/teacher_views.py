@@ -25,6 +25,7 @@ from accounts.limits.budgets import budget_grant, budget_reset
 from accounts.limits.resolution import NUMERIC, UNSET, resolve
 from accounts.models import AuditEvent, ClassPauseWindow, Classroom, User
 from accounts.pause import next_time_of_day
+from accounts.school_sign_in import classroom_set_self_enrolment, school_config
 from accounts.selectors import (
     classes_visible_to,
     keys_visible_to,
@@ -139,6 +140,7 @@ def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse
         "pause_form": PauseForm(), "window_form": PauseWindowForm(),
         "windows": list(room.pause_windows.all()) if room else [],
         "weight_form": ShareWeightForm(initial={"fair_weight": room.fair_weight}) if room else None,
+        "school_sign_in": school_config() is not None,
     })
 
 
@@ -247,6 +249,17 @@ def class_weight(request: HttpRequest, class_id: int) -> HttpResponse:
         messages.success(request, f"Saved: share weight {room.fair_weight:g}.")
     else:
         messages.success(request, "Nothing changed.")
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
+def class_self_enrolment(request: HttpRequest, class_id: int) -> HttpResponse:
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
+    on = request.POST.get("on") == "1"
+    classroom_set_self_enrolment(classroom=room, on=on, actor=acting_user(request))
+    messages.success(request, f"New school accounts now join {room.name}." if on else
+                     "Self-enrolment is off: school accounts that match no student are refused.")
     return redirect("portal:teacher-class", class_id=room.id)
 
 

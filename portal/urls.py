@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from portal import school_views
 from portal import teacher_views as teacher
 from portal import views
 from portal.forms import PortalLoginForm
@@ -18,6 +19,8 @@ urlpatterns = [
     path("accounts/login/", views.SignInView.as_view(
         authentication_form=PortalLoginForm, template_name="registration/login.html",
         redirect_authenticated_user=True), name="login"),
+    path("accounts/school/start/", school_views.SchoolSignInStart.as_view(), name="school-start"),
+    path("accounts/school/callback/", school_views.SchoolSignInCallback.as_view(), name="school-callback"),
     path("accounts/logout/", auth_views.LogoutView.as_view(next_page="/accounts/login/"), name="logout"),
     path("accounts/password/", auth_views.PasswordChangeView.as_view(
         template_name="registration/password_change.html", success_url="/accounts/password/done/"),
@@ -38,6 +41,8 @@ urlpatterns = [
     path("teacher/students/<int:user_id>/limits/", teacher.student_limits, name="teacher-student-limits"),
     path("teacher/classes/<int:class_id>/limits/", teacher.class_limits, name="teacher-class-limits"),
     path("teacher/classes/<int:class_id>/weight/", teacher.class_weight, name="teacher-class-weight"),
+    path("teacher/classes/<int:class_id>/self-enrolment/", teacher.class_self_enrolment,
+         name="teacher-class-self-enrolment"),
     path("teacher/classes/<int:class_id>/term/", teacher.class_term, name="teacher-class-term"),
     path("teacher/classes/<int:class_id>/pause/", teacher.class_pause_view, name="teacher-class-pause"),
     path("teacher/classes/<int:class_id>/resume/", teacher.class_resume_view, name="teacher-class-resume"),

@@ -2,6 +2,8 @@
 Every page shows only the signed-in person's own things; someone else's key answers 404."""
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
@@ -12,6 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts.access import is_teacher
 from accounts.audit import acting_user
 from accounts.models import User
+from accounts.school_sign_in import school_config
 from accounts.selectors import pause_status, student_policy
 from accounts.services import MAX_ACTIVE_KEYS, TooManyKeys, key_issue, key_revoke
 from inference.selectors import budgets_left, usage_summary
@@ -32,6 +35,9 @@ class SignInView(LoginView):
 
     def get_default_redirect_url(self) -> str:
         return "/teacher/" if is_teacher(self.request.user) else "/"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        return {**super().get_context_data(**kwargs), "school_sign_in": school_config() is not None}
 
 
 def site_root(request: HttpRequest) -> str:

@@ -33,6 +33,8 @@ services_pytest() {
 }
 
 run_embedded() {
+    # The school sign-in tests' OpenID Connect provider (node); they run in this pass only.
+    timed "OIDC test provider: install" bash scripts/ensure_oidc_provider.sh || true
     echo "=== test suite on the embedded default (SQLite, in-process live state)"
     timed "embedded (all but real clients)" embedded_pytest -m "not realclients" --durations=15 "${PYTEST_ARGS[@]}" || true
 }

@@ -194,8 +194,8 @@ def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> N
         process.wait()
 
 
-def start_gateway(log_path: Path, **env_overrides: str) -> Gateway:
-    port = free_port()
+def start_gateway(log_path: Path, port: int | None = None, **env_overrides: str) -> Gateway:
+    port = port or free_port()
     log = open(log_path, "ab")
     process = subprocess.Popen(
         [sys.executable, "-m", "ocsweb.gateway", "-b", "127.0.0.1", "-p", str(port), "ocsweb.asgi:application"],
