@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
 
+from core.dates import moment_or_clock_format
+
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 
@@ -109,11 +111,8 @@ def next_time_of_day(at: time, now: datetime) -> datetime:
 
 
 def when(at: datetime, now: datetime) -> str:
-    """"14:30" today, "Tue 2 Dec 14:30" another day (both in `now`'s zone)."""
-    local = at.astimezone(now.tzinfo)
-    if local.date() == now.date():
-        return f"{local:%H:%M}"
-    return f"{local:%a} {local.day} {local:%b %H:%M}"
+    """"14:30" today, "2 Dec 2026 14:30" another day (both in `now`'s zone; core/dates.py)."""
+    return moment_or_clock_format(at.astimezone(now.tzinfo), now)
 
 
 def pause_text(pause: ActivePause, now: datetime) -> str:

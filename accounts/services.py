@@ -10,6 +10,7 @@ from accounts.audit import audit_record
 from accounts.key_cache import class_pause_rule, key_cache_invalidate, key_prefixes_changed
 from accounts.models import ApiKey, ClassPauseWindow, Classroom, User
 from accounts.pause import Window, active_pause
+from core.dates import moment_text
 from core.keys import generate_key
 from fleet.models import Pool
 
@@ -163,8 +164,8 @@ def class_pause(*, classroom: Classroom, actor: User | None = None, until: datet
     classroom.pause_lifted_until = None
     classroom.save(update_fields=["paused", "pause_starts", "pause_until", "paused_by", "pause_message",
                                   "pause_lifted_until"])
-    span = (f"from {timezone.localtime(starts):%Y-%m-%d %H:%M} " if starts else "") + (
-        f"until {timezone.localtime(until):%Y-%m-%d %H:%M}" if until else "until resumed")
+    span = ((f"from {moment_text(starts)} " if starts else "")
+            + (f"until {moment_text(until)}" if until else "until resumed"))
     audit_record(actor=actor, action="class.paused", subject=f"class {classroom.name}",
                  detail=span + (f": {message}" if message else ""))
     key_cache_invalidate()

@@ -6,6 +6,8 @@ from datetime import date, datetime, time, timedelta
 
 from django.utils import timezone
 
+from core.dates import moment_or_clock_format
+
 
 def day_bounds(day: date) -> tuple[datetime, datetime]:
     """Start (midnight, school time) of `day` and of the day after."""
@@ -21,11 +23,9 @@ def today(now: datetime | None = None) -> tuple[str, float]:
 
 
 def school_time(at: datetime, now: datetime | None = None) -> str:
-    """`at` as the school reads it: "14:30 CET" today, "Wed 2026-12-02 14:30 CET" another day."""
+    """`at` as the school reads it: "14:30 CET" today, "2 Dec 2026 14:30 CET" another day (core/dates.py)."""
     local, reference = timezone.localtime(at), timezone.localtime(now)
-    if local.date() == reference.date():
-        return local.strftime("%H:%M %Z").strip()
-    return local.strftime("%a %Y-%m-%d %H:%M %Z").strip()
+    return f"{moment_or_clock_format(local, reference)} {local:%Z}".strip()
 
 
 def this_week(now: datetime | None = None) -> tuple[str, float]:

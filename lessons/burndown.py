@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from core.dates import moment_text
 from fleet.models import Gpu, Rig, Worker, WorkerEvent
 from inference.models import RequestLog
 from lessons import evidence, research_bridge
@@ -64,7 +65,7 @@ def copilot_path() -> Status:
         if kind != "copilot":
             continue
         if row.worker_id in rig_worker_ids:
-            return Status("done", f"a Copilot request on {row.at:%Y-%m-%d %H:%M} was served by rig worker "
+            return Status("done", f"a Copilot request on {moment_text(row.at)} was served by rig worker "
                                   f"{row.worker_name}", _request_link(row.id))
         copilot_any = copilot_any or row
     if copilot_any is not None:
@@ -188,7 +189,7 @@ def deployment_path() -> Status:
     latest = PathVerification.objects.order_by("-checked_at").first()
     if latest is not None and latest.passed and latest.tls_ok and is_public_https(latest.base_url):
         return Status("done", f"verify_path passed against {latest.base_url} (TLS) on "
-                              f"{latest.checked_at:%Y-%m-%d %H:%M} UTC")
+                              f"{moment_text(latest.checked_at)}")
     silent = timedelta(seconds=settings.OCS["RIG_SILENT_S"])
     live_rigs = Rig.objects.filter(last_heartbeat_at__gte=timezone.now() - silent)
     serving = Worker.objects.filter(rig__in=live_rigs, state__in=["healthy", "degraded"]).select_related("rig").first()
@@ -196,7 +197,7 @@ def deployment_path() -> Status:
     if latest is not None:
         why = ("it failed" if not latest.passed else "not over TLS" if not latest.tls_ok
                else "not a public https address")
-        found.append(f"the latest verify_path ({latest.base_url}, {latest.checked_at:%Y-%m-%d %H:%M} UTC) does "
+        found.append(f"the latest verify_path ({latest.base_url}, {moment_text(latest.checked_at)}) does "
                      f"not count: {why}")
     if serving is not None:
         found.append(f"rig {serving.rig.name if serving.rig else ''} reports and its worker {serving.name} is "
@@ -302,7 +303,7 @@ def deliverables() -> list[Deliverable]:
             status = Status("open", "not ticked yet")
         else:
             status = Status("done", tick.note or "ticked", ticked_by=tick.ticked_by.get_username()
-                            if tick.ticked_by else "(deleted user)", ticked_at=f"{tick.ticked_at:%Y-%m-%d %H:%M} UTC")
+                            if tick.ticked_by else "(deleted user)", ticked_at=moment_text(tick.ticked_at))
         rows.append(Deliverable(slug, title, rule, True, status, achieved.get(slug)))
     return rows
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet
 
+from core.dates import moment_text
 from inference.models import RequestLog
 from lessons.editor_clients import EDITOR_LABELS, EditorKind, Seen, Verdict, editor_kind, session_turns
 from lessons.models import FleetSighting, WorkerPrediction
@@ -58,7 +59,7 @@ def editor_request_evidence(user_id: int) -> Evidence | None:
         return None
     row = RequestLog.objects.get(id=verdict.request_id)
     return Evidence(f"{EDITOR_LABELS[verdict.kind]} at work: {verdict.requests} requests of one session, the latest "
-                    f"at {row.at:%Y-%m-%d %H:%M} UTC with {row.tools_n} tools and a {row.system_chars:,}-character "
+                    f"at {moment_text(row.at)} with {row.tools_n} tools and a {row.system_chars:,}-character "
                     f"system prompt, model {row.model}, served by {row.worker_name}", request_log_id=row.id)
 
 
@@ -67,7 +68,7 @@ def fleet_watch_evidence(user_id: int) -> Evidence | None:
     if sighting is None:
         return None
     return Evidence(f"the fleet view saw {sighting.in_flight} of your requests in flight at "
-                    f"{sighting.at:%Y-%m-%d %H:%M:%S} UTC")
+                    f"{moment_text(sighting.at, seconds=True)}")
 
 
 def ttft_evidence(user_id: int, reported_ms: float, request_id: str) -> tuple[Evidence | None, str]:
@@ -113,8 +114,9 @@ def trace_evidence(user_id: int, request_id: str) -> tuple[Evidence | None, str]
     if row is None:
         return None, (f"None of your served requests has the id {request_id}. Send one with your key and copy its "
                       "x-request-id header.")
-    hops = (f"arrived {row.at:%H:%M:%S} UTC on {row.path} as {row.client}, key checked; waited {row.queue_wait_ms} ms "
-            f"for a slot; worker {row.worker_name} chosen ({row.route_reason or 'the only candidate'})"
+    hops = (f"arrived {moment_text(row.at, seconds=True)} on {row.path} as {row.client}, key checked; "
+            f"waited {row.queue_wait_ms} ms for a slot; "
+            f"worker {row.worker_name} chosen ({row.route_reason or 'the only candidate'})"
             + (f" after {row.retries} failed worker(s)" if row.retries else "")
             + (f"; first byte after {row.ttft_ms} ms" if row.ttft_ms is not None else "")
             + f"; {row.prompt_tokens} tokens in ({row.cached_tokens} cached), {row.completion_tokens} out; "

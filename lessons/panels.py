@@ -18,6 +18,7 @@ from django.urls import Resolver404, resolve
 from django.utils import timezone
 
 from accounts.models import User
+from core.dates import moment_text
 from core.live import live_state, worker_resource
 from core.private_access import DEFAULT_PRIVATE_NETWORKS
 from core.quota import concurrency_resource
@@ -157,10 +158,12 @@ def fleet(user: User | None = None) -> FleetView:
         queued_pool = pools.get(int(pool_id)) if pool_id.isdigit() else None
         view.queue.append({"pool": queued_pool.name if queued_pool else pool_id, "model": model, "waiting": depth})
     for event in WorkerEvent.objects.select_related("worker").order_by("-at")[:5]:
-        view.events.append({"at": event.at.isoformat(timespec="seconds"), "what": f"{event.worker.name}: "
-                            f"{event.from_state} → {event.to_state}", "why": event.reason})
+        view.events.append({"at": event.at.isoformat(timespec="seconds"),
+                            "at_text": moment_text(event.at, seconds=True),
+                            "what": f"{event.worker.name}: {event.from_state} → {event.to_state}", "why": event.reason})
     for pool_event in PoolEvent.objects.select_related("pool").order_by("-at")[:3]:
         view.events.append({"at": pool_event.at.isoformat(timespec="seconds"),
+                            "at_text": moment_text(pool_event.at, seconds=True),
                             "what": f"pool {pool_event.pool.name}: {pool_event.kind}", "why": pool_event.detail})
     view.events.sort(key=lambda e: e["at"], reverse=True)
     if user is not None and user.is_authenticated:

@@ -103,6 +103,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # The date filters (day, moment, clock) in every template: core/date_filters.py.
+            "builtins": ["core.date_filters"],
         },
     },
 ]
@@ -238,6 +240,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("OCS_TIME_ZONE", "UTC") or "UTC"
 USE_I18N = True
 USE_TZ = True
+# Django's own date formats (a value printed without a filter, the admin) from core/dates.py.
+FORMAT_MODULE_PATH = ["ocsweb.formats"]
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns about a missing one before collectstatic ran

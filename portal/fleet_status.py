@@ -10,6 +10,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
+from core.dates import moment_text
 from core.db import fresh_connection
 from core.live import live_state, worker_resource
 from fleet.models import Pool, Rig, Worker, WorkerEvent
@@ -68,8 +69,9 @@ def _read_database() -> dict[str, Any]:
             "cold_start_s": cold.get(w.id),
         } for w in workers],
         "pools": list(Pool.objects.order_by("name").values_list("name", flat=True)),
-        "events": [{"at": _iso(e.at), "worker": e.worker.name, "from": e.from_state, "to": e.to_state,
-                    "reason": e.reason} for e in events[:EVENTS_SHOWN]],
+        # at_text: what the page shows (core/dates.py, school time); at stays ISO for <time datetime>.
+        "events": [{"at": _iso(e.at), "at_text": moment_text(e.at, seconds=True), "worker": e.worker.name,
+                    "from": e.from_state, "to": e.to_state, "reason": e.reason} for e in events[:EVENTS_SHOWN]],
     }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -128,7 +128,7 @@ def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse
         raise Http404("Students in no class are the admin's.")
     students = list(selectors.students_of(room).select_related("classroom"))
     today = selectors.today_totals([s.id for s in students])
-    daily = class_daily_usage(room) if room else []
+    daily = [{**d, "day": date.fromisoformat(d["day"])} for d in class_daily_usage(room)] if room else []
     heights = bar_heights([float(d["prompt_tokens"] + d["completion_tokens"]) for d in daily], height=100)
     return render(request, "teacher/class.html", {
         "room": room, "rows": [(s, today.get(s.id, {"requests": 0, "tokens": 0})) for s in students],

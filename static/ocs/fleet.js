@@ -99,8 +99,7 @@
     var list = document.getElementById("events");
     list.textContent = "";
     status.events.forEach(function (e) {
-      var when = new Date(e.at).toLocaleTimeString();
-      list.appendChild(el("li", {}, [el("time", {datetime: e.at, text: when}),
+      list.appendChild(el("li", {}, [el("time", {datetime: e.at, text: e.at_text}),
         document.createTextNode(" " + e.worker + ": " + e.from + " → " + e.to + " (" + e.reason + ")")]));
     });
   }

@@ -9,6 +9,7 @@ from django.utils import timezone
 from accounts.models import Classroom
 from accounts.pause import next_time_of_day
 from accounts.services import class_pause
+from core.dates import moment_text
 
 
 def _time_of_day(text: str) -> time:
@@ -34,5 +35,5 @@ class Command(BaseCommand):
             raise CommandError(f"no class named {options['name']!r}")
         until = next_time_of_day(options["until"], timezone.localtime()) if options["until"] else None
         class_pause(classroom=room, until=until, message=options["message"])
-        self.stdout.write(f"paused: class {room.name} "
-                          + (f"until {timezone.localtime(until):%Y-%m-%d %H:%M %Z}" if until else "until resumed"))
+        span = f"until {moment_text(until)} {timezone.localtime(until):%Z}" if until else "until resumed"
+        self.stdout.write(f"paused: class {room.name} {span}")
