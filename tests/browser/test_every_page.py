@@ -24,6 +24,7 @@ def test_the_rest_of_the_site_passes_axe_and_fits_a_phone(gateway, worker, teach
     newcomer.save()
     paths = [*[f"/lessons/{lesson.slug}/" for lesson in load_catalogue().lessons], "/lessons/", "/lessons/progress/",
              "/lessons/summary/", "/lessons/teacher/", "/ground0/", "/research/", "/research/compare/",
+             "/research/start/", "/research/plan/",
              f"/teacher/classes/{taught_class.id}/", f"/teacher/students/{student.id}/", "/no/such/page/"]
     problems: dict[str, list[str]] = {}
     for label, viewport in (("laptop", LAPTOP), ("phone", PHONE)):
