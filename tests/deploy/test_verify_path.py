@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from fleet.local_worker import free_port
-from tests.conftest import MODEL_ID
+from tests.conftest import FIXTURE_WORKER_KEY, MODEL_ID
 from tests.deploy.proxy import RunningNginx
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -102,7 +102,7 @@ def test_each_worker_is_reached_through_the_gateway(proxy, worker, student_key, 
 
     second = spare_llama_servers()
     worker_register(name="it-worker-b", base_url=second.spec.base_url, model_id=MODEL_ID, pool_name="production",
-                    slots=4, context_length=4096, state="healthy")
+                    slots=4, context_length=4096, state="healthy", api_key=FIXTURE_WORKER_KEY)
     _, raw_key = student_key
     output, error = run("--base-url", proxy.prepared.https_url, "--api-key", raw_key,
                         "--ca-file", str(proxy.prepared.cert))
