@@ -72,7 +72,17 @@ async def _post_whole(url: str, body: dict[str, Any], headers: Mapping[str, str]
 
 def _status_detail(status: int) -> str:
     # llama-server answers 503 on every route while it loads its model.
-    return "still loading its model" if status == 503 else f"status {status}"
+    if status == 503:
+        return "still loading its model"
+    if status == 401:
+        return "refused the gateway's key for it (401: launched with another key)"
+    return f"status {status}"
+
+
+def _worker_fault(status: int) -> bool:
+    """The worker's failure, not the request's: the next worker is tried. A 401 is the worker
+    refusing its own key (fleet/worker_keys.py), never the student's key, which it never sees."""
+    return status >= 500 or status == 401
 
 
 async def _wait_while_loading(want: Want, slot: Slot) -> None:
@@ -149,7 +159,7 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestContex
         if status == 503:
             await _wait_while_loading(want, slot)
             continue
-        if status >= 500:
+        if _worker_fault(status):
             await _worker_failed(want, slot, _status_detail(status))
             continue
         if status >= 400:
@@ -280,7 +290,7 @@ async def open_stream(*, path: str, body: dict[str, Any], record: RequestContext
             if response.status_code == 503:
                 loading = True
                 continue
-            if response.status_code >= 500:
+            if _worker_fault(response.status_code):
                 await _worker_failed(want, slot, _status_detail(response.status_code))
                 continue
             if response.status_code >= 400:
@@ -377,7 +387,7 @@ async def forward_light(*, path: str, body: dict[str, Any], record: RequestConte
         except (*TRANSPORT_ERRORS, AnswerTooLarge) as exc:
             want.failed[worker.id] = f"{worker.name}: {type(exc).__name__}"
             continue
-        if status >= 500:
+        if _worker_fault(status):
             want.failed[worker.id] = f"{worker.name}: {_status_detail(status)}"
             continue
         if status >= 400:

@@ -39,8 +39,10 @@ def test_the_whole_path_passes_through_the_proxy(proxy: RunningNginx, worker, st
     for hop in ("/healthz", "/readyz", "/v1/models", "/api/version", "/api/tags", "/v1/messages"):
         assert "PASS" in line_of(output, hop), hop
     assert "PASS" in line_of(output, "worker /health (private)", "it-worker")
-    assert "PASS" in line_of(output, "worker stream (private)", "it-worker")
+    assert "PASS" in line_of(output, "worker key (private)", "it-worker", "401 without its key")
+    assert "PASS" in line_of(output, "worker stream (private)", "it-worker")  # sent with its key
     assert "served by it-worker" in line_of(output, "gateway -> worker stream", "it-worker")
+    assert worker.api_key not in output
     timing = line_of(output, "it-worker", "healthy", "production").split()
     # /health, direct TTFT, gateway->worker TTFT (the gateway's log), end-to-end TTFT: all measured
     assert all(cell.isdigit() for cell in timing[3:7]), timing

@@ -4,11 +4,13 @@ a student's request through the gateway is served; registering again rotates the
 one stops working; the key is on no command line and in no log."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
+from django.conf import settings
 
 from fleet.local_worker import free_port
 from tests.conftest import MODEL_ID, wait_for
@@ -80,3 +82,23 @@ def test_a_worker_refuses_requests_without_its_key_while_the_gateways_pass_and_r
         second.stop()
     for log in (gateway.log(), monitor.read_text(errors="replace")):
         assert old_key not in log and new_key not in log
+
+
+def test_a_worker_refusing_the_gateways_key_is_the_workers_failure_not_the_students(
+    gateway, llama_server, student_key, transactional_db  # noqa: ANN001
+) -> None:
+    """A worker launched with another key than its row holds answers the gateway 401: that is a
+    broken worker (the next one is tried), never "invalid API key" for a student whose key is good."""
+    from fleet.services import worker_register
+    from tests.conftest import FIXTURE_WORKER_KEY
+
+    worker_register(name="stale-key", base_url=llama_server, model_id=MODEL_ID, pool_name="production", slots=4,
+                    context_length=4096, state="healthy", api_key="ocswk-abcdefghij-" + "s" * 40)
+    client = openai.OpenAI(base_url=gateway.url + "/v1", api_key=student_key[1], max_retries=0, timeout=60)
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.chat.completions.create(model=MODEL_ID, max_tokens=2, messages=[{"role": "user", "content": "Hi"}])
+    assert caught.value.status_code == 502 and "401" in caught.value.message
+    worker_register(name="good-key", base_url=llama_server, model_id=MODEL_ID, pool_name="production", slots=4,
+                    context_length=4096, state="healthy", api_key=FIXTURE_WORKER_KEY)
+    time.sleep(settings.OCS["FLEET_CACHE_TTL_S"] + 0.2)  # the gateway's fleet snapshot catches up
+    assert served_through_the_gateway(gateway.url, student_key[1])  # the failing worker is passed over
