@@ -1,7 +1,8 @@
 """The checks of `manage.py verify_path`, run from the control plane: the public URL (TLS,
 /healthz, /readyz, the key), every registered worker over the private network (/health, a
-refusal without its key, and a short streamed completion straight to it with its key), one short streamed completion through the gateway
-to each worker, Copilot's Ollama discovery routes and the Anthropic route.
+refusal without its key, and a short streamed completion straight to it with its key), one
+short streamed completion through the gateway to each worker, Copilot's Ollama discovery routes
+and the Anthropic route.
 
 Reaching each worker through the gateway: the gateway has no way for a client to name a worker.
 The scheduler puts first the worker that served a conversation before (prompt-cache affinity,

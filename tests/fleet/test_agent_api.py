@@ -317,13 +317,19 @@ def test_each_registration_gives_each_worker_a_new_key_sent_to_its_rig_only(rig)
     assert "ocswk-" not in beat.content.decode()
 
 
-def test_a_workers_key_is_not_in_the_admins_pages(rig, admin_client) -> None:  # noqa: ANN001
+def test_a_workers_key_is_not_in_the_admins_pages_nor_the_fleet_view(rig, admin_client) -> None:  # noqa: ANN001
+    import json
+
+    from portal.fleet_status import _read_database
+
     answer = post("/agent/v1/register", {"agent_version": "v", "workers": WORKERS}, rig[1]).json()
     key = answer["workers"][0]["api_key"]
     worker = Worker.objects.get(name="rig1-a")
     for url in ("/admin/fleet/worker/", f"/admin/fleet/worker/{worker.id}/change/"):
         page = admin_client.get(url)
         assert page.status_code == 200 and key not in page.content.decode() and "ocswk-" not in page.content.decode()
+    # The teacher's fleet page and its websocket (read in this test's transaction: no reconnect).
+    assert "ocswk-" not in json.dumps(_read_database.__wrapped__())  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("declaration, reason", [
