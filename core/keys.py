@@ -1,10 +1,12 @@
 """API key and rig token format, generation and hashing. Pure: no Django.
 
-A student key is  ocs-<prefix>-<secret>, a rig agent's token  ocsrig-<prefix>-<secret>; the
+A student key is  ocs-<prefix>-<secret>, a rig agent's token  ocsrig-<prefix>-<secret>, a
+worker's key (llama-server's --api-key-file, fleet/worker_keys.py) ocswk-<prefix>-<secret>; the
 schemes never match each other, so a student key can never pass as a rig token or back.
 - prefix: 10 characters [a-z0-9] (~51 bits), not secret; shown in the portal, used for lookup;
 - secret: 40 characters [A-Za-z0-9] (~238 bits) from the OS CSPRNG.
-Only sha256(full key) is stored. A fast hash is right here: the key is random and long, so no
+Only sha256(full key) is stored for student keys and rig tokens (a worker's key is kept whole:
+the gateway sends it). A fast hash is right here: the key is random and long, so no
 dictionary or brute-force attack applies, and the gateway verifies it on every request.
 """
 from __future__ import annotations
@@ -22,6 +24,7 @@ PREFIX_LENGTH = 10
 SECRET_LENGTH = 40
 STUDENT_SCHEME = "ocs"
 RIG_SCHEME = "ocsrig"
+WORKER_SCHEME = "ocswk"
 
 
 def _token_re(scheme: str) -> re.Pattern[str]:

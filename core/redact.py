@@ -1,6 +1,6 @@
 """Keeps API keys out of log lines.
 
-Keys look like ocs-<prefix>-<secret>. The filter replaces the secret part wherever it appears
+Keys look like ocs-<prefix>-<secret> (rig tokens ocsrig-…, workers' keys ocswk-…). The filter replaces the secret part wherever it appears
 (bearer headers, x-api-key values, /ollama/<key>/ paths, exception text), keeping the prefix so
 an operator can still tell which key was involved; any other /ollama/<segment> (a mistyped key)
 is replaced whole. settings.LOGGING puts the filter on every handler, Django's loggers included.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 
-KEY_PATTERN = re.compile(r"\b(ocs(?:rig)?-[a-z0-9]{10})-[A-Za-z0-9]{20,}")
+KEY_PATTERN = re.compile(r"\b(ocs(?:rig|wk)?-[a-z0-9]{10})-[A-Za-z0-9]{20,}")
 # Whatever else sits where Copilot puts the key (a key with a typo is still nearly a secret).
 OLLAMA_PATH_PATTERN = re.compile(r"(/ollama/)(?!ocs-[a-z0-9]{10}-\[redacted\](?:[/\s\"']|$))[^/\s\"'?]+")
 

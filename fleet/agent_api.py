@@ -241,8 +241,10 @@ class RegisterView(AgentView):
             return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
         except PermissionError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        # Each worker's new key goes to the rig that launches it, and to nobody else.
         return Response({"rig": rig.name,
-                         "workers": [{"name": w.name, "state": w.state, "pool": w.pool.name} for w in workers]})
+                         "workers": [{"name": w.name, "state": w.state, "pool": w.pool.name, "api_key": w.api_key}
+                                     for w in workers]})
 
 
 class HeartbeatView(AgentView):

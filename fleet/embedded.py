@@ -2,9 +2,11 @@
 used by `serve_worker`, `demo` and the integration tests."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
+from django.conf import settings
 from django.utils import timezone
 
 from fleet.local_worker import (
@@ -18,6 +20,7 @@ from fleet.local_worker import (
 )
 from fleet.models import Worker
 from fleet.services import RESTARTABLE_STATES, worker_register, worker_set_state
+from fleet.worker_keys import worker_key_headers, worker_key_new, worker_key_write
 
 PER_SLOT_CONTEXT = 4096
 
@@ -34,9 +37,9 @@ def local_worker_spec(*, port: int, slots: int, model_id: str = DEFAULT_MODEL_ID
     )
 
 
-def per_slot_context(base_url: str) -> int | None:
+def per_slot_context(base_url: str, api_key: str = "") -> int | None:
     try:
-        props = httpx.get(base_url + "/props", timeout=3).json()
+        props = httpx.get(base_url + "/props", timeout=3, headers=worker_key_headers(api_key)).json()
         return int(props["default_generation_settings"]["n_ctx"])
     except (httpx.HTTPError, ValueError, KeyError, TypeError):
         return None
@@ -47,8 +50,11 @@ def local_worker_start(
 ) -> tuple[LlamaServerProcess, Worker, float]:
     """Start llama-server, wait for /health, register it healthy. Returns (process, worker, seconds to healthy).
     A row left `healthy` by a run that could not mark it stopped (killed, or its database gone)
-    turns `starting` before the new process launches: the gateway sends it nothing while it loads."""
-    spec = local_worker_spec(port=port, slots=slots)
+    turns `starting` before the new process launches: the gateway sends it nothing while it loads.
+    Each start gets a new key (its file under OCS_VAR_DIR/worker-keys, 0600), as a rig's worker does."""
+    api_key = worker_key_new()
+    key_file = worker_key_write(Path(settings.VAR_DIR) / "worker-keys" / f"{name}.key", api_key)
+    spec = replace(local_worker_spec(port=port, slots=slots), api_key_file=key_file)
     log_path = (log_dir / f"{name}.log") if log_dir else None
     stale = Worker.objects.filter(name=name, state__in=RESTARTABLE_STATES).first()
     if stale is not None:
@@ -67,9 +73,10 @@ def local_worker_start(
         model_id=spec.model_id,
         pool_name=pool,
         slots=slots,
-        context_length=per_slot_context(spec.base_url) or PER_SLOT_CONTEXT,
+        context_length=per_slot_context(spec.base_url, api_key) or PER_SLOT_CONTEXT,
         state=Worker.State.HEALTHY,
         process_started_at=started_at,
+        api_key=api_key,
     )
     if process.pid is not None:
         worker.process_pid = process.pid

@@ -12,6 +12,7 @@ from django.core.cache import cache
 
 from core.live import LiveStateUnavailable, live_state
 from fleet.hysteresis import HealthTracker, Observation
+from fleet.worker_keys import worker_key_headers
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,7 @@ class WorkerTarget:
     name: str
     base_url: str
     state: str
+    api_key: str = field(default="", repr=False, compare=False)  # the worker's (fleet/worker_keys.py)
 
 
 @dataclass
@@ -35,9 +37,12 @@ class RoundReport:
 
 
 async def probe_worker(client: httpx.AsyncClient, target: WorkerTarget) -> tuple[Observation, int | None]:
-    """GET /health; when healthy, /slots for how many slots are processing."""
+    """GET /health; when healthy, /slots for how many slots are processing. Both with the worker's
+    key: /health answers without one, so /slots refusing it (401) is what shows a worker launched
+    with another key than the one the gateway sends, which could serve no request: not healthy."""
+    headers = worker_key_headers(target.api_key)
     try:
-        response = await client.get(target.base_url + "/health", timeout=PROBE_TIMEOUT_S)
+        response = await client.get(target.base_url + "/health", timeout=PROBE_TIMEOUT_S, headers=headers)
     except httpx.HTTPError as exc:
         return Observation(ok=False, detail=f"/health: {type(exc).__name__}"), None
     if response.status_code == 503:
@@ -46,8 +51,10 @@ async def probe_worker(client: httpx.AsyncClient, target: WorkerTarget) -> tuple
         return Observation(ok=False, detail=f"/health: status {response.status_code}"), None
     busy = None
     try:
-        slots = (await client.get(target.base_url + "/slots", timeout=PROBE_TIMEOUT_S)).json()
-        busy = sum(1 for slot in slots if slot.get("is_processing"))
+        answer = await client.get(target.base_url + "/slots", timeout=PROBE_TIMEOUT_S, headers=headers)
+        if answer.status_code == 401:
+            return Observation(ok=False, detail="/slots: 401 (the worker refuses its key)"), None
+        busy = sum(1 for slot in answer.json() if slot.get("is_processing"))
     except (httpx.HTTPError, ValueError, AttributeError, TypeError):
         pass  # /slots is informative only; a server started with --no-slots is still healthy
     return Observation(ok=True, detail="/health: 200"), busy
@@ -57,8 +64,8 @@ def _targets() -> list[WorkerTarget]:
     from fleet.models import Worker
 
     return [
-        WorkerTarget(id=w.id, name=w.name, base_url=w.base_url, state=w.state)
-        for w in Worker.objects.exclude(state=Worker.State.DISABLED).only("id", "name", "base_url", "state")
+        WorkerTarget(id=w.id, name=w.name, base_url=w.base_url, state=w.state, api_key=w.api_key)
+        for w in Worker.objects.exclude(state=Worker.State.DISABLED).only("id", "name", "base_url", "state", "api_key")
     ]
 
 
@@ -93,7 +100,7 @@ async def probe_round(
         if target.id in suspects - previous_suspects:
             # Seen failing by a real request since the last round: one more failure.
             new_state = tracker.observe(target.id, target.state, Observation(ok=False, detail="a request failed"))
-            target = WorkerTarget(target.id, target.name, target.base_url, new_state or target.state)
+            target = WorkerTarget(target.id, target.name, target.base_url, new_state or target.state, target.api_key)
         new_state = tracker.observe(target.id, target.state, observation)
         report.observations[target.name] = observation
         if busy is not None:

@@ -161,6 +161,9 @@ class LlamaServerSpec:
     context: int = DEFAULT_CONTEXT
     slots: int = 2
     options: LaunchOptions = field(default_factory=LaunchOptions)
+    # The worker's key, in a 0600 file (fleet/worker_keys.py): never on argv, which any user of
+    # the machine can read. None: a server that answers anyone who reaches it.
+    api_key_file: Path | None = None
 
     def command(self, binary: Path) -> list[str]:
         args = [
@@ -176,6 +179,8 @@ class LlamaServerSpec:
             "--slots",
             *ISOLATION_ARGS,
         ]
+        if self.api_key_file is not None:
+            args += ["--api-key-file", str(self.api_key_file)]
         return args + self.options.args()
 
     @property

@@ -128,6 +128,11 @@ class Worker(models.Model):
     process_started_at = models.DateTimeField(
         null=True, blank=True, help_text="When the current llama-server process started; its cold start runs from here."
     )
+    # The key llama-server was launched with (--api-key-file), sent by the gateway, the monitor,
+    # verify_path and bench. A machine credential, kept whole because it must be sent; never
+    # shown: not editable (no admin form shows it), in no list, page, websocket or log line
+    # (core/redact.py knows its ocswk- form). New on every (re-)registration: fleet/worker_keys.py.
+    api_key = models.CharField(max_length=100, blank=True, editable=False)
 
     class Meta:
         ordering = ["name"]

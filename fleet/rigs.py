@@ -12,6 +12,7 @@ from django.utils import timezone
 from core.keys import RIG_SCHEME, generate_key, hash_matches, parse_prefix
 from fleet.models import CatalogModel, Gpu, Pool, Rig, Worker
 from fleet.services import worker_process_started, worker_register, worker_set_state
+from fleet.worker_keys import worker_key_new
 
 PROCESS_DOWN_STATES = {"backoff", "crashed", "stopped"}
 PROCESS_UP_STATES = {"starting", "running"}
@@ -41,10 +42,20 @@ class RigRefused(PermissionError):
     """What a rig token may not do: name a pool or a model the teachers did not create."""
 
 
-def _check_declaration(*, rig: Rig, spec: dict[str, Any], existing: Worker | None) -> None:
+def capped_context(reported: int | None, *, catalogue: int) -> int | None:
+    """The context per slot a rig's worker is routed and advertised with: what the rig reports,
+    never more than the catalogue's context length (the teacher's figure, which clients are told
+    and a report never changes), so a rig cannot make the gateway promise more than the teacher
+    set. None (not reported) stays unknown."""
+    return min(reported, catalogue) if reported else None
+
+
+def _check_declaration(*, rig: Rig, spec: dict[str, Any], existing: Worker | None) -> CatalogModel:
     """Rig agents report, teachers decide: a rig serves only catalogue models and, for a new
-    worker, joins only a pool that exists (its pool is the teacher's to change afterwards)."""
-    if not CatalogModel.objects.filter(public_id=spec["model_id"]).exists():
+    worker, joins only a pool that exists (its pool is the teacher's to change afterwards).
+    Returns the worker's catalogue model."""
+    model = CatalogModel.objects.filter(public_id=spec["model_id"]).first()
+    if model is None:
         raise RigRefused(f"worker {spec['name']!r}: model {spec['model_id']!r} is not in the catalogue; a teacher "
                          f"adds it first (manage.py create_rig {rig.name} --model {spec['model_id']}, or the admin)")
     pool = spec.get("pool") or settings.OCS["DEFAULT_POOL"]
@@ -53,6 +64,7 @@ def _check_declaration(*, rig: Rig, spec: dict[str, Any], existing: Worker | Non
     elif existing is None and not Pool.objects.filter(name=pool).exists():
         raise RigRefused(f"worker {spec['name']!r}: pool {pool!r} does not exist; a teacher creates it first "
                          f"(manage.py create_rig {rig.name} --pool {pool}, or the admin)")
+    return model
 
 
 @transaction.atomic
@@ -61,7 +73,11 @@ def rig_register(*, rig: Rig, agent_version: str, workers: list[dict[str, Any]])
     it, never from the agent, so a compromised agent cannot point the gateway elsewhere. A
     worker that left the rig's config is taken out of service. Pools and catalogue models come
     from the teachers' side only (RigRefused otherwise), and what a rig reports never changes
-    the catalogue (its context length stays the teacher's)."""
+    the catalogue (its context length stays the teacher's, and caps the worker's).
+
+    Every worker gets a new key (fleet/worker_keys.py), returned on its row as `api_key` for the
+    agent's answer: a registration is an agent that has just started, which launches its
+    llama-servers with the keys it receives, so the previous keys stop working."""
     rig.agent_version = agent_version[:50]
     rig.last_heartbeat_at = timezone.now()
     rig.save(update_fields=["agent_version", "last_heartbeat_at"])
@@ -73,16 +89,17 @@ def rig_register(*, rig: Rig, agent_version: str, workers: list[dict[str, Any]])
             # teacher registered by hand (rig None), which a token could otherwise repoint.
             owner = f"rig {existing.rig.name}" if existing.rig is not None else "no rig (registered by hand)"
             raise PermissionError(f"worker {spec['name']!r} belongs to {owner}, not to rig {rig.name}")
-        _check_declaration(rig=rig, spec=spec, existing=existing)
+        model = _check_declaration(rig=rig, spec=spec, existing=existing)
         worker = worker_register(
             name=spec["name"],
             base_url=f"http://{rig.address}:{spec['port']}",
             model_id=spec["model_id"],
             pool_name=spec.get("pool") or settings.OCS["DEFAULT_POOL"],
             slots=spec["slots"],
-            context_length=spec.get("context_per_slot") or None,
+            context_length=capped_context(spec.get("context_per_slot"), catalogue=model.context_length),
             keep_pool=True,
             ensure_catalogue=False,
+            api_key=worker_key_new(),
         )
         worker.rig = rig
         worker.gpu_indices = list(spec.get("gpus") or [])

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+# A request to a worker without a key (one registered by hand, or a test's).
+JSON_HEADERS: Mapping[str, str] = {"Content-Type": "application/json"}
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,9 @@ class WorkerView:
     slots: int
     state: str
     context: int = 0  # tokens one request can use (llama-server's context per slot); 0: unknown
+    # What every request to it carries (its key, fleet/worker_keys.py), built once per snapshot
+    # so the hot path only looks it up. Out of repr and comparisons: it holds a secret.
+    upstream_headers: Mapping[str, str] = field(default_factory=lambda: JSON_HEADERS, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from django.conf import settings
 
 from core.db import fresh_connection
 from fleet.scheduler import WorkerView
+from fleet.worker_keys import worker_request_headers
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,11 @@ def _load_snapshot() -> FleetSnapshot:
             model_id=w.model.public_id,
             slots=w.slots,
             state=w.state,
-            context=w.context_per_slot or 0,
+            # A rig's worker never counts for more than the teacher's catalogue figure (fleet/rigs.py
+            # caps it on registration; this holds it when a teacher lowers the catalogue since).
+            context=(min(w.context_per_slot, w.model.context_length) if w.rig_id and w.context_per_slot
+                     else w.context_per_slot) or 0,
+            upstream_headers=worker_request_headers(w.api_key),
         )
         for w in Worker.objects.select_related("pool", "model")
     ]

@@ -42,6 +42,7 @@ def worker_register(
     keep_pool: bool = False,
     process_started_at: datetime | None = None,
     ensure_catalogue: bool = True,
+    api_key: str | None = None,
 ) -> Worker:
     """Create or update a worker by name. Re-registering a worker is how a restarted one returns:
     it is `starting` again (whatever the last run left in its row) until a probe says it serves.
@@ -54,7 +55,10 @@ def worker_register(
 
     With ensure_catalogue=False (a rig agent's report: fleet/rigs.py), the pool and the
     catalogue model must exist already and the catalogue is left as it is: its context length is
-    never lowered to the worker's; the caller checked they exist."""
+    never lowered to the worker's; the caller checked they exist.
+
+    `api_key` is the key the worker's llama-server was launched with (fleet/worker_keys.py); the
+    gateway sends it from now on. None leaves an existing worker's key as it is."""
     if ensure_catalogue:
         pool, _ = Pool.objects.get_or_create(name=pool_name)
         model = catalog_model_ensure(public_id=model_id, context_length=context_length)
@@ -66,7 +70,7 @@ def worker_register(
             name=name,
             defaults={"base_url": base_url.rstrip("/"), "pool": pool, "model": model, "slots": slots,
                       "state": Worker.State.STARTING, "process_started_at": process_started_at,
-                      "context_per_slot": context_length},
+                      "context_per_slot": context_length, "api_key": api_key or ""},
         )
         if created:
             WorkerEvent.objects.create(worker=worker, from_state=Worker.State.STARTING,
@@ -79,6 +83,9 @@ def worker_register(
             worker.slots = slots
             worker.context_per_slot = context_length or worker.context_per_slot
             fields = ["base_url", "pool", "model", "slots", "context_per_slot"]
+            if api_key is not None:
+                worker.api_key = api_key
+                fields.append("api_key")
             if process_started_at is not None:
                 worker.process_started_at = process_started_at
                 fields.append("process_started_at")

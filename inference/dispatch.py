@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,10 +59,10 @@ async def read_capped(response: UpstreamResponse, limit: int) -> bytes:
     return b"".join(parts)
 
 
-async def _post_whole(url: str, body: dict[str, Any]) -> tuple[int, bytes]:
+async def _post_whole(url: str, body: dict[str, Any], headers: Mapping[str, str]) -> tuple[int, bytes]:
     """POST and read the whole answer (capped: AnswerTooLarge past ANSWER_LIMIT_BYTES; an error's
     first ERROR_LIMIT_BYTES); the connection is released or closed before it returns."""
-    response = await upstream.post(url, body)
+    response = await upstream.post(url, body, headers)
     try:
         return response.status_code, await read_capped(
             response, ANSWER_LIMIT_BYTES if response.status_code < 400 else ERROR_LIMIT_BYTES)
@@ -72,7 +72,17 @@ async def _post_whole(url: str, body: dict[str, Any]) -> tuple[int, bytes]:
 
 def _status_detail(status: int) -> str:
     # llama-server answers 503 on every route while it loads its model.
-    return "still loading its model" if status == 503 else f"status {status}"
+    if status == 503:
+        return "still loading its model"
+    if status == 401:
+        return "refused the gateway's key for it (401: launched with another key)"
+    return f"status {status}"
+
+
+def _worker_fault(status: int) -> bool:
+    """The worker's failure, not the request's: the next worker is tried. A 401 is the worker
+    refusing its own key (fleet/worker_keys.py), never the student's key, which it never sees."""
+    return status >= 500 or status == 401
 
 
 async def _wait_while_loading(want: Want, slot: Slot) -> None:
@@ -140,7 +150,8 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestContex
         slot = await acquire_slot(want)
         record.slot = slot
         try:
-            status, content = await _post_whole(slot.worker.base_url + path, for_slot(path, body, slot))
+            status, content = await _post_whole(slot.worker.base_url + path, for_slot(path, body, slot),
+                                                slot.worker.upstream_headers)
         except (*TRANSPORT_ERRORS, AnswerTooLarge) as exc:
             await _worker_failed(want, slot, type(exc).__name__)
             continue
@@ -149,7 +160,7 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestContex
         if status == 503:
             await _wait_while_loading(want, slot)
             continue
-        if status >= 500:
+        if _worker_fault(status):
             await _worker_failed(want, slot, _status_detail(status))
             continue
         if status >= 400:
@@ -275,11 +286,12 @@ async def open_stream(*, path: str, body: dict[str, Any], record: RequestContext
         handed_over = False
         loading = False
         try:
-            response = await upstream.post(slot.worker.base_url + path, for_slot(path, body, slot))
+            response = await upstream.post(slot.worker.base_url + path, for_slot(path, body, slot),
+                                           slot.worker.upstream_headers)
             if response.status_code == 503:
                 loading = True
                 continue
-            if response.status_code >= 500:
+            if _worker_fault(response.status_code):
                 await _worker_failed(want, slot, _status_detail(response.status_code))
                 continue
             if response.status_code >= 400:
@@ -372,11 +384,11 @@ async def forward_light(*, path: str, body: dict[str, Any], record: RequestConte
     for candidate in decision.ranked[: settings.OCS["UPSTREAM_MAX_TRIES"]]:
         worker = candidate.worker
         try:
-            status, content = await _post_whole(worker.base_url + path, body)
+            status, content = await _post_whole(worker.base_url + path, body, worker.upstream_headers)
         except (*TRANSPORT_ERRORS, AnswerTooLarge) as exc:
             want.failed[worker.id] = f"{worker.name}: {type(exc).__name__}"
             continue
-        if status >= 500:
+        if _worker_fault(status):
             want.failed[worker.id] = f"{worker.name}: {_status_detail(status)}"
             continue
         if status >= 400:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
 from django.conf import settings
+
+from fleet.scheduler import JSON_HEADERS
 
 # Failures of the connection to a worker (refused, reset, closed mid-answer, silent past the
 # read timeout). Before the worker sent anything they are safe to retry on another worker.
@@ -74,13 +76,14 @@ def _stale(exc: BaseException) -> bool:
             and not isinstance(exc, aiohttp.ClientConnectorError))
 
 
-async def post(url: str, body: dict[str, Any]) -> UpstreamResponse:
-    """POST `body` as JSON; returns once the status line and headers are in. Retries once, on a
+async def post(url: str, body: dict[str, Any], headers: Mapping[str, str] = JSON_HEADERS) -> UpstreamResponse:
+    """POST `body` as JSON with `headers` (the worker's, from the fleet snapshot: its key as
+    `Authorization: Bearer`, built once per snapshot); returns once the status line and headers
+    are in. Retries once, on a
     connection opened for the retry (never another pooled one, which may be just as stale), when
     a pooled one turns out to be closed: that is the connection's fault, not the worker's, and
     nothing has reached the worker yet. A worker that fails the fresh connection too has failed."""
     data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-    headers = {"Content-Type": "application/json"}
     session = _session()
     try:
         response = await session.post(url, data=data, headers=headers)

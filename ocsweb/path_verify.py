@@ -1,7 +1,8 @@
 """The checks of `manage.py verify_path`, run from the control plane: the public URL (TLS,
-/healthz, /readyz, the key), every registered worker over the private network (/health and a
-short streamed completion straight to it), one short streamed completion through the gateway
-to each worker, Copilot's Ollama discovery routes and the Anthropic route.
+/healthz, /readyz, the key), every registered worker over the private network (/health, a
+refusal without its key, and a short streamed completion straight to it with its key), one
+short streamed completion through the gateway to each worker, Copilot's Ollama discovery routes
+and the Anthropic route.
 
 Reaching each worker through the gateway: the gateway has no way for a client to name a worker.
 The scheduler puts first the worker that served a conversation before (prompt-cache affinity,
@@ -21,7 +22,7 @@ import secrets
 import socket
 import ssl
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,6 +37,7 @@ from core.live import live_state
 from core.redact import redact
 from fleet.models import Pool, Worker
 from fleet.scheduler import conversation_key
+from fleet.worker_keys import worker_key_headers
 from inference.models import RequestLog
 from ocsweb.path_check import (
     FAIL,
@@ -66,6 +68,7 @@ class WorkerRow:
     pool_id: int
     pool: str
     model_id: str
+    api_key: str = field(default="", repr=False)  # the worker's own (fleet/worker_keys.py)
 
 
 @dataclass
@@ -166,7 +169,8 @@ class PathVerifier:
     def check_worker_health(self, worker: WorkerRow) -> tuple[bool, float | None]:
         started = time.monotonic()
         try:
-            response = self.private.get(worker.base_url + "/health", timeout=min(self.timeout.read or 5.0, 5.0))
+            response = self.private.get(worker.base_url + "/health", timeout=min(self.timeout.read or 5.0, 5.0),
+                                        headers=worker_key_headers(worker.api_key))
         except httpx.HTTPError as exc:
             self.add("worker /health (private)", worker.name, FAIL, _elapsed_ms(started),
                      f"{worker.base_url}: {_why(exc)}")
@@ -177,6 +181,25 @@ class PathVerifier:
                  f"{worker.base_url}: {response.status_code}"
                  + (" (still loading its model)" if response.status_code == 503 else ""))
         return ok, latency
+
+    def check_worker_fenced(self, worker: WorkerRow) -> None:
+        """The worker refuses a request without its key (so only the gateway can use it)."""
+        started = time.monotonic()
+        try:
+            response = self.private.get(worker.base_url + "/slots", timeout=min(self.timeout.read or 5.0, 5.0))
+        except httpx.HTTPError as exc:
+            self.add("worker key (private)", worker.name, FAIL, _elapsed_ms(started), _why(exc))
+            return
+        latency = _elapsed_ms(started)
+        if response.status_code == 401:
+            self.add("worker key (private)", worker.name, PASS, latency, "401 without its key")
+        elif not worker.api_key:
+            self.add("worker key (private)", worker.name, WARN, latency,
+                     f"{response.status_code} without a key: registered without one, it answers anyone who "
+                     "reaches it (register_worker --api-key-file)")
+        else:
+            self.add("worker key (private)", worker.name, FAIL, latency,
+                     f"{response.status_code} without its key: it was launched without --api-key-file")
 
     def stream(self, client: httpx.Client, url: str, body: dict[str, Any], headers: dict[str, str]) -> StreamTiming:
         """POST a streaming request and time it as its client sees it. Raises httpx errors."""
@@ -207,7 +230,8 @@ class PathVerifier:
         body = {"model": worker.model_id, "stream": True, "max_tokens": MAX_TOKENS,
                 "messages": [{"role": "user", "content": PROMPT}]}
         try:
-            timing = self.stream(self.private, worker.base_url + "/v1/chat/completions", body, {})
+            timing = self.stream(self.private, worker.base_url + "/v1/chat/completions", body,
+                                 worker_key_headers(worker.api_key))
         except httpx.HTTPError as exc:
             self.add("worker stream (private)", worker.name, FAIL, None, _why(exc))
             return None
@@ -339,7 +363,7 @@ class PathVerifier:
 
 def registered_workers() -> list[WorkerRow]:
     return [WorkerRow(id=w.id, name=w.name, base_url=w.base_url.rstrip("/"), state=w.state, pool_id=w.pool_id,
-                      pool=w.pool.name, model_id=w.model.public_id)
+                      pool=w.pool.name, model_id=w.model.public_id, api_key=w.api_key)
             for w in Worker.objects.select_related("pool", "model").order_by("name")]
 
 
@@ -391,6 +415,8 @@ def verify(*, base_url: str, api_key: str, ca_file: str | None = None, timeout_s
                 verifier.add("worker /health (private)", worker.name, SKIP, detail="disabled by a teacher or its agent")
                 continue
             healthy, health_ms = verifier.check_worker_health(worker)
+            if healthy:
+                verifier.check_worker_fenced(worker)
             direct = verifier.check_worker_direct(worker) if healthy else None
             usable_pools = None if owner is None else pools_for(owner, worker.model_id, workers, lending)
             e2e, gateway_ttft, served_by, outcome = verifier.check_gateway_to_worker(worker, owner, usable_pools)

@@ -323,6 +323,6 @@ def promotion_check(*, worker: Worker, pool: Pool, actor: User | None = None) ->
 
 def baseline_run(*, worker: Worker, scenario: str = "nightly-baseline", workload: Workload = BASELINE) -> BenchmarkRun:
     """The fixed baseline workload against one worker directly (256 in / 64 out, one stream)."""
-    target = Target(base_url=worker.base_url, model=worker.model.public_id)
+    target = Target(base_url=worker.base_url, model=worker.model.public_id, api_key=worker.api_key or None)
     return benchmark_run(target=target, workload=workload, group=new_group(), label=f"baseline {worker.name}",
                          scenario=scenario, worker=worker)

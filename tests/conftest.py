@@ -19,9 +19,13 @@ import pytest
 from django.conf import settings
 
 from fleet.local_worker import free_port
+from fleet.worker_keys import worker_key_new, worker_key_write
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_ID = "smollm2-135m-instruct"
+# The key every llama-server the fixtures start is launched with (--api-key-file), as the rig
+# agent launches its own: register them with api_key=FIXTURE_WORKER_KEY, or they refuse the gateway.
+FIXTURE_WORKER_KEY = worker_key_new()
 
 
 def _answers(host: str, port: int) -> bool:
@@ -119,12 +123,21 @@ def taught_class(teacher, student, other_student):  # noqa: ANN001, ANN201
 
 
 @pytest.fixture(scope="session")
-def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One real llama-server with SmolLM2, shared by the session. Yields its base URL."""
+def fixture_key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """FIXTURE_WORKER_KEY in a 0600 file, for llama-server's --api-key-file."""
+    return worker_key_write(tmp_path_factory.mktemp("worker-keys") / "fixture.key", FIXTURE_WORKER_KEY)
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory, fixture_key_file: Path) -> Iterator[str]:
+    """One real llama-server with SmolLM2, shared by the session, launched with FIXTURE_WORKER_KEY.
+    Yields its base URL."""
+    from dataclasses import replace
+
     from fleet.embedded import local_worker_spec
     from fleet.local_worker import LlamaServerProcess
 
-    spec = local_worker_spec(port=free_port(), slots=4)
+    spec = replace(local_worker_spec(port=free_port(), slots=4), api_key_file=fixture_key_file)
     log_path = tmp_path_factory.mktemp("llama") / "llama-server.log"
     process = LlamaServerProcess(spec, log_path=log_path).start()
     try:
@@ -232,7 +245,7 @@ def worker(transactional_db, llama_server):  # noqa: ANN001, ANN201
 
     return worker_register(
         name="it-worker", base_url=llama_server, model_id=MODEL_ID, pool_name="production", slots=4,
-        context_length=4096, state="healthy",
+        context_length=4096, state="healthy", api_key=FIXTURE_WORKER_KEY,
     )
 
 
@@ -258,8 +271,11 @@ def monitor(gateway, tmp_path):  # noqa: ANN001, ANN201
 
 
 @pytest.fixture
-def spare_llama_servers(tmp_path):  # noqa: ANN001, ANN201
-    """Starts extra real llama-servers for one test (to kill or restart); stops them after."""
+def spare_llama_servers(tmp_path, fixture_key_file):  # noqa: ANN001, ANN201
+    """Starts extra real llama-servers for one test (to kill or restart), launched with
+    FIXTURE_WORKER_KEY; stops them after."""
+    from dataclasses import replace
+
     from fleet.embedded import local_worker_spec
     from fleet.local_worker import LlamaServerProcess
 
@@ -267,8 +283,8 @@ def spare_llama_servers(tmp_path):  # noqa: ANN001, ANN201
 
     def start(port: int | None = None, slots: int = 4, context_per_slot: int = 4096,
               model_id: str = MODEL_ID) -> LlamaServerProcess:
-        spec = local_worker_spec(port=port or free_port(), slots=slots, context_per_slot=context_per_slot,
-                                 model_id=model_id)
+        spec = replace(local_worker_spec(port=port or free_port(), slots=slots, context_per_slot=context_per_slot,
+                                         model_id=model_id), api_key_file=fixture_key_file)
         process = LlamaServerProcess(spec, log_path=tmp_path / f"llama-{spec.port}.log").start()
         process.wait_healthy(120)
         started.append(process)

@@ -50,6 +50,7 @@ class AgentConfig:
     ca_file: str | None = None  # a private CA's certificate(s), PEM, trusted for the control plane
     llama_server: str | None = None
     log_dir: str | None = None
+    key_dir: str | None = None  # the workers' key files (0600); None: a private temporary directory
     workers: tuple[WorkerConfig, ...] = field(default_factory=tuple)
 
 
@@ -186,6 +187,7 @@ def parse_agent_config(text: str, *, base_dir: Path | None = None) -> AgentConfi
         ca_file=ca_file,
         llama_server=_get(llama, "binary", str, "[llama_server]", None),
         log_dir=_get(llama, "log_dir", str, "[llama_server]", None),
+        key_dir=_get(llama, "key_dir", str, "[llama_server]", None),
         workers=workers,
     )
 

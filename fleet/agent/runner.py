@@ -3,7 +3,9 @@ Talks to the control plane over HTTPS with its rig token; needs no database."""
 from __future__ import annotations
 
 import logging
+import shutil
 import ssl
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,8 +66,13 @@ class RigAgentRunner:
         self.registered = False
         log_dir = Path(config.log_dir) if config.log_dir else None
         binary = Path(config.llama_server) if config.llama_server else None
+        # The workers' key files: the config's key_dir, or a directory of this run's own (0700),
+        # removed when the agent stops. Keys come anew with every registration.
+        self._own_key_dir = None if config.key_dir else Path(tempfile.mkdtemp(prefix="ocs-agent-keys-"))
+        key_dir = Path(config.key_dir) if config.key_dir else self._own_key_dir
         self.supervisors = [
-            WorkerSupervisor(worker, host=config.address, binary=binary, log_dir=log_dir) for worker in config.workers
+            WorkerSupervisor(worker, host=config.address, binary=binary, log_dir=log_dir, key_dir=key_dir)
+            for worker in config.workers
         ]
 
     def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
@@ -88,7 +95,14 @@ class RigAgentRunner:
             }
             for s in self.supervisors
         ]
-        self._post("/agent/v1/register", {"agent_version": AGENT_VERSION, "workers": workers})
+        answer = self._post("/agent/v1/register", {"agent_version": AGENT_VERSION, "workers": workers})
+        try:
+            keys = {row["name"]: str(row.get("api_key") or "") for row in answer.json()["workers"]}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise httpx.DecodingError(f"/agent/v1/register: an answer without its workers ({exc})") from None
+        for supervisor in self.supervisors:
+            # Each worker is launched (or relaunched) with the key the control plane now holds.
+            supervisor.set_api_key(keys.get(supervisor.worker.name, ""))
         self.registered = True
 
     def run_round(self) -> RoundResult:
@@ -122,6 +136,8 @@ class RigAgentRunner:
     def stop(self) -> None:
         for supervisor in self.supervisors:
             supervisor.stop()
+        if self._own_key_dir is not None:
+            shutil.rmtree(self._own_key_dir, ignore_errors=True)
         if self.registered:
             try:
                 gpu_status, gpus = self.telemetry()

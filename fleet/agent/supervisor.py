@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import httpx
 from fleet.agent.config import WorkerConfig
 from fleet.gguf import gguf_report
 from fleet.local_worker import LlamaServerProcess, LlamaServerSpec, find_default_model
+from fleet.worker_keys import worker_key_write
 
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 60.0
@@ -32,7 +34,10 @@ def spec_for(worker: WorkerConfig, *, host: str) -> LlamaServerSpec:
 
 
 class WorkerSupervisor:
-    """States: stopped -> starting -> running; on exit -> backoff -> starting …"""
+    """States: stopped -> starting -> running; on exit -> backoff -> starting …
+
+    The process is launched only once the control plane has given the worker its key
+    (`set_api_key`, on registration), with `--api-key-file`: a worker never runs open."""
 
     def __init__(
         self,
@@ -41,10 +46,13 @@ class WorkerSupervisor:
         host: str,
         binary: Path | None = None,
         log_dir: Path | None = None,
+        key_dir: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.worker = worker
         self.spec = spec_for(worker, host=host)
+        self.key_path = (key_dir / f"{worker.name}.key") if key_dir else None
+        self.api_key: str | None = None  # None: not given yet, the process waits for it
         self.binary = binary
         self.log_path = (log_dir / f"{worker.name}.log") if log_dir else None
         self.clock = clock
@@ -66,8 +74,29 @@ class WorkerSupervisor:
             self._gguf, self._gguf_read = gguf_report(self.spec.model_path), True
         return self._gguf
 
+    def set_api_key(self, api_key: str) -> None:
+        """The worker's key from the control plane (a new one on each registration). Written to
+        its 0600 file; a running llama-server, which read its file when it started, is restarted
+        at once on the new key (the control plane already sends only the new one). "" (a control
+        plane that sends none): launched without a key."""
+        if api_key == self.api_key:
+            return
+        if api_key:
+            if self.key_path is None:
+                raise ValueError(f"worker {self.worker.name}: no key_dir to keep its key in")
+            self.spec = replace(self.spec, api_key_file=worker_key_write(self.key_path, api_key))
+        else:
+            self.spec = replace(self.spec, api_key_file=None)
+        self.api_key = api_key
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
+            self._start(self.clock())
+
     def tick(self) -> str:
         now = self.clock()
+        if self.api_key is None:
+            return self.state  # not registered yet: no key to launch it with
         if self.process is None:
             if now >= self.next_start_at:
                 self._start(now)
@@ -98,7 +127,7 @@ class WorkerSupervisor:
         self.state = "backoff"
 
     def _healthy(self) -> bool:
-        try:
+        try:  # /health answers without the key (fleet/worker_keys.py)
             return httpx.get(self.spec.base_url + "/health", timeout=0.5).status_code == 200
         except httpx.HTTPError:
             return False

@@ -8,7 +8,7 @@ import openai
 import pytest
 
 from tests.browser.conftest import LAPTOP, PHONE, SCREENSHOTS, sign_in
-from tests.conftest import MODEL_ID, wait_for
+from tests.conftest import FIXTURE_WORKER_KEY, MODEL_ID, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -85,7 +85,7 @@ def test_fleet_view_updates_without_reload_when_a_worker_dies_and_returns(
 
     spare = spare_llama_servers()
     worker_register(name="spare", base_url=spare.spec.base_url, model_id=MODEL_ID, pool_name="production", slots=4,
-                    context_length=4096, state="healthy")
+                    context_length=4096, state="healthy", api_key=FIXTURE_WORKER_KEY)
     page = new_page()
     sign_in(page, gateway.url, "teacher", "pw-teacher-1")
     page.goto(f"{gateway.url}/teacher/fleet/")

@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from fleet.local_worker import free_port
-from tests.conftest import MODEL_ID
+from tests.conftest import FIXTURE_WORKER_KEY, MODEL_ID
 from tests.deploy.proxy import RunningNginx
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -39,8 +39,10 @@ def test_the_whole_path_passes_through_the_proxy(proxy: RunningNginx, worker, st
     for hop in ("/healthz", "/readyz", "/v1/models", "/api/version", "/api/tags", "/v1/messages"):
         assert "PASS" in line_of(output, hop), hop
     assert "PASS" in line_of(output, "worker /health (private)", "it-worker")
-    assert "PASS" in line_of(output, "worker stream (private)", "it-worker")
+    assert "PASS" in line_of(output, "worker key (private)", "it-worker", "401 without its key")
+    assert "PASS" in line_of(output, "worker stream (private)", "it-worker")  # sent with its key
     assert "served by it-worker" in line_of(output, "gateway -> worker stream", "it-worker")
+    assert worker.api_key not in output
     timing = line_of(output, "it-worker", "healthy", "production").split()
     # /health, direct TTFT, gateway->worker TTFT (the gateway's log), end-to-end TTFT: all measured
     assert all(cell.isdigit() for cell in timing[3:7]), timing
@@ -102,7 +104,7 @@ def test_each_worker_is_reached_through_the_gateway(proxy, worker, student_key, 
 
     second = spare_llama_servers()
     worker_register(name="it-worker-b", base_url=second.spec.base_url, model_id=MODEL_ID, pool_name="production",
-                    slots=4, context_length=4096, state="healthy")
+                    slots=4, context_length=4096, state="healthy", api_key=FIXTURE_WORKER_KEY)
     _, raw_key = student_key
     output, error = run("--base-url", proxy.prepared.https_url, "--api-key", raw_key,
                         "--ca-file", str(proxy.prepared.cert))

@@ -275,6 +275,63 @@ def test_a_rigs_report_never_lowers_the_catalogues_context(rig) -> None:  # noqa
     assert Worker.objects.get(name="rig1-a").context_per_slot == 512  # the worker's own, as launched
 
 
+def test_a_rigs_worker_never_advertises_more_context_than_the_catalogue(rig) -> None:  # noqa: ANN001
+    """A rig that reports a larger slot than the teacher's catalogue figure is routed and advertised
+    with the catalogue's; the catalogue stays as the teacher set it; a teacher lowering it later
+    holds too."""
+    from fleet.models import CatalogModel
+    from fleet.selectors import _load_snapshot
+
+    load = _load_snapshot.__wrapped__  # type: ignore[attr-defined]  # no reconnect: this test's transaction
+
+    large = {**WORKERS[0], "slots": 2, "context_per_slot": 32768, "launch": {"context": 65536, "slots": 2}}
+    assert post("/agent/v1/register", {"agent_version": "v", "workers": [large]}, rig[1]).status_code == 200
+    worker = Worker.objects.get(name="rig1-a")
+    assert worker.context_per_slot == 8192 and worker.launch["context"] == 65536  # the launch stays as reported
+    assert CatalogModel.objects.get(public_id="qwen-7b").context_length == 8192
+    snapshot = load()
+    assert snapshot.models["qwen-7b"].context_length == 8192  # what /v1/models and Ollama's show tell clients
+    assert [w.context for w in snapshot.workers] == [8192]  # what the scheduler routes long prompts by
+    CatalogModel.objects.filter(public_id="qwen-7b").update(context_length=4096)  # a teacher lowers it
+    snapshot = load()
+    assert snapshot.models["qwen-7b"].context_length == 4096 and [w.context for w in snapshot.workers] == [4096]
+
+
+def test_each_registration_gives_each_worker_a_new_key_sent_to_its_rig_only(rig) -> None:  # noqa: ANN001
+    from fleet.selectors import _load_snapshot
+
+    load = _load_snapshot.__wrapped__  # type: ignore[attr-defined]  # no reconnect: this test's transaction
+
+    first = post("/agent/v1/register", {"agent_version": "v", "workers": WORKERS}, rig[1]).json()
+    keys = {row["name"]: row["api_key"] for row in first["workers"]}
+    assert all(key.startswith("ocswk-") for key in keys.values()) and len(set(keys.values())) == 2
+    assert Worker.objects.get(name="rig1-a").api_key == keys["rig1-a"]
+    headers = {w.name: w.upstream_headers for w in load().workers}
+    assert headers["rig1-a"]["Authorization"] == f"Bearer {keys['rig1-a']}"  # what the gateway sends
+    assert keys["rig1-a"] not in repr(load().workers)  # kept out of reprs (tracebacks, logs)
+    again = post("/agent/v1/register", {"agent_version": "v", "workers": WORKERS}, rig[1]).json()
+    rotated = {row["name"]: row["api_key"] for row in again["workers"]}
+    assert rotated["rig1-a"] != keys["rig1-a"] and Worker.objects.get(name="rig1-a").api_key == rotated["rig1-a"]
+    # A heartbeat's answer carries no key.
+    beat = post("/agent/v1/heartbeat", {"gpu_status": "", "gpus": [], "workers": []}, rig[1])
+    assert "ocswk-" not in beat.content.decode()
+
+
+def test_a_workers_key_is_not_in_the_admins_pages_nor_the_fleet_view(rig, admin_client) -> None:  # noqa: ANN001
+    import json
+
+    from portal.fleet_status import _read_database
+
+    answer = post("/agent/v1/register", {"agent_version": "v", "workers": WORKERS}, rig[1]).json()
+    key = answer["workers"][0]["api_key"]
+    worker = Worker.objects.get(name="rig1-a")
+    for url in ("/admin/fleet/worker/", f"/admin/fleet/worker/{worker.id}/change/"):
+        page = admin_client.get(url)
+        assert page.status_code == 200 and key not in page.content.decode() and "ocswk-" not in page.content.decode()
+    # The teacher's fleet page and its websocket (read in this test's transaction: no reconnect).
+    assert "ocswk-" not in json.dumps(_read_database.__wrapped__())  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("declaration, reason", [
     ({"slots": 4, "context_per_slot": 8192, "launch": {"context": 1024, "slots": 4}}, "is not the launch's context"),
     ({"slots": 4, "launch": {"slots": 2}}, "is not the launch's (2)"),

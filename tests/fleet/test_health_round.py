@@ -70,3 +70,33 @@ def test_the_monitor_keeps_probing_while_redis_is_away(monkeypatch) -> None:  # 
     worker = worker_register(name="w", base_url="http://10.0.0.1:8080", model_id="m", pool_name="production")
     one_round(HealthTracker(), 200)
     assert Worker.objects.get(id=worker.id).state == "healthy"
+
+
+def test_a_worker_refusing_its_key_is_not_healthy_though_its_health_route_answers() -> None:
+    """/health answers without a key, so /slots, sent with the worker's key, is what shows a worker
+    launched with another key than its row holds: it could serve no request."""
+    key = "ocswk-abcdefghij-" + "k" * 40
+    worker = worker_register(name="w", base_url="http://10.0.0.1:8080", model_id="m", pool_name="production",
+                             api_key=key)
+    seen: list[str | None] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("authorization"))
+        if request.url.path == "/health":
+            return httpx.Response(200, json={"status": "ok"})
+        if request.headers.get("authorization") != f"Bearer {key}":
+            return httpx.Response(401, json={"error": {"code": 401, "message": "Invalid API Key"}})
+        return httpx.Response(200, json=[{"id": 0, "is_processing": True}])
+
+    async def go() -> None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+            await probe_round(tracker, client, set())
+
+    tracker = HealthTracker()
+    asyncio.run(go())
+    assert Worker.objects.get(id=worker.id).state == "healthy" and seen == [f"Bearer {key}"] * 2
+    Worker.objects.filter(id=worker.id).update(api_key="ocswk-abcdefghij-" + "o" * 40)  # another key than launched
+    for _ in range(2):
+        asyncio.run(go())
+    assert Worker.objects.get(id=worker.id).state == "down"
+    assert "401" in WorkerEvent.objects.filter(worker=worker).first().reason

@@ -8,7 +8,7 @@ import json
 import pytest
 from django.test import Client
 
-from tests.conftest import MODEL_ID
+from tests.conftest import FIXTURE_WORKER_KEY, MODEL_ID
 
 pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 
@@ -29,7 +29,7 @@ def test_a_spent_weekly_budget_falls_back_to_the_small_model(worker, spare_llama
 
     small = spare_llama_servers(slots=1, context_per_slot=2048, model_id=SMALL)  # served under its own name
     worker_register(name="it-small", base_url=small.spec.base_url, model_id=SMALL, pool_name="production", slots=1,
-                    context_length=2048, state="healthy")
+                    context_length=2048, state="healthy", api_key=FIXTURE_WORKER_KEY)
     limits_set(target=student, tokens_per_week=1)
     _key, raw = key_issue(user=student)
     status, body, fallback = ask(raw)

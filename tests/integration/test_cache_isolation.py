@@ -18,7 +18,7 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import MODEL_ID
+from tests.conftest import FIXTURE_WORKER_KEY, MODEL_ID
 
 pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 
@@ -63,7 +63,7 @@ def test_a_guess_of_a_classmates_prompt_is_neither_counted_nor_faster(
     from fleet.services import worker_register
 
     worker_register(name="it-one-slot", base_url=llama_server, model_id=MODEL_ID, pool_name="production", slots=1,
-                    context_length=4096, state="healthy")
+                    context_length=4096, state="healthy", api_key=FIXTURE_WORKER_KEY)
     alice, bob = key_issue(user=student, name="victim")[1], key_issue(user=other_student, name="guesser")[1]
     fresh, own, guess = [], [], []
     for attempt in range(TRIES):

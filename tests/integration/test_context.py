@@ -7,7 +7,7 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import MODEL_ID
+from tests.conftest import FIXTURE_WORKER_KEY, MODEL_ID
 
 pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 
@@ -48,7 +48,7 @@ def test_a_long_prompt_goes_to_the_worker_whose_slot_holds_it(gateway, worker, s
 
     big = spare_llama_servers(slots=1, context_per_slot=12288)  # YaRN past the native 8,192
     worker_register(name="it-big", base_url=big.spec.base_url, model_id=MODEL_ID, pool_name="production", slots=1,
-                    context_length=12288, state="healthy")
+                    context_length=12288, state="healthy", api_key=FIXTURE_WORKER_KEY)
     client = openai.OpenAI(base_url=gateway.url + "/v1", api_key=student_key[1], max_retries=0, timeout=300)
     models = {m.id: m for m in client.models.list()}
     assert models[MODEL_ID].model_extra["context_length"] == 12288  # what one request can really use

@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from tests.conftest import MODEL_ID, start_gateway, wait_for
+from tests.conftest import FIXTURE_WORKER_KEY, MODEL_ID, start_gateway, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,7 @@ def register(name: str, base_url: str, *, slots: int = 4, pool: str = "productio
     from fleet.services import worker_register
 
     return worker_register(name=name, base_url=base_url, model_id=MODEL_ID, pool_name=pool, slots=slots,
-                           context_length=4096, state=state)
+                           context_length=4096, state=state, api_key=FIXTURE_WORKER_KEY)
 
 
 def settle() -> None:
@@ -174,7 +174,8 @@ def test_gateways_never_hold_more_than_a_workers_slots(
 
     def watch() -> None:
         while not done.is_set():
-            slots = httpx.get(llama_server + "/slots", timeout=5).json()
+            slots = httpx.get(llama_server + "/slots", timeout=5,
+                              headers={"Authorization": f"Bearer {FIXTURE_WORKER_KEY}"}).json()
             busy_seen.append(sum(1 for slot in slots if slot["is_processing"]))
             time.sleep(0.01)
 

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from fleet.local_worker import free_port
-from tests.conftest import MODEL_ID
+from tests.conftest import FIXTURE_WORKER_KEY, MODEL_ID
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +23,7 @@ def test_a_teachers_key_pins_a_worker_and_a_students_does_not(gateway, worker, l
     from fleet.services import worker_register
 
     worker_register(name="it-twin", base_url=llama_server, model_id=MODEL_ID, pool_name="production", slots=4,
-                    context_length=4096, state="healthy")
+                    context_length=4096, state="healthy", api_key=FIXTURE_WORKER_KEY)
     worker_register(name="it-dead", base_url=f"http://127.0.0.1:{free_port()}", model_id=MODEL_ID,
                     pool_name="production", slots=4, context_length=4096, state="healthy")
     teacher_key = key_issue(user=teacher, name="ops")[1]

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.conf import settings
 
-from tests.conftest import MODEL_ID, Gateway, start_gateway
+from tests.conftest import FIXTURE_WORKER_KEY, MODEL_ID, Gateway, start_gateway
 from tests.integration.test_limits import chat
 
 pytestmark = [
@@ -106,7 +106,7 @@ def test_two_gateways_never_put_more_requests_on_a_worker_than_it_has_slots(two_
 
     _, _, balancer = two_gateways
     worker = worker_register(name="two-slot-worker", base_url=llama_server, model_id=MODEL_ID, pool_name="production",
-                             slots=2, context_length=4096, state="healthy")
+                             slots=2, context_length=4096, state="healthy", api_key=FIXTURE_WORKER_KEY)
     key = key_issue(user=user_ensure(username="scale-slots", role="student")[0])[1]
     peak = 0
     done = threading.Event()

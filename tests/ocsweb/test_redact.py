@@ -26,3 +26,12 @@ def test_log_filter_redacts_message_arguments_and_exception_text() -> None:
     RedactKeysFilter().filter(record)
     assert key.raw not in record.getMessage()
     assert key.raw not in (record.exc_text or "")
+
+
+def test_a_workers_key_and_a_rig_token_are_redacted_too() -> None:
+    from core.keys import RIG_SCHEME, WORKER_SCHEME
+
+    for scheme in (WORKER_SCHEME, RIG_SCHEME):
+        key = generate_key(scheme)
+        cleaned = redact(f"POST http://100.64.0.12:8080/completion Authorization: Bearer {key.raw}")
+        assert key.raw not in cleaned and f"{scheme}-{key.prefix}-[redacted]" in cleaned

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from fleet.local_worker import LaunchOptions, LlamaServerProcess, LlamaServerSpec, find_default_model, free_port
+from tests.conftest import FIXTURE_WORKER_KEY
 from tests.realclients.clients import ROOT
 
 AGENT_MODEL = "smollm2-135m-agents"
@@ -31,13 +33,14 @@ def real_clients_installed() -> None:
 
 
 @pytest.fixture(scope="session")
-def agent_llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One real llama-server with a 32k-token slot (YaRN). Yields its base URL."""
+def agent_llama_server(tmp_path_factory: pytest.TempPathFactory, fixture_key_file: Path) -> Iterator[str]:
+    """One real llama-server with a 32k-token slot (YaRN), launched with FIXTURE_WORKER_KEY. Yields its base URL."""
     spec = LlamaServerSpec(
         model_path=find_default_model(), model_id=AGENT_MODEL, port=free_port(), context=AGENT_CONTEXT, slots=1,
         # Greedy decoding by default (Claude Code and Codex send no temperature): the same answer
         # every run, so a run that passes keeps passing.
         options=LaunchOptions(rope_scaling="yarn", rope_scale=4, yarn_orig_ctx=8192, extra_args=("--temp", "0")),
+        api_key_file=fixture_key_file,
     )
     log_path = tmp_path_factory.mktemp("agent-llama") / "llama-server.log"
     process = LlamaServerProcess(spec, log_path=log_path).start()
@@ -56,6 +59,7 @@ def agent_worker(transactional_db, agent_llama_server):  # noqa: ANN001, ANN201
     from fleet.services import worker_register
 
     worker = worker_register(name="agent-worker", base_url=agent_llama_server, model_id=AGENT_MODEL,
-                             pool_name="production", slots=1, context_length=AGENT_CONTEXT, state="healthy")
+                             pool_name="production", slots=1, context_length=AGENT_CONTEXT, state="healthy",
+                             api_key=FIXTURE_WORKER_KEY)
     CatalogModel.objects.filter(public_id=AGENT_MODEL).update(max_output_tokens=OUTPUT_CAP)
     return worker

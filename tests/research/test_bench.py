@@ -10,6 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from research.models import BenchmarkRun, GpuSample, RequestSample
+from tests.conftest import FIXTURE_WORKER_KEY
 
 pytestmark = pytest.mark.backend_neutral  # once, in the embedded pass
 
@@ -27,7 +28,8 @@ def test_sweep_against_a_worker_stores_runs_samples_and_fills_the_json(
     transactional_db, llama_server: str, tmp_path: Path,  # noqa: ANN001
 ) -> None:
     report_path = tmp_path / "bench.json"
-    printed = bench("--base-url", llama_server, "--model", MODEL, "--requests", "3", "--concurrency", "1,2",
+    printed = bench("--base-url", llama_server, "--api-key", FIXTURE_WORKER_KEY, "--model", MODEL,
+                    "--requests", "3", "--concurrency", "1,2",
                     "--prompt-tokens", "64", "--output-tokens", "8", "--warmup", "1",
                     "--goodput", "ttft:600000,tpot:600000", "--json", str(report_path))
     report = json.loads(report_path.read_text())
@@ -72,7 +74,8 @@ def test_gpu_telemetry_of_the_workers_rig_is_sampled_during_the_run(
     for index in (0, 1, 2):
         Gpu.objects.create(rig=rig, index=index, name="NVIDIA GeForce GTX 1070", memory_total_mib=8192,
                            memory_used_mib=4000 + index, utilization_pct=10 * index)
-    worker = worker_register(name="w-rig", base_url=llama_server, model_id=MODEL, pool_name="production", slots=4)
+    worker = worker_register(name="w-rig", base_url=llama_server, model_id=MODEL, pool_name="production", slots=4,
+                             api_key=FIXTURE_WORKER_KEY)
     worker.rig = rig
     worker.gpu_indices = [0, 1]
     # The model file's facts as the rig agent reports them: the control plane has no such file.
@@ -83,8 +86,8 @@ def test_gpu_telemetry_of_the_workers_rig_is_sampled_during_the_run(
     worker.launch = {"gguf": {**facts.as_dict(), "path": "/models/on-the-rig-only.gguf"}, "split_mode": "row",
                      "tensor_split": [3, 1]}
     worker.save(update_fields=["rig", "gpu_indices", "launch"])
-    bench("--base-url", llama_server, "--model", MODEL, "--requests", "2", "--prompt-tokens", "32",
-          "--output-tokens", "4", "--warmup", "0")
+    # --worker: its address, model and key from the control plane (the worker refuses requests without it)
+    bench("--worker", "w-rig", "--requests", "2", "--prompt-tokens", "32", "--output-tokens", "4", "--warmup", "0")
     run = BenchmarkRun.objects.get()
     assert run.worker_id == worker.id and run.launch["gpu_indices"] == [0, 1]
     samples = GpuSample.objects.filter(run=run)
@@ -162,7 +165,8 @@ def test_nightly_baseline_runs_each_healthy_production_worker(transactional_db, 
 
 
 def test_poisson_rate_mode_stores_a_run_per_rate(transactional_db, llama_server: str) -> None:  # noqa: ANN001
-    bench("--base-url", llama_server, "--model", MODEL, "--requests", "3", "--rate", "4,8", "--prompt-tokens", "32",
+    bench("--base-url", llama_server, "--api-key", FIXTURE_WORKER_KEY, "--model", MODEL, "--requests", "3",
+          "--rate", "4,8", "--prompt-tokens", "32",
           "--output-tokens", "4", "--warmup", "0")
     runs = list(BenchmarkRun.objects.order_by("request_rate"))
     assert [(run.request_rate, run.concurrency) for run in runs] == [(4.0, None), (8.0, None)]
@@ -183,7 +187,8 @@ def test_levels_of_one_group_get_prompts_of_their_own() -> None:
 
 def test_idle_gaps_store_a_single_request_run_after_each(transactional_db, llama_server: str) -> None:  # noqa: ANN001
     # 60,300,900 on a rig; fractions of a second here.
-    printed = bench("--base-url", llama_server, "--model", MODEL, "--idle", "0.2,0.5", "--prompt-tokens", "48",
+    printed = bench("--base-url", llama_server, "--api-key", FIXTURE_WORKER_KEY, "--model", MODEL,
+                    "--idle", "0.2,0.5", "--prompt-tokens", "48",
                     "--output-tokens", "4")
     runs = list(BenchmarkRun.objects.order_by("started_at", "id"))
     assert [run.label for run in runs] == ["before idle concurrency 1", "idle 0.2 s concurrency 1",

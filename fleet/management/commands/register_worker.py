@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -7,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from fleet.models import Worker
 from fleet.services import worker_register
+from fleet.worker_keys import worker_key_headers
 
 
 class Command(BaseCommand):
@@ -19,15 +21,28 @@ class Command(BaseCommand):
         parser.add_argument("--pool", default="production")
         parser.add_argument("--slots", type=int, default=None, help="Default: read from the server's /props.")
         parser.add_argument("--context", type=int, default=None, help="Context length (default: from /props).")
+        parser.add_argument("--api-key-file", type=Path, default=None,
+                            help="The file the server was started with (llama-server --api-key-file): the "
+                                 "gateway sends its key. Without it the server answers anyone who reaches it.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         url = str(options["url"]).rstrip("/")
         if not url.startswith(("http://", "https://")):
             raise CommandError("--url must start with http:// or https://")
         slots, context, healthy = options["slots"], options["context"], False
+        api_key = ""
+        if options["api_key_file"] is not None:
+            try:
+                lines = options["api_key_file"].read_text().splitlines()
+            except OSError as exc:
+                raise CommandError(f"--api-key-file {options['api_key_file']}: {exc.strerror}") from None
+            api_key = next((line.strip() for line in lines if line.strip() and not line.startswith("#")), "")
+            if not api_key:
+                raise CommandError(f"--api-key-file {options['api_key_file']}: no key in it")
         try:
-            healthy = httpx.get(url + "/health", timeout=3).status_code == 200
-            props = httpx.get(url + "/props", timeout=3).json()
+            headers = worker_key_headers(api_key)
+            healthy = httpx.get(url + "/health", timeout=3, headers=headers).status_code == 200
+            props = httpx.get(url + "/props", timeout=3, headers=headers).json()
             slots = slots or int(props.get("total_slots") or 1)
             per_slot = props.get("default_generation_settings", {}).get("n_ctx")
             context = context or (int(per_slot) if per_slot else None)
@@ -41,6 +56,7 @@ class Command(BaseCommand):
             slots=int(slots or 1),
             context_length=context,
             state=Worker.State.HEALTHY if healthy else Worker.State.STARTING,
+            api_key=api_key if options["api_key_file"] is not None else None,
         )
         self.stdout.write(f"worker {worker.name}: {worker.base_url} serves {options['model']} in pool "
                           f"{worker.pool.name} with {worker.slots} slots, state {worker.state}")

@@ -3,6 +3,7 @@
     manage.py bench --base-url http://127.0.0.1:8081 --model smollm2-135m-instruct \
         --requests 20 --concurrency 1,2,4,8 --prompt-tokens 256 --output-tokens 64 \
         --warmup 2 --goodput ttft:2000,tpot:100 --json out.json
+    manage.py bench --worker rig1-a --concurrency 1,4   # a registered worker, with its key
     manage.py bench --scenario slots-sweep --json slots.json   # launches local llama-servers
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from fleet.models import Worker
 from research import scenarios
 from research.bench_levels import BenchOptions, bench_levels, format_level_line, idle_levels
 from research.loadgen import server_root
@@ -49,6 +51,17 @@ def _idle_gaps(text: str) -> list[float]:
     return values
 
 
+def _worker_target(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """--worker NAME: the worker's address, model and key (workers refuse requests without it)."""
+    worker = Worker.objects.select_related("model").filter(name=name).first()
+    if worker is None:
+        raise CommandError(f"--worker {name!r}: no such worker (see the admin's Fleet -> Workers)")
+    if options["scenario"]:
+        raise CommandError("--worker measures a registered worker: not with --scenario, which launches its own")
+    return {"base_url": worker.base_url, "model": worker.model.public_id,
+            "api_key": options["api_key"] or worker.api_key or None}
+
+
 class Command(BaseCommand):
     help = ("Run a workload against a llama-server worker or the gateway (OpenAI chat, streaming), store "
             "one run per load level and print TTFT, TPOT (AIPerf's ITL), inter-chunk latency, E2E percentiles "
@@ -58,7 +71,10 @@ class Command(BaseCommand):
         parser.add_argument("--base-url", default="http://127.0.0.1:8081",
                             help="llama-server's root, or the gateway's root or /v1 URL (OCS_BASE_URL; then give --api-key).")
         parser.add_argument("--api-key", default=None,
-                            help="A student key for the gateway (ocs-…); not needed for a worker.")
+                            help="A student key for the gateway (ocs-…), or a worker's own key (ocswk-…).")
+        parser.add_argument("--worker", default=None,
+                            help="A registered worker's name: its address, model and key come from the control "
+                                 "plane (instead of --base-url, --model and --api-key).")
         parser.add_argument("--model", default="smollm2-135m-instruct")
         parser.add_argument("--requests", type=int, default=20, help="Measured requests per level.")
         parser.add_argument("--concurrency", default=None, help="Requests in flight; a list sweeps: 1,2,4,8.")
@@ -95,6 +111,8 @@ class Command(BaseCommand):
             slo = parse_slo(options["goodput"]) if options["goodput"] else None
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+        if options["worker"]:
+            options = {**options, **_worker_target(str(options["worker"]), options)}
         bench = BenchOptions(
             base_url=server_root(options["base_url"]), api_key=options["api_key"], model=options["model"],
             requests=options["requests"],
