@@ -140,7 +140,7 @@ def web_run_execute(web_run_id: int) -> int | None:
             key, raw = key_issue(user=web_run.requested_by, name=f"web-run-{web_run.id}", enforce_limit=False)
             target = Target(base_url=web_run.gateway_url, model=web_run.model, api_key=raw)
         else:
-            target = Target(base_url=worker.base_url, model=worker.model.public_id)
+            target = Target(base_url=worker.base_url, model=worker.model.public_id, api_key=worker.api_key or None)
         workload = Workload(prompt_tokens=web_run.prompt_tokens, output_tokens=web_run.output_tokens,
                             requests=web_run.requests, warmup=WARMUP, concurrency=web_run.concurrency)
         label = web_run.label or f"web run {web_run.id}: {worker.name}{' via the gateway' if key else ''}"
