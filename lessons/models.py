@@ -162,3 +162,20 @@ class Sprint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.starts_on}–{self.ends_on})"
+
+
+class RooflineLab(models.Model):
+    """Lesson 7's roofline lab: a student's predicted decode ceiling (from a bandwidth and the
+    bytes of weights read per token), the short measurement they started from the page (a
+    research web run through the gateway, as their own request), and their explanation of the gap."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="roofline_labs")
+    bandwidth_gbs = models.FloatField()
+    weights_gb = models.FloatField()
+    predicted_tok_s = models.FloatField()
+    web_run = models.ForeignKey("research.WebRun", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    explanation = models.TextField(blank=True)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-at"]

@@ -11,7 +11,7 @@ from accounts.models import Classroom, User
 from accounts.selectors import classes_visible_to, sees_everyone, student_policy
 from fleet.models import CatalogModel, Worker
 from lessons.syllabus import load_catalogue
-from lessons.models import Answer, AnswerAttempt, BurndownSnapshot, Ownership, Sprint, StepDone
+from lessons.models import Answer, AnswerAttempt, BurndownSnapshot, Ownership, RooflineLab, Sprint, StepDone
 from lessons.sprint import SprintView, sprint_view
 from lessons.progress import Progress, summarise
 from research.models import Experiment
@@ -206,3 +206,8 @@ def research_questions() -> list[Question]:
 def predictable_workers() -> list[str]:
     """Worker names a student may predict for lesson 3 (every worker not disabled)."""
     return list(Worker.objects.exclude(state=Worker.State.DISABLED).order_by("name").values_list("name", flat=True))
+
+
+def roofline_lab(user: User) -> RooflineLab | None:
+    """The student's latest roofline-lab prediction, with its measurement (lesson 7)."""
+    return RooflineLab.objects.filter(user=user).select_related("web_run__run").first()

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import date, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -21,10 +22,12 @@ from lessons.models import (
     ManualCheck,
     Ownership,
     PathVerification,
+    RooflineLab,
     Sprint,
     StepDone,
     WorkerPrediction,
 )
+from lessons import roofline_lab
 from lessons.sprint import check_dates
 from lessons.ttft_check import MAX_REPORTED_MS, looks_like_request_id
 
@@ -49,7 +52,7 @@ def _record(*, user: User, step: Step, found: evidence.Evidence, reported_ttft_m
 
 
 def step_verify(*, user: User, step: Step, reported_ttft_ms: float | None = None,
-                request_id: str = "") -> StepResult:
+                request_id: str = "", explanation: str = "") -> StepResult:
     """Look for the step's evidence now; record the step as done when it is there.
     A step already done stays done. `reported_ttft_ms` and `request_id` (the x-request-id the
     gateway returned) are required for the TTFT step."""
@@ -84,6 +87,8 @@ def step_verify(*, user: User, step: Step, reported_ttft_ms: float | None = None
         found, missing = evidence.prediction_evidence(user.id)
     elif step.kind == "every-dialect":
         found, missing = evidence.dialects_evidence(user.id)
+    elif step.kind == "roofline-lab":
+        found, missing = roofline_check(user=user, explanation=explanation)
     else:  # the catalogue refuses unknown kinds; this guards a future kind without a rule
         raise StepInputError(f"The site cannot verify steps of kind {step.kind!r}.")
     if found is None:
@@ -180,6 +185,70 @@ def sprint_set(*, name: str, starts_on: date, ends_on: date, by: User) -> Sprint
     audit_record(actor=by, action="ground0_sprint_set", subject=name,
                  detail=f"{starts_on.isoformat()} to {ends_on.isoformat()}")
     return sprint
+
+
+def roofline_predict(*, user: User, bandwidth_gbs: float, weights_gb: float, predicted_tok_s: float) -> RooflineLab:
+    """Lesson 7: save the student's predicted ceiling (it must follow from their two numbers)."""
+    try:
+        roofline_lab.check_prediction(bandwidth_gbs=bandwidth_gbs, weights_gb=weights_gb,
+                                      predicted_tok_s=predicted_tok_s)
+    except roofline_lab.LabInputError as error:
+        raise StepInputError(str(error)) from None
+    return RooflineLab.objects.create(user=user, bandwidth_gbs=bandwidth_gbs, weights_gb=weights_gb,
+                                      predicted_tok_s=predicted_tok_s)
+
+
+def roofline_measure(*, user: User, gateway_url: str) -> RooflineLab:
+    """Lesson 7: start the short measurement for the student's latest prediction: a research web
+    run through the gateway as the student's own requests (their key, their limits), one at a time."""
+    from research.models import WebRun
+    from research.web_runs import RunAsk, WebRunRefused, web_run_start
+
+    lab = RooflineLab.objects.filter(user=user).select_related("web_run").first()
+    if lab is None:
+        raise StepInputError("Predict the ceiling first, then start the measurement.")
+    if lab.web_run is not None and lab.web_run.status in (WebRun.Status.QUEUED, WebRun.Status.RUNNING):
+        raise StepInputError("Your measurement is still running: wait for it, then check.")
+    worker = Worker.objects.filter(state=Worker.State.HEALTHY,
+                                   pool__name=settings.OCS["DEFAULT_POOL"]).order_by("name").first()
+    if worker is None:
+        raise StepInputError("No worker of your pool is healthy right now: try again later.")
+    try:
+        web_run = web_run_start(ask=RunAsk(worker_id=worker.pk, via_gateway=True,
+                                           prompt_tokens=roofline_lab.LAB_PROMPT_TOKENS,
+                                           output_tokens=roofline_lab.LAB_OUTPUT_TOKENS,
+                                           requests=roofline_lab.LAB_REQUESTS, concurrency=1,
+                                           label=f"roofline lab: {user.username}"),
+                                by=user, gateway_url=gateway_url)
+    except WebRunRefused as error:
+        raise StepInputError(str(error)) from None
+    RooflineLab.objects.filter(pk=lab.pk).update(web_run=web_run)
+    lab.web_run = web_run
+    return lab
+
+
+def roofline_check(*, user: User, explanation: str) -> tuple[evidence.Evidence | None, str]:
+    """The lab is done when the student's prediction has a finished measurement and they explained the gap."""
+    from research.models import WebRun
+
+    lab = RooflineLab.objects.filter(user=user).select_related("web_run__run").first()
+    if lab is None:
+        return None, "Predict the ceiling first: bandwidth ÷ the bytes of weights read per token."
+    run = lab.web_run
+    if run is None:
+        return None, "Now start the measurement from this step, then check when it has finished."
+    if run.status in (WebRun.Status.QUEUED, WebRun.Status.RUNNING):
+        return None, f"Your measurement is {run.status} ({run.done_requests} of {run.total_requests} requests)."
+    measured = roofline_lab.decode_tok_s(run.run.metric("tpot_ms", "p50") if run.run else None)
+    if run.status != WebRun.Status.DONE or measured is None:
+        return None, f"The measurement did not finish ({run.error or run.status}): start it again."
+    try:
+        text = roofline_lab.check_explanation(explanation)
+    except roofline_lab.LabInputError as error:
+        return None, roofline_lab.verdict(predicted_tok_s=lab.predicted_tok_s, measured_tok_s=measured) + ". " + str(error)
+    RooflineLab.objects.filter(pk=lab.pk).update(explanation=text)
+    return evidence.Evidence(roofline_lab.verdict(predicted_tok_s=lab.predicted_tok_s, measured_tok_s=measured)
+                             + f"; your explanation: {text[:200]}"), ""
 
 
 def worker_predict(*, user: User, worker_name: str) -> WorkerPrediction:

@@ -17,7 +17,7 @@ from accounts.access import staff_required
 from accounts.models import User
 from accounts.selectors import classes_visible_to, sees_everyone
 from lessons import burndown, panels, selectors, services
-from lessons.syllabus import Lesson, load_catalogue
+from lessons.syllabus import Lesson, Step, load_catalogue
 from lessons.progress import FINISHED_RULE
 from lessons.quiz import choice_order
 from lessons.recipes import KEY_PLACEHOLDER, fill_recipes
@@ -88,6 +88,8 @@ def lesson_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "steps": [(step, done.get(step.slug)) for step in lesson.steps],
         "predictable": selectors.predictable_workers() if viewer and any(
             s.kind == "predict-worker" for s in lesson.steps) else [],
+        "roofline": selectors.roofline_lab(viewer) if viewer and any(
+            s.kind == "roofline-lab" for s in lesson.steps) else None,
         # Right or wrong by the catalogue's answer now (the same rule as progress.summarise).
         # Choices in this student's own order (lessons/quiz.py); the form posts the catalogue's index.
         "questions": [(q, answers.get(q.id), q.id in answers and answers[q.id].choice == q.answer,
@@ -117,6 +119,8 @@ def step_check(request: HttpRequest, slug: str, step_slug: str) -> HttpResponse:
         else:
             messages.info(request, "Prediction saved. Now send one request with your key, then press Check.")
         return HttpResponseRedirect(f"/lessons/{lesson.slug}/#step-{step.slug}")
+    if step.kind == "roofline-lab" and request.POST.get("action") in ("predict", "measure"):
+        return _roofline_action(request, lesson, step)
     try:
         if raw:
             try:
@@ -124,12 +128,34 @@ def step_check(request: HttpRequest, slug: str, step_slug: str) -> HttpResponse:
             except ValueError:
                 raise services.StepInputError("Enter the TTFT as a number of milliseconds, e.g. 420.") from None
         result = services.step_verify(user=request.user, step=step, reported_ttft_ms=reported,
-                                      request_id=request.POST.get("request_id", "")[:64])
+                                      request_id=request.POST.get("request_id", "")[:64],
+                                      explanation=request.POST.get("explanation", "")[:2000])
     except services.StepInputError as error:
         messages.error(request, str(error))
     else:
         (messages.success if result.done else messages.warning)(
             request, ("Done: " if result.done else "Not yet: ") + result.message)
+    return HttpResponseRedirect(f"/lessons/{lesson.slug}/#step-{step.slug}")
+
+
+def _roofline_action(request: HttpRequest, lesson: Lesson, step: Step) -> HttpResponse:
+    """Lesson 7's lab: save a predicted ceiling, or start the short measurement."""
+    assert isinstance(request.user, User)
+    try:
+        if request.POST.get("action") == "predict":
+            try:
+                numbers = {name: float(request.POST.get(name, "")) for name in
+                           ("bandwidth_gbs", "weights_gb", "predicted_tok_s")}
+            except ValueError:
+                raise services.StepInputError("Give the bandwidth, the weights' size and your ceiling as numbers, "
+                                              "e.g. 256, 16.2 and 15.8.") from None
+            services.roofline_predict(user=request.user, **numbers)
+            messages.info(request, "Prediction saved. Now start the measurement.")
+        else:
+            services.roofline_measure(user=request.user, gateway_url=request.build_absolute_uri("/"))
+            messages.info(request, "Measurement started: it takes a minute or so. Check when it has finished.")
+    except services.StepInputError as error:
+        messages.error(request, str(error))
     return HttpResponseRedirect(f"/lessons/{lesson.slug}/#step-{step.slug}")
 
 
