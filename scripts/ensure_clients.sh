@@ -4,24 +4,14 @@
 # test group. Node.js comes from Debian's packages when it is missing or too old. Idempotent:
 # a second run with the same lockfile and working binaries does nothing and takes a second.
 set -euo pipefail
-cd "$(dirname "$0")/../tests/clients"
+here="$(cd "$(dirname "$0")" && pwd)"
+cd "$here/../tests/clients"
 
 # The pinned packages declare node >= 18 (Claude Code 2.1.197) and >= 16 (Codex 0.171.0);
 # Copilot CLI's loader uses import.meta.resolve, unflagged since 18.19.
 NODE_MIN_MAJOR=18
 
-node_major() { node -e 'process.stdout.write(process.versions.node.split(".")[0])' 2>/dev/null || echo 0; }
-
-if ! command -v npm >/dev/null || [ "$(node_major)" -lt "$NODE_MIN_MAJOR" ]; then
-    echo "ensure_clients: installing Node.js from Debian's packages (need node >= $NODE_MIN_MAJOR)"
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
-fi
-if [ "$(node_major)" -lt "$NODE_MIN_MAJOR" ]; then
-    echo "ensure_clients: node $(node --version 2>/dev/null || echo missing) is older than $NODE_MIN_MAJOR" >&2
-    exit 1
-fi
+bash "$here/ensure_node.sh" "$NODE_MIN_MAJOR" ensure_clients
 
 stamp=node_modules/.ocs-lock.sha256
 want="$(sha256sum package-lock.json | cut -d' ' -f1)"

@@ -4,22 +4,12 @@
 # comes from Debian's packages when it is missing or too old. Idempotent: a second run with the
 # same lockfile does nothing.
 set -euo pipefail
-cd "$(dirname "$0")/../tests/oidc"
+here="$(cd "$(dirname "$0")" && pwd)"
+cd "$here/../tests/oidc"
 
 NODE_MIN_MAJOR=20  # oidc-provider 9 runs on 20 (it suggests 22: a warning, not a refusal)
 
-node_major() { node -e 'process.stdout.write(process.versions.node.split(".")[0])' 2>/dev/null || echo 0; }
-
-if ! command -v npm >/dev/null || [ "$(node_major)" -lt "$NODE_MIN_MAJOR" ]; then
-    echo "ensure_oidc_provider: installing Node.js from Debian's packages (need node >= $NODE_MIN_MAJOR)"
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
-fi
-if [ "$(node_major)" -lt "$NODE_MIN_MAJOR" ]; then
-    echo "ensure_oidc_provider: node $(node --version 2>/dev/null || echo missing) is older than $NODE_MIN_MAJOR" >&2
-    exit 1
-fi
+bash "$here/ensure_node.sh" "$NODE_MIN_MAJOR" ensure_oidc_provider
 
 stamp=node_modules/.ocs-lock.sha256
 want="$(sha256sum package-lock.json | cut -d' ' -f1)"
