@@ -82,7 +82,7 @@ def test_a_cancel_before_the_stream_is_handed_over_frees_the_slot(monkeypatch: p
         async def aclose(self) -> None:
             pass
 
-    async def post(url: str, body: dict[str, Any]) -> Answer:
+    async def post(url: str, body: dict[str, Any], headers: Any = None) -> Answer:
         if where == "send":
             reached.set()
             await asyncio.sleep(60)
