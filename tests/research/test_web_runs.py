@@ -57,10 +57,10 @@ def runs_cluster(gateway, tmp_path: Path):  # noqa: ANN001, ANN201
                                env=gateway_env(OCS_TASK_CLUSTER="runs"), stdout=open(log_path, "ab"),
                                stderr=subprocess.STDOUT, start_new_session=True)
     yield log_path
-    os.killpg(process.pid, signal.SIGTERM)
+    os.killpg(process.pid, signal.SIGTERM)  # the cluster and the workers it forked
     try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # its sentinel waits on idle workers: nothing is left to finish
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
 
