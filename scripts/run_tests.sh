@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# Runs the suite: the whole of it on the embedded default (SQLite, in-process live state), then
-# on PostgreSQL + Redis everything whose outcome can depend on the back end (tests marked
-# `backend_neutral` — dialects, the demo, the rig agent, research runs — ran in the first pass
-# and are not repeated), then the real-clients group once, on PostgreSQL + Redis. Prints how
-# long each phase took at the end. Default: all.
+# Runs the suite: the whole of it on the embedded default (SQLite, in-process live state); on
+# PostgreSQL + Redis everything whose outcome can depend on the back end (tests marked
+# `backend_neutral` — dialects, the demo, the rig agent, research runs — run in the embedded
+# pass only); and the real-clients group once, on PostgreSQL + Redis. With `all`, the embedded
+# pass runs beside the PostgreSQL + Redis passes: they share nothing (SQLite against PostgreSQL,
+# in-process live state against a Redis namespace of their own), and most of a pass's time is
+# spent waiting on its worker processes, so the two together fit the machine's cores. The
+# embedded pass's output follows the others'. Prints how long each phase took at the end.
 set -euo pipefail
 PY="${1:-.venv/bin/python}"
 WHICH="${2:-all}"
 export PYTHONUNBUFFERED=1
-status=0
-PHASES=()
+PHASE_FILE="$(mktemp)"  # one line per phase, from every pass (a pass may run in the background)
+STATUS_FILE="$(mktemp)"  # a line per failed phase
+trap 'rm -f "$PHASE_FILE" "$STATUS_FILE"' EXIT
 
 timed() {  # timed NAME COMMAND...: runs it, records its wall time and outcome
     local name="$1" start rc=0
     shift
     start=$(date +%s)
     "$@" || rc=$?
-    PHASES+=("$(printf '%-34s %5d s  %s' "$name" "$(( $(date +%s) - start ))" "$([ $rc = 0 ] && echo ok || echo FAILED)")")
-    [ $rc = 0 ] || status=1
+    printf '%-34s %5d s  %s\n' "$name" "$(( $(date +%s) - start ))" "$([ $rc = 0 ] && echo ok || echo FAILED)" \
+        >> "$PHASE_FILE"
+    [ $rc = 0 ] || echo "$name" >> "$STATUS_FILE"
     return $rc
 }
 
@@ -32,9 +37,12 @@ services_pytest() {
         "$PY" -m pytest "$@"
 }
 
-run_embedded() {
-    # The school sign-in tests' OpenID Connect provider (node); they run in this pass only.
+install_oidc_provider() {
+    # The school sign-in tests' OpenID Connect provider (node); they run in the embedded pass only.
     timed "OIDC test provider: install" bash scripts/ensure_oidc_provider.sh || true
+}
+
+run_embedded() {
     echo "=== test suite on the embedded default (SQLite, in-process live state)"
     timed "embedded (all but real clients)" embedded_pytest -m "not realclients" --durations=15 "${PYTEST_ARGS[@]}" || true
 }
@@ -47,7 +55,7 @@ run_services() {
 
 # The students' real tools (tests/realclients), slow on CPU: once, on PostgreSQL + Redis only.
 run_realclients() {
-    bash scripts/ensure_services.sh >/dev/null || { status=1; return 0; }
+    bash scripts/ensure_services.sh >/dev/null || { echo "services" >> "$STATUS_FILE"; return 0; }
     timed "real clients: install" bash scripts/ensure_clients.sh || return 0
     echo "=== real clients (Claude Code, Copilot CLI, Codex CLI) through the gateway, on PostgreSQL + Redis"
     timed "real clients" services_pytest -m realclients tests/realclients "${PYTEST_ARGS[@]}" || true
@@ -57,12 +65,26 @@ PYTEST_ARGS=(${PYTEST_EXTRA:-})
 echo "=== type check (mypy)"
 timed "type check (mypy)" env -u DATABASE_URL -u REDIS_URL "$PY" -m mypy core ocsweb accounts fleet inference research lessons portal || true
 case "$WHICH" in
-    embedded) run_embedded ;;
+    embedded) install_oidc_provider; run_embedded ;;
     services) run_services; run_realclients ;;
     realclients) run_realclients ;;
-    all) run_embedded; run_services; run_realclients ;;
+    all)
+        install_oidc_provider
+        bash scripts/ensure_clients.sh >/dev/null 2>&1 || true  # installs before the passes run side by side
+        embedded_log="$(mktemp)"
+        started=$(date +%s)
+        echo "=== the embedded pass runs beside the PostgreSQL + Redis passes; its output follows theirs"
+        run_embedded > "$embedded_log" 2>&1 &
+        embedded_pid=$!
+        run_services
+        run_realclients
+        wait "$embedded_pid" || true
+        cat "$embedded_log"
+        rm -f "$embedded_log"
+        printf '%-34s %5d s\n' "all passes, side by side" "$(( $(date +%s) - started ))" >> "$PHASE_FILE"
+        ;;
     *) echo "usage: run_tests.sh PYTHON [embedded|services|realclients|all]" >&2; exit 2 ;;
 esac
 echo "=== phase timings"
-printf '%s\n' "${PHASES[@]}"
-exit $status
+cat "$PHASE_FILE"
+[ ! -s "$STATUS_FILE" ]
