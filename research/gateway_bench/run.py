@@ -485,9 +485,12 @@ class BenchRun:
                     self.note(f"{group.name} answers as '{group.server_header}', not {server}")
                 self.gateways.append(group)
 
+    def _body(self, upstream: Upstream) -> dict[str, object]:
+        return {"model": upstream.model, "messages": PROMPT, "stream": True, "max_tokens": self.options.tokens,
+                **upstream.extra_body}
+
     def _targets(self, upstream: Upstream, key: str) -> tuple[ChatTarget, list[ChatTarget]]:
-        body: dict[str, object] = {"model": upstream.model, "messages": PROMPT, "stream": True,
-                                   "max_tokens": self.options.tokens, **upstream.extra_body}
+        body = self._body(upstream)
         direct = ChatTarget(DIRECT, [Endpoint.parse(upstream.base_url)], body=body)
         gateways = [ChatTarget(group.name, group.endpoints, body=body, api_key=key) for group in self.gateways]
         return direct, gateways
@@ -495,9 +498,7 @@ class BenchRun:
     def _reference(self, upstream: Upstream) -> ChatTarget | None:
         if upstream.hop is None:
             return None
-        body: dict[str, object] = {"model": upstream.model, "messages": PROMPT, "stream": True,
-                                   "max_tokens": self.options.tokens, **upstream.extra_body}
-        return ChatTarget(REFERENCE, [Endpoint("127.0.0.1", upstream.hop_port)], body=body)
+        return ChatTarget(REFERENCE, [Endpoint("127.0.0.1", upstream.hop_port)], body=self._body(upstream))
 
     async def _measured_round(self, target: ChatTarget, streams: int, pids: list[int] | None) -> RoundStats:
         """Warm up, then one round; with `pids`, the CPU those processes used during it."""
