@@ -11,7 +11,7 @@ from django.utils import timezone
 from accounts.audit import audit_record
 from accounts.models import User
 from fleet.models import Worker
-from lessons import burndown, evidence
+from lessons import burndown, evidence, roofline_lab
 from lessons.syllabus import Question, Step
 from lessons.models import (
     Answer,
@@ -27,9 +27,10 @@ from lessons.models import (
     StepDone,
     WorkerPrediction,
 )
-from lessons import roofline_lab
 from lessons.sprint import check_dates
 from lessons.ttft_check import MAX_REPORTED_MS, looks_like_request_id
+from research.models import WebRun
+from research.web_runs import RunAsk, WebRunRefused, web_run_start
 
 
 class StepInputError(ValueError):
@@ -229,8 +230,6 @@ def roofline_measure(*, user: User, gateway_url: str) -> RooflineLab:
 
 def roofline_check(*, user: User, explanation: str) -> tuple[evidence.Evidence | None, str]:
     """The lab is done when the student's prediction has a finished measurement and they explained the gap."""
-    from research.models import WebRun
-
     lab = RooflineLab.objects.filter(user=user).select_related("web_run__run").first()
     if lab is None:
         return None, "Predict the ceiling first: bandwidth ÷ the bytes of weights read per token."
@@ -242,13 +241,13 @@ def roofline_check(*, user: User, explanation: str) -> tuple[evidence.Evidence |
     measured = roofline_lab.decode_tok_s(run.run.metric("tpot_ms", "p50") if run.run else None)
     if run.status != WebRun.Status.DONE or measured is None:
         return None, f"The measurement did not finish ({run.error or run.status}): start it again."
+    found = roofline_lab.verdict(predicted_tok_s=lab.predicted_tok_s, measured_tok_s=measured)
     try:
         text = roofline_lab.check_explanation(explanation)
     except roofline_lab.LabInputError as error:
-        return None, roofline_lab.verdict(predicted_tok_s=lab.predicted_tok_s, measured_tok_s=measured) + ". " + str(error)
+        return None, f"{found}. {error}"
     RooflineLab.objects.filter(pk=lab.pk).update(explanation=text)
-    return evidence.Evidence(roofline_lab.verdict(predicted_tok_s=lab.predicted_tok_s, measured_tok_s=measured)
-                             + f"; your explanation: {text[:200]}"), ""
+    return evidence.Evidence(f"{found}; your explanation: {text[:200]}"), ""
 
 
 def worker_predict(*, user: User, worker_name: str) -> WorkerPrediction:
