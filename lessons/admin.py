@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from lessons.models import Answer, FleetSighting, ManualCheck, StepDone
+from lessons.models import Answer, FleetSighting, ManualCheck, PathLab, StepDone
 
 
 @admin.register(StepDone)
@@ -29,4 +29,12 @@ class ManualCheckAdmin(admin.ModelAdmin):
 @admin.register(FleetSighting)
 class FleetSightingAdmin(admin.ModelAdmin):
     list_display = ("user", "at", "in_flight")
+    list_select_related = ("user",)
+
+
+@admin.register(PathLab)
+class PathLabAdmin(admin.ModelAdmin):
+    list_display = ("user", "at", "status", "base_url", "private_picked")
+    list_filter = ("status",)
+    search_fields = ("user__username",)
     list_select_related = ("user",)

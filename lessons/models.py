@@ -179,3 +179,30 @@ class RooflineLab(models.Model):
 
     class Meta:
         ordering = ["-at"]
+
+
+class PathLab(models.Model):
+    """Lesson 2's path lab: one run of the `verify_path` checks that the site made for a student
+    against this deployment (with a key issued for the run, revoked after it), what each check
+    found, and the student's answer: which checks were private, and why a worker must refuse a laptop."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="path_labs")
+    base_url = models.CharField(max_length=255, help_text="This site's address as the student reached it.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    results = models.JSONField(default=list, blank=True,
+                               help_text="verify_path's checks: hop, target, outcome, latency_ms, detail (redacted).")
+    verdict = models.CharField(max_length=500, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    private_picked = models.JSONField(default=list, blank=True)
+    explanation = models.TextField(blank=True)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at"]

@@ -11,7 +11,9 @@ from accounts.models import Classroom, User
 from accounts.selectors import classes_visible_to, sees_everyone, student_policy
 from fleet.models import CatalogModel, Worker
 from lessons.syllabus import load_catalogue
-from lessons.models import Answer, AnswerAttempt, BurndownSnapshot, Ownership, RooflineLab, Sprint, StepDone
+from lessons import path_lab as path_lab_rules
+from lessons.models import (Answer, AnswerAttempt, BurndownSnapshot, Ownership, PathLab, RooflineLab, Sprint,
+                            StepDone)
 from lessons.sprint import SprintView, sprint_view
 from lessons.progress import Progress, summarise
 from research.models import Experiment
@@ -211,3 +213,26 @@ def predictable_workers() -> list[str]:
 def roofline_lab(user: User) -> RooflineLab | None:
     """The student's latest roofline-lab prediction, with its measurement (lesson 7)."""
     return RooflineLab.objects.filter(user=user).select_related("web_run__run").first()
+
+
+@dataclass(frozen=True)
+class PathLabView:
+    lab: PathLab
+    hops: list[path_lab_rules.Hop]  # in this student's own order
+    open_workers: list[str]  # answered without their key
+    rows: list[tuple[str, str, str, str]]  # (what was checked, target, outcome, detail), in the run's order
+
+    @property
+    def running(self) -> bool:
+        return self.lab.status in (PathLab.Status.QUEUED, PathLab.Status.RUNNING)
+
+
+def path_lab(user: User) -> PathLabView | None:
+    """The student's latest path check (lesson 2), with the hops it asks about in their order."""
+    lab = PathLab.objects.filter(user=user).first()
+    if lab is None:
+        return None
+    hops = path_lab_rules.shown_order(path_lab_rules.hops_asked(lab.results), user_id=user.id)
+    rows = [(path_lab_rules.HOPS[r["hop"]].label if r.get("hop") in path_lab_rules.HOPS else str(r.get("hop", "")),
+             str(r.get("target", "")), str(r.get("outcome", "")), str(r.get("detail", ""))) for r in lab.results]
+    return PathLabView(lab=lab, hops=hops, open_workers=path_lab_rules.open_workers(lab.results), rows=rows)

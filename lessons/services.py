@@ -1,6 +1,7 @@
 """State changes of the lessons app: verified steps, answers, sightings, manual ticks."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import date, timedelta
 
@@ -11,7 +12,7 @@ from django.utils import timezone
 from accounts.audit import audit_record
 from accounts.models import User
 from fleet.models import Worker
-from lessons import burndown, evidence, roofline_lab
+from lessons import burndown, evidence, path_lab, roofline_lab
 from lessons.syllabus import Question, Step
 from lessons.models import (
     Answer,
@@ -21,6 +22,7 @@ from lessons.models import (
     FleetSighting,
     ManualCheck,
     Ownership,
+    PathLab,
     PathVerification,
     RooflineLab,
     Sprint,
@@ -53,7 +55,7 @@ def _record(*, user: User, step: Step, found: evidence.Evidence, reported_ttft_m
 
 
 def step_verify(*, user: User, step: Step, reported_ttft_ms: float | None = None,
-                request_id: str = "", explanation: str = "") -> StepResult:
+                request_id: str = "", explanation: str = "", picked: Sequence[str] = ()) -> StepResult:
     """Look for the step's evidence now; record the step as done when it is there.
     A step already done stays done. `reported_ttft_ms` and `request_id` (the x-request-id the
     gateway returned) are required for the TTFT step."""
@@ -90,6 +92,8 @@ def step_verify(*, user: User, step: Step, reported_ttft_ms: float | None = None
         found, missing = evidence.dialects_evidence(user.id)
     elif step.kind == "roofline-lab":
         found, missing = roofline_check(user=user, explanation=explanation)
+    elif step.kind == "path-check":
+        found, missing = path_lab_check(user=user, picked=picked, explanation=explanation)
     else:  # the catalogue refuses unknown kinds; this guards a future kind without a rule
         raise StepInputError(f"The site cannot verify steps of kind {step.kind!r}.")
     if found is None:
@@ -248,6 +252,31 @@ def roofline_check(*, user: User, explanation: str) -> tuple[evidence.Evidence |
         return None, f"{found}. {error}"
     RooflineLab.objects.filter(pk=lab.pk).update(explanation=text)
     return evidence.Evidence(f"{found}; your explanation: {text[:200]}"), ""
+
+
+def path_lab_check(*, user: User, picked: Sequence[str], explanation: str) -> tuple[evidence.Evidence | None, str]:
+    """Lesson 2: done when the student's latest finished path check has their private hops right
+    and they said why a worker must refuse a laptop. Every answer is kept on the run's row."""
+    lab = PathLab.objects.filter(user=user).first()
+    if lab is None:
+        return None, "Run the path check first: the site checks every hop of this deployment for you."
+    if lab.status in (PathLab.Status.QUEUED, PathLab.Status.RUNNING):
+        return None, "Your path check is still running: reload this page in a few seconds, then answer."
+    if lab.status != PathLab.Status.DONE:
+        return None, f"The path check did not finish ({lab.error or lab.status}): run it again."
+    hops = path_lab.hops_asked(lab.results)
+    PathLab.objects.filter(pk=lab.pk).update(private_picked=sorted(set(picked))[:20], explanation=explanation[:2000])
+    right, said = path_lab.grade(hops, picked)
+    if not right:
+        return None, said
+    try:
+        text = path_lab.check_explanation(explanation)
+    except path_lab.LabInputError as error:
+        return None, f"Right: {said}. {error}"
+    counts = path_lab.outcome_counts(lab.results)
+    tally = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+    return evidence.Evidence(f"verify_path against {lab.base_url} ({tally}); {said}; why a worker refuses a laptop: "
+                             f"{text[:150]}"), ""
 
 
 def worker_predict(*, user: User, worker_name: str) -> WorkerPrediction:

@@ -16,7 +16,7 @@ STATIC_DIR = Path(__file__).resolve().parent / "static" / "lessons"
 
 # What the site can verify for a hands-on step (lessons/evidence.py holds one rule per kind).
 STEP_KINDS = frozenset({"editor-request", "fleet-watch", "ttft-measure", "trace-request", "every-dialect",
-                        "predict-worker", "roofline-lab"})
+                        "predict-worker", "roofline-lab", "path-check"})
 # The live panels the lesson page knows how to fill (lessons/panels.py).
 PANELS = frozenset({"installation", "network", "rigs", "fleet", "last-request", "editor", "benchmark"})
 

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.access import staff_required
 from accounts.models import User
 from accounts.selectors import classes_visible_to, sees_everyone
-from lessons import burndown, panels, selectors, services
+from lessons import burndown, panels, path_runs, selectors, services
 from lessons.syllabus import Lesson, Step, load_catalogue
 from lessons.progress import FINISHED_RULE
 from lessons.quiz import choice_order
@@ -90,6 +90,8 @@ def lesson_detail(request: HttpRequest, slug: str) -> HttpResponse:
             s.kind == "predict-worker" for s in lesson.steps) else [],
         "roofline": selectors.roofline_lab(viewer) if viewer and any(
             s.kind == "roofline-lab" for s in lesson.steps) else None,
+        "path_lab": selectors.path_lab(viewer) if viewer and any(
+            s.kind == "path-check" for s in lesson.steps) else None,
         # Right or wrong by the catalogue's answer now (the same rule as progress.summarise).
         # Choices in this student's own order (lessons/quiz.py); the form posts the catalogue's index.
         "questions": [(q, answers.get(q.id), q.id in answers and answers[q.id].choice == q.answer,
@@ -121,6 +123,14 @@ def step_check(request: HttpRequest, slug: str, step_slug: str) -> HttpResponse:
         return HttpResponseRedirect(f"/lessons/{lesson.slug}/#step-{step.slug}")
     if step.kind == "roofline-lab" and request.POST.get("action") in ("predict", "measure"):
         return _roofline_action(request, lesson, step)
+    if step.kind == "path-check" and request.POST.get("action") == "run":
+        try:
+            path_runs.path_lab_start(user=request.user, base_url=request.build_absolute_uri("/"))
+        except path_runs.PathLabRefused as error:
+            messages.error(request, str(error))
+        else:
+            messages.info(request, "Path check started: it takes a few seconds. Reload this page to see its checks.")
+        return HttpResponseRedirect(f"/lessons/{lesson.slug}/#step-{step.slug}")
     try:
         if raw:
             try:
@@ -129,7 +139,8 @@ def step_check(request: HttpRequest, slug: str, step_slug: str) -> HttpResponse:
                 raise services.StepInputError("Enter the TTFT as a number of milliseconds, e.g. 420.") from None
         result = services.step_verify(user=request.user, step=step, reported_ttft_ms=reported,
                                       request_id=request.POST.get("request_id", "")[:64],
-                                      explanation=request.POST.get("explanation", "")[:2000])
+                                      explanation=request.POST.get("explanation", "")[:2000],
+                                      picked=[hop[:40] for hop in request.POST.getlist("private_hop")[:20]])
     except services.StepInputError as error:
         messages.error(request, str(error))
     else:

@@ -6,6 +6,7 @@ every integration test; each test registers its own worker rows and keys.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -304,3 +305,19 @@ def wait_for(predicate, timeout_s: float, interval_s: float = 0.1):  # noqa: ANN
             return value
         time.sleep(interval_s)
     return None
+
+
+@pytest.fixture
+def runs_cluster(gateway, tmp_path: Path):  # noqa: ANN001, ANN201
+    """The real runs task cluster against the test database (and Redis, when the pass has it)."""
+    log_path = tmp_path / "qcluster-runs.log"
+    process = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT,
+                               env=gateway_env(OCS_TASK_CLUSTER="runs"), stdout=open(log_path, "ab"),
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    yield log_path
+    os.killpg(process.pid, signal.SIGTERM)  # the cluster and the workers it forked
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # its sentinel waits on idle workers: nothing is left to finish
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

@@ -79,3 +79,15 @@ def signed_in_context(browser: Any, live_server: Any, user: Any, viewport: dict[
     context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": live_server.url,
                           "value": test_client.cookies[settings.SESSION_COOKIE_NAME].value}])
     return context
+
+
+def page_problems(page: Any) -> list[str]:
+    """What axe-core finds serious or critical on the page, and a sideways scroll."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    found = [f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:3]}"
+             for v in Axe().run(page).response["violations"] if v["impact"] in {"serious", "critical"}]
+    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    if overflow > 0:
+        found.append(f"page scrolls sideways by {overflow}px")
+    return found

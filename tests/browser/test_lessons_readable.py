@@ -14,7 +14,7 @@ import pytest
 
 from fleet.services import worker_register
 from lessons.syllabus import load_catalogue
-from tests.browser.conftest import LAPTOP, PHONE, SCREENSHOTS, signed_in_context
+from tests.browser.conftest import LAPTOP, PHONE, SCREENSHOTS, page_problems, signed_in_context
 from tests.lessons.helpers import COPILOT_AGENT, log_request
 
 pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
@@ -23,17 +23,6 @@ LESSON_PAGES = [f"/lessons/{lesson.slug}/" for lesson in load_catalogue().lesson
 STUDENT_PAGES = ["/lessons/", *LESSON_PAGES,
                  "/lessons/progress/", "/lessons/summary/", "/lessons/start/", "/ground0/"]
 TEACHER_PAGES = ["/lessons/teacher/", "/ground0/"]
-
-
-def _problems(page: Any) -> list[str]:
-    from axe_playwright_python.sync_playwright import Axe
-
-    found = [f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:3]}"
-             for v in Axe().run(page).response["violations"] if v["impact"] in {"serious", "critical"}]
-    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
-    if overflow > 0:
-        found.append(f"page scrolls sideways by {overflow}px")
-    return found
 
 
 def test_every_lesson_and_burndown_page_is_readable_at_both_widths(  # noqa: ANN001
@@ -56,7 +45,7 @@ def test_every_lesson_and_burndown_page_is_readable_at_both_widths(  # noqa: ANN
                 page.goto(f"{live_server.url}{path}")
                 name = f"{who.username}{path.replace('/', '-').rstrip('-')}-{label}"
                 page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-                if found := _problems(page):
+                if found := page_problems(page):
                     problems[name] = found
                 if path in LESSON_PAGES:
                     body = page.locator("#lesson-body").inner_text()
@@ -73,5 +62,5 @@ def test_a_not_yet_message_shows_once(browser, live_server, student, transaction
     page.goto(f"{live_server.url}/lessons/editors/")
     page.click("#check-first-editor-request")
     assert page.get_by_text("Not yet:").count() == 1
-    assert not _problems(page)
+    assert not page_problems(page)
     context.close()

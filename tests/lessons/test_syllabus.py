@@ -18,8 +18,9 @@ def test_the_seven_topics_of_the_issue_are_lessons_each_with_two_or_three_questi
     for lesson in catalogue.lessons:
         assert 2 <= len(lesson.questions) <= 3
         assert lesson.markdown().strip()
+        assert lesson.steps, f"lesson {lesson.slug} has no hands-on step"
     assert {step.kind for step in catalogue.steps} == {"editor-request", "fleet-watch", "ttft-measure", "trace-request",
-                                                       "every-dialect", "predict-worker", "roofline-lab"}
+                                                       "every-dialect", "predict-worker", "roofline-lab", "path-check"}
 
 
 @pytest.mark.parametrize("lesson", load_catalogue().lessons, ids=lambda lesson: lesson.slug)

@@ -3,16 +3,10 @@ measured by the runs task cluster (a real `qcluster` with OCS_TASK_CLUSTER=runs)
 llama-server, straight and through the gateway, stored and shown on /research/."""
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from research.web_runs import RunAsk, WebRunRefused, check_ask
-from tests.conftest import ROOT, gateway_env, wait_for
+from tests.conftest import wait_for
 
 
 def test_sizes_outside_the_bounds_are_refused_with_what_is_allowed() -> None:
@@ -47,22 +41,6 @@ def test_only_staff_start_runs_and_bad_input_is_a_message_not_an_error(client, t
         assert answer.status_code == 200 and message in answer.content.decode()
     assert not WebRun.objects.exists()
     assert client.get("/research/start/12345/").status_code == 404
-
-
-@pytest.fixture
-def runs_cluster(gateway, tmp_path: Path):  # noqa: ANN001, ANN201
-    """The real runs task cluster against the test database (and Redis, when the pass has it)."""
-    log_path = tmp_path / "qcluster-runs.log"
-    process = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT,
-                               env=gateway_env(OCS_TASK_CLUSTER="runs"), stdout=open(log_path, "ab"),
-                               stderr=subprocess.STDOUT, start_new_session=True)
-    yield log_path
-    os.killpg(process.pid, signal.SIGTERM)  # the cluster and the workers it forked
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:  # its sentinel waits on idle workers: nothing is left to finish
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 @pytest.mark.integration

@@ -6,8 +6,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
 from lessons.services import path_verification_record
-from ocsweb.path_check import PASS, WARN, render_checks, render_timings, verdict
-from ocsweb.path_verify import verify
+from research.path_check import PASS, WARN, render_checks, render_timings, verdict
+from research.path_verify import verify
 
 
 class Command(BaseCommand):

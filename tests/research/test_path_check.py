@@ -2,7 +2,7 @@
 thresholds, and reading event streams."""
 from __future__ import annotations
 
-from ocsweb.path_check import (
+from research.path_check import (
     FAIL,
     PASS,
     SKIP,
@@ -90,7 +90,7 @@ def test_tables_line_up_and_show_missing_latencies_as_dashes() -> None:
 
 
 def test_lending_pools_count_only_when_the_keys_pool_has_no_routable_worker() -> None:
-    from ocsweb.path_verify import KeyOwner, WorkerRow, pools_for
+    from research.path_verify import KeyOwner, WorkerRow, pools_for
 
     production, dev = 1, 2
     owner = KeyOwner(user_id=7, pool_id=production, pool="production")

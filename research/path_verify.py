@@ -39,7 +39,7 @@ from fleet.models import Pool, Worker
 from fleet.scheduler import conversation_key
 from fleet.worker_keys import worker_key_headers
 from inference.models import RequestLog
-from ocsweb.path_check import (
+from research.path_check import (
     FAIL,
     PASS,
     SKIP,
