@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, Protocol, TypeVar
 from urllib.parse import urlsplit
 
+from prometheus_client import Counter
 from redis.exceptions import RedisError
 
 from core.fair_share import JOIN_LUA, SERVED_LUA, TURN_LUA, Waiting, check_policy, lifted, pick
@@ -71,9 +72,18 @@ def _describe(url: str, exc: BaseException) -> str:
     return f"Redis at {where} is unavailable ({type(exc).__name__}: {detail})"
 
 
+# Each RedisLiveState coroutine method is one round trip to Redis (one command, one script or
+# one pipeline): counted here, so /metrics (and `bench_gateway`) can say what a request costs.
+ROUND_TRIPS = Counter("ocs_live_state_round_trips", "Round trips to the shared live state (Redis), by operation",
+                      ["op"])
+
+
 def _guarded_async(method: Callable[_P, Awaitable[_T]]) -> Callable[_P, Coroutine[Any, Any, _T]]:
+    counted = ROUND_TRIPS.labels(method.__name__)
+
     @functools.wraps(method)
     async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        counted.inc()
         try:
             return await method(*args, **kwargs)
         except (RedisError, OSError) as exc:

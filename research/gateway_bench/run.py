@@ -126,6 +126,23 @@ def _get(url: str, timeout_s: float = 1.0) -> tuple[int, dict[str, str]]:
         return exc.code, {}
 
 
+ROUND_TRIP_METRIC = "ocs_live_state_round_trips_total{"
+
+
+def live_round_trips(ports: list[int]) -> float | None:
+    """The gateway processes' round trips to Redis so far (their /metrics, summed over operations
+    and processes); None if one cannot be read."""
+    total = 0.0
+    for port in ports:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                text = response.read().decode()
+        except (OSError, urllib.error.URLError):
+            return None
+        total += sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(ROUND_TRIP_METRIC))
+    return total
+
+
 def wait_answering(url: str, process: subprocess.Popen[bytes], log: Path | None,
                    timeout_s: float = START_TIMEOUT_S) -> dict[str, str]:
     """Block until `url` answers 200; returns the answer's headers. Raises with the log's tail
@@ -500,12 +517,18 @@ class BenchRun:
             return None
         return ChatTarget(REFERENCE, [Endpoint("127.0.0.1", upstream.hop_port)], body=self._body(upstream))
 
-    async def _measured_round(self, target: ChatTarget, streams: int, pids: list[int] | None) -> RoundStats:
-        """Warm up, then one round; with `pids`, the CPU those processes used during it."""
+    async def _measured_round(self, target: ChatTarget, streams: int, pids: list[int] | None,
+                              ports: list[int] | None = None) -> RoundStats:
+        """Warm up, then one round; with `pids`, the CPU those processes used during it; with
+        `ports` (gateway processes), the round trips to Redis they made during it."""
         await warm_up(target, streams=streams)
         cpu_before = cpu_seconds(pids) if pids else 0.0
+        trips_before = live_round_trips(ports) if ports and self.backend.redis_url else None
         measured = await run_round(target, streams=streams, duration_s=self.options.duration_s, warm=False)
-        return RoundStats.of(measured, server_cpu_s=cpu_seconds(pids) - cpu_before if pids else None)
+        cpu = cpu_seconds(pids) - cpu_before if pids else None
+        trips_after = live_round_trips(ports) if trips_before is not None and ports else None
+        trips = trips_after - trips_before if trips_after is not None and trips_before is not None else None
+        return RoundStats.of(measured, server_cpu_s=cpu, live_round_trips=trips)
 
     async def _measure(self, key: str) -> None:
         options = self.options
@@ -527,7 +550,8 @@ class BenchRun:
                                 results[reference.name].append(await self._measured_round(reference, streams,
                                                                                           hop_pids))
                             pids = [pid for process in group.processes for pid in process_tree(process.pid)]
-                            results[gateway.name].append(await self._measured_round(gateway, streams, pids))
+                            results[gateway.name].append(await self._measured_round(gateway, streams, pids,
+                                                                                    group.ports))
                     levels = [LevelStats(upstream.name, streams, name, tuple(rounds))
                               for name, rounds in results.items()]
                     self.report.levels += levels

@@ -53,9 +53,13 @@ class RoundStats:
     duration_s: float
     error_samples: tuple[str, ...] = ()
     server_cpu_percent: float = math.nan  # the gateway processes' CPU time ÷ round time; NaN for direct
+    # Round trips the gateway processes made to Redis during the round (their /metrics), per
+    # completed request; NaN where there is no Redis (direct, the reference hop, the embedded default).
+    live_round_trips_per_request: float = math.nan
 
     @classmethod
-    def of(cls, measured: RoundResult, *, server_cpu_s: float | None = None) -> RoundStats:
+    def of(cls, measured: RoundResult, *, server_cpu_s: float | None = None,
+           live_round_trips: float | None = None) -> RoundStats:
         seconds = measured.duration_s or math.nan
         return cls(
             ttft_p50_ms=percentile(measured.ttft_ms, 50), ttft_p99_ms=percentile(measured.ttft_ms, 99),
@@ -63,6 +67,8 @@ class RoundStats:
             completions=measured.completions, errors=measured.errors, duration_s=measured.duration_s,
             error_samples=tuple(measured.error_samples),
             server_cpu_percent=math.nan if server_cpu_s is None else 100 * server_cpu_s / seconds,
+            live_round_trips_per_request=(live_round_trips / measured.completions
+                                          if live_round_trips and measured.completions else math.nan),
         )
 
 
@@ -99,16 +105,22 @@ class LevelStats:
     def server_cpu_percent(self) -> float:
         return _median([r.server_cpu_percent for r in self.rounds])
 
+    @property
+    def live_round_trips_per_request(self) -> float:
+        return _median([r.live_round_trips_per_request for r in self.rounds])
+
     def as_dict(self) -> dict[str, object]:
         return {"upstream": self.upstream, "streams": self.streams, "target": self.target,
                 "ttft_p50_ms": _number(self.ttft_p50_ms), "ttft_p99_ms": _number(self.ttft_p99_ms),
                 "completions_per_s": _number(self.completions_per_s), "chunks_per_s": _number(self.chunks_per_s),
                 "errors": self.errors, "server_cpu_percent": _number(self.server_cpu_percent),
+                "live_round_trips_per_request": _number(self.live_round_trips_per_request),
                 "rounds": [{"ttft_p50_ms": _number(r.ttft_p50_ms), "ttft_p99_ms": _number(r.ttft_p99_ms),
                             "completions_per_s": _number(r.completions_per_s),
                             "chunks_per_s": _number(r.chunks_per_s), "completions": r.completions,
                             "errors": r.errors, "duration_s": round(r.duration_s, 3),
                             "server_cpu_percent": _number(r.server_cpu_percent),
+                            "live_round_trips_per_request": _number(r.live_round_trips_per_request),
                             "error_samples": list(r.error_samples)} for r in self.rounds]}
 
 
@@ -268,12 +280,13 @@ def _streams(count: int) -> str:
 def level_table(levels: Sequence[LevelStats], *, heading: str) -> list[str]:
     width = max([len(level.target) for level in levels] + [len("target")])
     lines = [heading, f"  {'target':<{width}}  {'TTFT p50 ms':>11}  {'TTFT p99 ms':>11}  {'completions/s':>13}  "
-                      f"{'chunks/s':>9}  {'errors':>6}  {'server CPU %':>13}"]
+                      f"{'chunks/s':>9}  {'errors':>6}  {'server CPU %':>13}  {'Redis trips/req':>15}"]
     for level in levels:
         cpu = "" if math.isnan(level.server_cpu_percent) else f"{level.server_cpu_percent:.0f}"
+        trips = "" if math.isnan(level.live_round_trips_per_request) else f"{level.live_round_trips_per_request:.2f}"
         lines.append(f"  {level.target:<{width}}  {_fmt(level.ttft_p50_ms, '.2f'):>11}  "
                      f"{_fmt(level.ttft_p99_ms, '.2f'):>11}  {_fmt(level.completions_per_s, '.2f'):>13}  "
-                     f"{_fmt(level.chunks_per_s, '.1f'):>9}  {level.errors:>6}  {cpu:>13}")
+                     f"{_fmt(level.chunks_per_s, '.1f'):>9}  {level.errors:>6}  {cpu:>13}  {trips:>15}")
     return lines
 
 
