@@ -218,13 +218,51 @@ async def key_authenticate(raw: str) -> KeyIdentity | None:
     return identity
 
 
-async def key_lookup(raw: str) -> KeyIdentity | None:
+class StaleIdentity(Exception):
+    """The "keys" generation read together with a request's admission is not the one its identity
+    was checked against: a key or a limit changed meanwhile, in some process. The request is
+    authenticated again, from the database (inference/pipeline.py)."""
+
+    def __init__(self, generation: int) -> None:
+        super().__init__(f"keys generation is now {generation}")
+        self.generation = generation
+
+
+# The latest "keys" generation this process read from live state. A request may authenticate
+# against it without reading the generation first, provided its admission reads the generation
+# in the same round trip and finds it unchanged (accounts/limits/gate.py: StaleIdentity if not),
+# so a revocation still holds on the very next request in every process.
+_seen_generation: int | None = None
+
+
+def seen_generation() -> int | None:
+    return _seen_generation
+
+
+def note_generation(value: int | None) -> None:
+    global _seen_generation
+    _seen_generation = value
+
+
+async def verify_generation(generation: int) -> None:
+    """Before refusing on an identity checked against `generation` without reading it (a pause,
+    a disabled account, a model not allowed): read it; StaleIdentity if it moved."""
+    current = await live_state().generation(GENERATION)
+    if current != generation:
+        raise StaleIdentity(current)
+
+
+async def key_lookup(raw: str, *, generation: int | None = None) -> KeyIdentity | None:
     """The identity behind a raw key whose secret matches, usable or not (see
-    KeyIdentity.refusal); None if it is malformed or unknown or the secret is wrong."""
+    KeyIdentity.refusal); None if it is malformed or unknown or the secret is wrong.
+    `generation`: the "keys" generation to check the cached entry against, when the caller
+    verifies it with the admission (see _seen_generation); None: read it now."""
     prefix = parse_prefix(raw)
     if prefix is None:
         return None
-    generation = await live_state().generation(GENERATION)
+    if generation is None:
+        generation = await live_state().generation(GENERATION)
+        note_generation(generation)
     cached = _cache.get(prefix)
     now = time.monotonic()
     identity: KeyIdentity | None
@@ -250,4 +288,5 @@ def key_cache_invalidate(*, prefix: str | None = None) -> None:
         _cache.clear()
     else:
         _cache.pop(prefix, None)
+    note_generation(None)  # this process's next request reads the generation first
     live_state().bump_generation(GENERATION)

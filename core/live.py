@@ -121,13 +121,38 @@ class LiveView:
     busy: dict[int, int]
     suspects: frozenset[int]
     affinity_worker_id: int | None
+    # Asked for with `fair_line`: the request whose turn it is in that shared line (None: nobody
+    # waits), read in the same round trip, so an uncontended request costs no extra one.
+    fair_turn: str | None = None
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What a request hands back when it ends, in one round trip: the leases it still holds
+    (its concurrency, its slot if not freed yet), the correction of its token reservation on
+    every counter it was charged on, and its fair-share charge's correction."""
+
+    leases: tuple[tuple[str, str], ...] = ()  # (resource, lease id)
+    token_scopes: tuple[str, ...] = ()
+    token_periods: tuple[str, ...] = ()  # the day first, then the week's and the term's
+    token_delta: int = 0
+    fair_line: str = ""
+    fair_policy: str = ""
+    fair_student: str = ""
+    fair_amount: float = 0.0
+
+    @property
+    def empty(self) -> bool:
+        return not self.leases and not self.token_delta and not self.fair_amount
 
 
 class LiveState(Protocol):
     async def claim(self, resource: str, capacity: int, lease_s: float) -> str | None: ...
+    # `affinity` (worker id, ttl s): a claim also records the conversation's worker, in the same round trip.
     async def claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
-                         conversation: str) -> SlotClaim | None: ...
+                         conversation: str, affinity: tuple[int, float] | None = None) -> SlotClaim | None: ...
     async def renew(self, resource: str, lease_id: str, lease_s: float) -> None: ...
+    async def renew_many(self, leases: list[tuple[str, str]], lease_s: float) -> None: ...
     # The waiting line of a (pool, model), one for every gateway process, and its service counters
     # (core/fair_share.py). A waiting entry lives `ttl_s` unless renewed.
     async def fair_join(self, line: str, policy: str, *, request: str, student: str, weight: float,
@@ -141,7 +166,8 @@ class LiveState(Protocol):
     def set_fair_policy(self, policy: str | None) -> None: ...
     async def release(self, resource: str, lease_id: str) -> None: ...
     async def busy(self, resources: list[str]) -> dict[str, int]: ...
-    async def view(self, worker_ids: list[int], conversation: str | None) -> LiveView: ...
+    async def view(self, worker_ids: list[int], conversation: str | None, *, fair_line: str = "",
+                   fair_policy: str = "") -> LiveView: ...
     async def mark_suspect(self, worker_id: int, ttl_s: float) -> None: ...
     async def set_affinity(self, conversation: str, worker_id: int, ttl_s: float) -> None: ...
     async def generation(self, name: str) -> int: ...
@@ -150,7 +176,11 @@ class LiveState(Protocol):
     async def publish_queue(self, process: str, depths: dict[str, int], ttl_s: float) -> None: ...
     def queue_depths_sync(self) -> dict[str, int]: ...
     async def admit(self, scopes: list[QuotaScope], ask: QuotaAsk) -> QuotaVerdict: ...
+    # The same, and the generation `generation_name` holds, read just before it in the same round trip.
+    async def admit_seen(self, scopes: list[QuotaScope], ask: QuotaAsk,
+                         generation_name: str) -> tuple[QuotaVerdict, int]: ...
     async def settle(self, scopes: list[str], day: str, delta: int, *, periods: tuple[str, ...] = ()) -> None: ...
+    async def finish(self, settlement: Settlement) -> None: ...
     def tokens_used_sync(self, scope: str, day: str) -> int: ...
     async def check(self) -> None: ...
 
@@ -186,8 +216,15 @@ class InProcessLiveState:
             return lease_id
 
     async def claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
-                         conversation: str) -> SlotClaim | None:
+                         conversation: str, affinity: tuple[int, float] | None = None) -> SlotClaim | None:
         """A lease on one slot of a worker (core/slot_owners.py: which one, and whose cache it holds)."""
+        claim = self._claim_slot(resource, capacity, lease_s, student=student, conversation=conversation)
+        if claim is not None and affinity is not None and conversation:
+            await self.set_affinity(conversation, *affinity)
+        return claim
+
+    def _claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
+                    conversation: str) -> SlotClaim | None:
         with self._lock:
             leases = self._live_leases(resource)
             if len(leases) >= capacity:
@@ -266,6 +303,10 @@ class InProcessLiveState:
             if lease_id in leases:
                 leases[lease_id] = self._clock() + lease_s
 
+    async def renew_many(self, leases: list[tuple[str, str]], lease_s: float) -> None:
+        for resource, lease_id in leases:
+            await self.renew(resource, lease_id, lease_s)
+
     async def release(self, resource: str, lease_id: str) -> None:
         with self._lock:
             self._leases.get(resource, {}).pop(lease_id, None)
@@ -279,7 +320,8 @@ class InProcessLiveState:
         with self._lock:
             return frozenset(w for w, until in self._suspects.items() if until > now)
 
-    async def view(self, worker_ids: list[int], conversation: str | None) -> LiveView:
+    async def view(self, worker_ids: list[int], conversation: str | None, *, fair_line: str = "",
+                   fair_policy: str = "") -> LiveView:
         busy = await self.busy([worker_resource(w) for w in worker_ids])
         affinity = None
         if conversation is not None:
@@ -290,6 +332,7 @@ class InProcessLiveState:
             busy={w: busy[worker_resource(w)] for w in worker_ids},
             suspects=self.suspects_sync(),
             affinity_worker_id=affinity,
+            fair_turn=await self.fair_turn(fair_line, fair_policy) if fair_line else None,
         )
 
     async def mark_suspect(self, worker_id: int, ttl_s: float) -> None:
@@ -324,6 +367,11 @@ class InProcessLiveState:
                         total[line] = total.get(line, 0) + depth
         return total
 
+    async def admit_seen(self, scopes: list[QuotaScope], ask: QuotaAsk,
+                         generation_name: str) -> tuple[QuotaVerdict, int]:
+        generation = self._generations.get(generation_name, 0)
+        return await self.admit(scopes, ask), generation
+
     async def admit(self, scopes: list[QuotaScope], ask: QuotaAsk) -> QuotaVerdict:
         with self._lock:
             return decide_in_memory(scopes=scopes, ask=ask, now_ms=int(self._clock() * 1000), windows=self._windows,
@@ -338,6 +386,16 @@ class InProcessLiveState:
             for scope in scopes:
                 for period in (day, *periods):
                     self._tokens[(scope, period)] = self._tokens.get((scope, period), 0) + delta
+
+    async def finish(self, settlement: Settlement) -> None:
+        for resource, lease_id in settlement.leases:
+            await self.release(resource, lease_id)
+        if settlement.token_delta and settlement.token_periods:
+            await self.settle(list(settlement.token_scopes), settlement.token_periods[0], settlement.token_delta,
+                              periods=settlement.token_periods[1:])
+        if settlement.fair_amount:
+            await self.fair_charge(settlement.fair_line, settlement.fair_policy, student=settlement.fair_student,
+                                   amount=settlement.fair_amount)
 
     def tokens_used_sync(self, scope: str, day: str) -> int:
         return self._tokens.get((scope, day), 0)
@@ -413,12 +471,16 @@ class RedisLiveState:
 
     @_guarded_async
     async def claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
-                         conversation: str) -> SlotClaim | None:
+                         conversation: str, affinity: tuple[int, float] | None = None) -> SlotClaim | None:
         now_ms = int(time.time() * 1000)
         token = uuid.uuid4().hex
-        index, own = await self._client().eval(
-            CLAIM_SLOT_LUA, 2, self._k("lease", resource), self._k("slot_owners", resource), capacity, now_ms,
-            now_ms + int(lease_s * 1000), token, student, conversation, int(SLOT_OWNER_TTL_S * 1000))
+        keys = [self._k("lease", resource), self._k("slot_owners", resource)]
+        args: list[object] = [capacity, now_ms, now_ms + int(lease_s * 1000), token, student, conversation,
+                              int(SLOT_OWNER_TTL_S * 1000)]
+        if affinity is not None and conversation and affinity[1] > 0:
+            keys.append(self._k("affinity", conversation))
+            args += [affinity[0], int(affinity[1] * 1000)]
+        index, own = await self._client().eval(CLAIM_SLOT_LUA, len(keys), *keys, *args)
         if int(index) < 0:
             return None
         return SlotClaim(lease_id=f"{int(index)}.{token}", index=int(index), own_prefix=int(own) == 1)
@@ -487,6 +549,16 @@ class RedisLiveState:
         )
 
     @_guarded_async
+    async def renew_many(self, leases: list[tuple[str, str]], lease_s: float) -> None:
+        """Every lease a process holds, renewed in one pipeline (core/lease.py)."""
+        lease_ms = int(lease_s * 1000)
+        until_ms = int(time.time() * 1000) + lease_ms
+        pipe = self._client().pipeline(transaction=False)
+        for resource, lease_id in leases:
+            pipe.eval(_RENEW_LUA, 1, self._k("lease", resource), until_ms, lease_id, lease_ms)
+        await pipe.execute()
+
+    @_guarded_async
     async def release(self, resource: str, lease_id: str) -> None:
         await self._client().zrem(self._k("lease", resource), lease_id)
 
@@ -502,7 +574,8 @@ class RedisLiveState:
         return dict(zip(resources, (int(c) for c in counts)))
 
     @_guarded_async
-    async def view(self, worker_ids: list[int], conversation: str | None) -> LiveView:
+    async def view(self, worker_ids: list[int], conversation: str | None, *, fair_line: str = "",
+                   fair_policy: str = "") -> LiveView:
         now_ms = int(time.time() * 1000)
         pipe = self._client().pipeline(transaction=False)
         for worker_id in worker_ids:
@@ -510,14 +583,18 @@ class RedisLiveState:
         pipe.zrangebyscore(self._k("suspects"), now_ms + 1, "+inf")
         if conversation is not None:
             pipe.get(self._k("affinity", conversation))
+        if fair_line:
+            pipe.eval(TURN_LUA, 3, *self._fair_keys(fair_line, fair_policy), now_ms)
         results = await pipe.execute()
         counts = results[: len(worker_ids)]
         suspects = frozenset(int(s) for s in results[len(worker_ids)])
         affinity_raw = results[len(worker_ids) + 1] if conversation is not None else None
+        turn = results[-1] if fair_line else None
         return LiveView(
             busy={w: int(c) for w, c in zip(worker_ids, counts)},
             suspects=suspects,
             affinity_worker_id=int(affinity_raw) if affinity_raw else None,
+            fair_turn=turn.decode() if turn else None,
         )
 
     @_guarded_async
@@ -566,7 +643,15 @@ class RedisLiveState:
         return total
 
     @_guarded_async
-    async def admit(self, scopes: list[QuotaScope], ask: QuotaAsk) -> QuotaVerdict:
+    async def admit_seen(self, scopes: list[QuotaScope], ask: QuotaAsk,
+                         generation_name: str) -> tuple[QuotaVerdict, int]:
+        pipe = self._client().pipeline(transaction=False)
+        pipe.get(self._k("gen", generation_name))
+        pipe.eval(ADMIT_LUA, *self._admit_keys_and_args(scopes, ask))
+        generation, result = await pipe.execute()
+        return verdict_from_lua(result), int(generation or 0)
+
+    def _admit_keys_and_args(self, scopes: list[QuotaScope], ask: QuotaAsk) -> list[object]:
         keys = [
             key
             for scope in scopes
@@ -574,7 +659,11 @@ class RedisLiveState:
                         self._k("tokens", scope.name, ask.day), self._k("tokens", scope.name, ask.week or "-"),
                         self._k("tokens", scope.name, ask.term or "-"))
         ]
-        result = await self._client().eval(ADMIT_LUA, len(keys), *keys, *lua_args(scopes, ask, int(time.time() * 1000)))
+        return [len(keys), *keys, *lua_args(scopes, ask, int(time.time() * 1000))]
+
+    @_guarded_async
+    async def admit(self, scopes: list[QuotaScope], ask: QuotaAsk) -> QuotaVerdict:
+        result = await self._client().eval(ADMIT_LUA, *self._admit_keys_and_args(scopes, ask))
         return verdict_from_lua(result)
 
     @_guarded_async
@@ -584,6 +673,23 @@ class RedisLiveState:
             for period in (day, *periods):
                 pipe.incrby(self._k("tokens", scope, period), delta)
                 pipe.pexpire(self._k("tokens", scope, period), counter_ttl_ms(period))
+        await pipe.execute()
+
+    @_guarded_async
+    async def finish(self, settlement: Settlement) -> None:
+        """Every part of a request's end in one pipeline: one round trip."""
+        pipe = self._client().pipeline(transaction=False)
+        for resource, lease_id in settlement.leases:
+            pipe.zrem(self._k("lease", resource), lease_id)
+        if settlement.token_delta:
+            for scope in settlement.token_scopes:
+                for period in settlement.token_periods:
+                    pipe.incrby(self._k("tokens", scope, period), settlement.token_delta)
+                    pipe.pexpire(self._k("tokens", scope, period), counter_ttl_ms(period))
+        if settlement.fair_amount:
+            key = self._k("fair", "ctr", settlement.fair_policy, settlement.fair_line)
+            pipe.hincrbyfloat(key, settlement.fair_student, float(settlement.fair_amount))
+            pipe.pexpire(key, int(FAIR_COUNTER_TTL_S * 1000))
         await pipe.execute()
 
     @_guarded

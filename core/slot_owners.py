@@ -113,5 +113,6 @@ redis.call('ZADD', KEYS[1], ARGV[3], tostring(chosen) .. '.' .. ARGV[4])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) - tonumber(ARGV[2]) + 60000)
 redis.call('HSET', KEYS[2], tostring(chosen), student .. '|' .. conversation .. '|' .. ARGV[2])
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[7]))
+if KEYS[3] then redis.call('SET', KEYS[3], ARGV[8], 'PX', tonumber(ARGV[9])) end
 return {chosen, chosen_own}
 """

@@ -73,6 +73,14 @@ class Slot:
         await self.lease.release()
         _slot_freed(self.worker)
 
+    def detach(self) -> tuple[str, str] | None:
+        """The slot's lease for a request's one-round-trip end (LiveState.finish); call `freed()`
+        once it is freed. None if it was released already."""
+        return self.lease.detach()
+
+    def freed(self) -> None:
+        _slot_freed(self.worker)
+
 
 @dataclass
 class Want:
@@ -160,14 +168,22 @@ async def active_policy() -> str:
     return policy
 
 
+async def share_correction(want: Want, *, computed_prompt_tokens: int, output_tokens: int) -> tuple[str, float]:
+    """(policy, amount): what to add to the student's fair-share counter once the request ran,
+    its real cost less the estimate charged when it left the line (0: nothing to add)."""
+    policy = want.fair_policy or await active_policy()
+    return policy, settle_amount(policy, charged_policy=want.fair_policy, charged=want.fair_charged,
+                                 computed_prompt_tokens=computed_prompt_tokens, output_tokens=output_tokens,
+                                 weight=want.weight)
+
+
 async def settle_share(want: Want, *, computed_prompt_tokens: int, output_tokens: int) -> None:
-    """Charge a served request's student what it really cost, less the estimate charged when it
-    left the line. Called once, when the request ends; a failure is logged, never raised."""
+    """Charge a served request's student what it really cost (share_correction), on its own.
+    A request's end does this within LiveState.finish (inference/pipeline.py); a failure is
+    logged, never raised."""
     try:
-        policy = want.fair_policy or await active_policy()
-        delta = settle_amount(policy, charged_policy=want.fair_policy, charged=want.fair_charged,
-                              computed_prompt_tokens=computed_prompt_tokens, output_tokens=output_tokens,
-                              weight=want.weight)
+        policy, delta = await share_correction(want, computed_prompt_tokens=computed_prompt_tokens,
+                                               output_tokens=output_tokens)
         if delta:
             await live_state().fair_charge(want.line, policy, student=str(want.user_id), amount=delta)
     except Exception:
@@ -192,14 +208,17 @@ async def _publish_queue_depths() -> None:
     await live_state().publish_queue(PROCESS_ID, queue_depths(), QUEUE_REPORT_TTL_S)
 
 
-async def rank(want: Want) -> Decision:
-    """The scheduler's ranking for `want`, over the fleet snapshot and the live load."""
+async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Decision, str | None]:
+    """The scheduler's ranking for `want`, over the fleet snapshot and the live load. With
+    `fair` (line, policy), also whose turn it is in that shared line (None: nobody waits), read
+    in the same round trip."""
     snapshot = await fleet_snapshot()
     workers = snapshot.workers
     if want.pinned_worker:
         workers = [w for w in workers if w.name == want.pinned_worker]
     ids = [w.id for w in workers if w.model_id == want.model_id]
-    view = await live_state().view(ids, want.conversation)
+    line, policy = fair or ("", "")
+    view = await live_state().view(ids, want.conversation, fair_line=line, fair_policy=policy)
     return rank_workers(
         workers=workers,
         busy=view.busy,
@@ -211,23 +230,30 @@ async def rank(want: Want) -> Decision:
         lending_pool_ids=snapshot.lending_pool_ids,
         min_context=want.min_context,
         prompt_tokens_estimate=prompt_tokens_estimate(want.prompt_bytes),
-    )
+    ), view.fair_turn
 
 
-async def try_claim(want: Want) -> Slot | None:
-    """Claim a slot on the best worker with one free, or None if all are busy.
+async def try_claim(want: Want, *, fair: tuple[str, str] | None = None) -> Slot | None:
+    """Claim a slot on the best worker with one free, or None if all are busy. With `fair`
+    (line, policy): None also when someone waits in that shared line (the newcomer queues).
     Raises when no worker could ever serve (none routable)."""
-    decision = await rank(want)
+    decision, turn = await rank(want, fair=fair)
+    if fair is not None and not may_claim_directly(waiting_here=0, turn=turn):
+        return None
     live = live_state()
     refusal = no_worker_refusal(decision, want.failed)
     if refusal is not None:
         code, detail = refusal
         raise errors.upstream_failed(detail) if code == "upstream_error" else errors.no_worker_available(want.model_id)
     lease_s = settings.OCS["SLOT_LEASE_S"]
+    affinity_s = settings.OCS["AFFINITY_TTL_S"]  # 0: affinity off (nothing recorded, nothing steers)
     for candidate in claim_order(decision):
         resource = worker_resource(candidate.worker.id)
+        # The claim records the conversation's worker too (one round trip). If this worker then
+        # fails before its first byte, the next claim (failover) records the one that served.
         claim = await live.claim_slot(resource, candidate.worker.slots, lease_s, student=str(want.user_id),
-                                      conversation=want.conversation or "")
+                                      conversation=want.conversation or "",
+                                      affinity=(candidate.worker.id, affinity_s) if affinity_s > 0 else None)
         if claim is not None:
             if decision.lent_by:
                 _record_lent(want.pool_id, decision.lent_by, candidate.worker)
@@ -251,8 +277,8 @@ async def _acquire(want: Want) -> Slot:
     line = _line_for(want.pool_id, want.model_id)
     live = live_state()
     policy = await active_policy()
-    if not line.waiters and may_claim_directly(waiting_here=0, turn=await live.fair_turn(line.name, policy)):
-        slot = await try_claim(want)
+    if not line.waiters:  # nobody waits here; whether anyone waits elsewhere is read with the load
+        slot = await try_claim(want, fair=(line.name, policy))
         if slot is not None:
             return slot
     waiter = _Waiter(want=want, future=asyncio.get_running_loop().create_future())

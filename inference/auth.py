@@ -18,7 +18,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.utils import timezone
 
-from accounts.key_cache import KeyIdentity, Refusal, key_lookup, prefix_exists
+from accounts.key_cache import KeyIdentity, Refusal, key_lookup, prefix_exists, verify_generation
 from accounts.models import ApiKey
 from accounts.pause import pause_text
 from core import errors
@@ -90,16 +90,18 @@ async def _prefix_exists(raw_key: str | None) -> bool:
     return prefix is not None and await prefix_exists(prefix, reload_stale=False)
 
 
-async def authenticate(raw_key: str | None, request: HttpRequest | None = None) -> KeyIdentity:
+async def authenticate(raw_key: str | None, request: HttpRequest | None = None, *,
+                       generation: int | None = None) -> KeyIdentity:
     """The key's identity, or invalid_api_key (401); too_many_bad_keys (429) for a request from
     an address past its allowance of failures whose key's prefix does not exist; a key whose
-    owner may not use it now: account_disabled or class_paused (403)."""
+    owner may not use it now: account_disabled or class_paused (403). `generation`: see
+    accounts.key_cache.key_lookup (the caller then verifies it with the admission)."""
     address = api_client_address(request) if request is not None else None
     if address is not None:
         wait = bad_keys.retry_after_s(address, allowance=settings.OCS["BAD_KEY_ALLOWANCE"])
         if wait is not None and not await _prefix_exists(raw_key):
             raise errors.too_many_bad_keys(wait)
-    identity = await key_lookup(raw_key) if raw_key else None
+    identity = await key_lookup(raw_key, generation=generation) if raw_key else None
     if identity is None:
         if address is not None:
             bad_keys.failed(address)
@@ -107,6 +109,8 @@ async def authenticate(raw_key: str | None, request: HttpRequest | None = None) 
     now = timezone.now()
     refused = identity.refusal(now)
     if refused is not None:
+        if generation is not None:
+            await verify_generation(generation)  # not refused on a cached state that has changed
         raise _refusal_error(identity, refused, now)
     _touch_last_used(identity.key_id)
     return identity

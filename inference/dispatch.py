@@ -102,16 +102,6 @@ async def _worker_failed(want: Want, slot: Slot, detail: str) -> None:
     await live_state().mark_suspect(slot.worker.id, settings.OCS["SUSPECT_S"])
 
 
-async def _remember_worker(want: Want, worker: WorkerView) -> None:
-    """Conversation affinity is a preference: failing to record it must not fail the request.
-    OCS_AFFINITY_TTL_S=0 turns it off (nothing is recorded, so nothing steers the next turn)."""
-    if want.conversation and settings.OCS["AFFINITY_TTL_S"] > 0:
-        try:
-            await live_state().set_affinity(want.conversation, worker.id, settings.OCS["AFFINITY_TTL_S"])
-        except Exception:
-            log.warning("could not record conversation affinity", exc_info=True)
-
-
 async def _too_small(want: Want, worker: WorkerView, error: errors.ApiError) -> bool:
     """The worker's slot could not hold the prompt: True (and it is left out for this request)
     when another worker of the model, not tried yet, has a larger context per slot."""
@@ -149,14 +139,17 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestContex
     while len(want.failed) < settings.OCS["UPSTREAM_MAX_TRIES"]:
         slot = await acquire_slot(want)
         record.slot = slot
+        answered = False
         try:
             status, content = await _post_whole(slot.worker.base_url + path, for_slot(path, body, slot),
                                                 slot.worker.upstream_headers)
+            answered = status < 400
         except (*TRANSPORT_ERRORS, AnswerTooLarge) as exc:
             await _worker_failed(want, slot, type(exc).__name__)
             continue
         finally:
-            await slot.release()
+            if not answered:  # an answer's slot is freed by the request's end (pipeline.end), with the rest
+                await slot.release()
         if status == 503:
             await _wait_while_loading(want, slot)
             continue
@@ -173,9 +166,9 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestContex
         except ValueError:
             answer = None
         if not isinstance(answer, dict):
+            await slot.release()
             await _worker_failed(want, slot, "answered something that is not a JSON object")
             continue
-        await _remember_worker(want, slot.worker)
         _first_byte(want, record, slot)
         record.usage.absorb(answer)
         count_tokens(want.model_id, record.usage)
@@ -266,9 +259,10 @@ class OpenStream:
             log.warning("could not mark worker %s suspect", self.slot.worker.name, exc_info=True)
 
     async def close(self) -> None:
-        """Close upstream (llama-server stops decoding) and free the slot. Idempotent."""
+        """Close upstream (llama-server stops decoding). Idempotent. The slot is the request's
+        (record.slot): its end frees it with the rest, in one round trip (pipeline.end), which
+        follows at once: the stream's body ends after this stream's last chunk."""
         await self.response.aclose()
-        await self.slot.release()
         if not self._closed:
             self._closed = True
             count_tokens(self.model_id, self.usage.usage)
@@ -304,7 +298,6 @@ async def open_stream(*, path: str, body: dict[str, Any], record: RequestContext
             if not first:
                 await _worker_failed(want, slot, "closed the stream before the first chunk")
                 continue
-            await _remember_worker(want, slot.worker)
             _first_byte(want, record, slot)
             stream = OpenStream(slot=slot, response=response, first_chunk=first, chunks=chunks,
                                 model_id=want.model_id, record=record, protocol=protocol, end_marker=end_marker)
@@ -378,7 +371,7 @@ async def forward_light(*, path: str, body: dict[str, Any], record: RequestConte
     with failover, without claiming a slot."""
     want = record.want
     assert want is not None
-    decision = await rank(want)
+    decision, _ = await rank(want)
     if not decision.ranked:
         raise errors.no_worker_available(want.model_id)
     for candidate in decision.ranked[: settings.OCS["UPSTREAM_MAX_TRIES"]]:

@@ -2,7 +2,7 @@
 
     authenticate -> check -> admit (limits) -> choose and claim a worker -> relay -> end
 
-`serve()` reads top to bottom in that order. One object, the RequestContext, carries the
+`serve()` reads top to bottom in that order (its first three steps in `_admit_once()`). One object, the RequestContext, carries the
 request through it (who, what, where it ran, what it cost), and `end()` is the one place a
 request ends, whatever happened: its limits are settled, its metrics counted and its log row
 written. A streamed answer ends when its last byte is out (or the client leaves); every other
@@ -23,12 +23,13 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHt
 
 from accounts.limits.gate import admit, charge_refusal, check_access, reservation
 from core import errors
-from core.live import LiveStateUnavailable
+from core.live import LiveStateUnavailable, Settlement, live_state
 from core.redact import redact
 from fleet.scheduler import conversation_key
 from fleet.selectors import ModelView
 from inference import dispatch
-from inference.admission import Want, settle_share
+from inference.admission import Want, share_correction
+from accounts.key_cache import StaleIdentity, note_generation, seen_generation, verify_generation
 from inference.auth import authenticate
 from inference.catalogue import budget_fallback, resolve_model
 from inference.client_tools import client_tool
@@ -87,36 +88,8 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
     status, error_code = 500, "internal_error"  # until the request ends otherwise
     response: HttpResponseBase
     try:
-        # authenticate
-        identity = await authenticate(raw_key, request)
-        record.identify(identity)
-        # check
-        try:
-            call = protocol.parse(request.body)
-            model = await resolve_model(call.model, identity, maps_unknown=protocol.maps_unknown_models)
-            check_access(identity, model.public_id)
-        except errors.ApiError:
-            await charge_refusal(identity)  # a refused request still counts toward requests per minute
-            raise
-        record.model, record.stream, record.shape = model.public_id, call.stream, call.shape
-        call, target, plan = _planned(protocol, call, model)
-        # admit (a student whose token budget is spent may be served by the fallback model)
-        try:
-            record.ticket = await admit(identity, reserve=reservation(
-                body_bytes=call.size, max_tokens=target.max_tokens if generates else 0,
-                context_length=model.context_length))
-        except errors.ApiError as refused:
-            model = await budget_fallback(refused, identity, model.public_id)  # or the refusal stands
-            record.model, record.fallback = model.public_id, "budget"
-            call, target, plan = _planned(protocol, call, model)
-            record.ticket = await admit(identity, budgets=False, reserve=reservation(
-                body_bytes=call.size, max_tokens=target.max_tokens if generates else 0,
-                context_length=model.context_length))
-        record.want = Want(user_id=identity.user_id, pool_id=identity.pool_id, model_id=model.public_id,
-                           conversation=conversation_key(user_id=identity.user_id, model_id=model.public_id,
-                                                         messages=list(call.opening)) if call.opening else None,
-                           prompt_bytes=call.size, weight=identity.fair_weight,
-                           pinned_worker=request.headers.get(PIN_HEADER, "")[:100] if identity.is_staff else "")
+        # authenticate, check, admit (again, from the database, if a key or a limit changed meanwhile)
+        call, plan = await _admitted(request, protocol, raw_key, record, generates=generates)
         # choose and claim a worker, relay
         if not generates:
             status, content = await dispatch.forward_light(path=plan.path, body=plan.body, record=record)
@@ -141,6 +114,57 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
             await end(record, status=status, error_code=error_code)
     _headers(response, record)
     return response
+
+
+async def _admitted(request: HttpRequest, protocol: Protocol, raw_key: str | None, record: RequestContext, *,
+                    generates: bool) -> tuple[Call, Plan]:
+    """authenticate -> check -> admit. The key is checked against the "keys" generation this
+    process saw last, which the admission reads again in its own round trip: if a key or a limit
+    changed meanwhile (StaleIdentity), once more, reading the generation first, as strictly as
+    ever; the request is never served or refused on a changed key's old state."""
+    try:
+        return await _admit_once(request, protocol, raw_key, record, generates=generates,
+                                 generation=seen_generation())
+    except StaleIdentity as stale:
+        note_generation(stale.generation)
+        return await _admit_once(request, protocol, raw_key, record, generates=generates, generation=None)
+
+
+async def _admit_once(request: HttpRequest, protocol: Protocol, raw_key: str | None, record: RequestContext, *,
+                      generates: bool, generation: int | None) -> tuple[Call, Plan]:
+    # authenticate
+    identity = await authenticate(raw_key, request, generation=generation)
+    record.identify(identity)
+    # check
+    try:
+        call = protocol.parse(request.body)
+        model = await resolve_model(call.model, identity, maps_unknown=protocol.maps_unknown_models)
+        check_access(identity, model.public_id)
+    except errors.ApiError:
+        if generation is not None:
+            await verify_generation(generation)  # not refused on a cached policy that has changed
+        await charge_refusal(identity)  # a refused request still counts toward requests per minute
+        raise
+    record.model, record.stream, record.shape = model.public_id, call.stream, call.shape
+    call, target, plan = _planned(protocol, call, model)
+    # admit (a student whose token budget is spent may be served by the fallback model)
+    try:
+        record.ticket = await admit(identity, generation=generation, reserve=reservation(
+            body_bytes=call.size, max_tokens=target.max_tokens if generates else 0,
+            context_length=model.context_length))
+    except errors.ApiError as refused:
+        model = await budget_fallback(refused, identity, model.public_id)  # or the refusal stands
+        record.model, record.fallback = model.public_id, "budget"
+        call, target, plan = _planned(protocol, call, model)
+        record.ticket = await admit(identity, budgets=False, reserve=reservation(
+            body_bytes=call.size, max_tokens=target.max_tokens if generates else 0,
+            context_length=model.context_length))
+    record.want = Want(user_id=identity.user_id, pool_id=identity.pool_id, model_id=model.public_id,
+                       conversation=conversation_key(user_id=identity.user_id, model_id=model.public_id,
+                                                     messages=list(call.opening)) if call.opening else None,
+                       prompt_bytes=call.size, weight=identity.fair_weight,
+                       pinned_worker=request.headers.get(PIN_HEADER, "")[:100] if identity.is_staff else "")
+    return call, plan
 
 
 def _with_model(call: Call, model_id: str) -> Call:
@@ -168,23 +192,45 @@ def _headers(response: HttpResponseBase, record: RequestContext) -> None:
 
 
 async def end(record: RequestContext, *, status: int, error_code: str = "") -> None:
-    """Where every request ends, once: limits settled, metrics counted, the log row written."""
+    """Where every request ends, once: limits settled, metrics counted, the log row written.
+    What live state must learn — the slot if still held, the concurrency leases, the token
+    reservation's correction, the fair share's — goes in one round trip (LiveState.finish)."""
     if record.finished:
         return
     record.finished = True
     try:
-        if record.slot is not None:
-            await record.slot.release()  # idempotent: dispatch normally released it already
-        if record.ticket is not None:
-            await record.ticket.finish(record.served_tokens())
-        if record.slot is not None and record.want is not None:  # it ran: the fair share learns its cost
-            usage = record.usage
-            await settle_share(record.want, computed_prompt_tokens=max(0, usage.prompt_tokens - usage.cached_tokens),
-                               output_tokens=usage.completion_tokens)
+        await _settle(record)
     finally:
         REQUESTS.labels(record.client, record.model or "-", record.pool or "-", str(status)).inc()
         if error_code != UNLOGGED_REFUSAL:
             record.submit(status=status, error_code=error_code)
+
+
+async def _settle(record: RequestContext) -> None:
+    slot = record.slot
+    slot_lease = slot.detach() if slot is not None else None  # dispatch normally freed it already
+    ticket = record.ticket.settlement(record.served_tokens()) if record.ticket is not None else Settlement()
+    fair_policy, fair_amount = "", 0.0
+    if slot is not None and record.want is not None:  # it ran: the fair share learns its cost
+        usage = record.usage
+        try:
+            fair_policy, fair_amount = await share_correction(
+                record.want, computed_prompt_tokens=max(0, usage.prompt_tokens - usage.cached_tokens),
+                output_tokens=usage.completion_tokens)
+        except Exception:
+            log.warning("could not work out the fair-share charge of user %s", record.want.user_id, exc_info=True)
+    settlement = replace(ticket, leases=(*([slot_lease] if slot_lease else []), *ticket.leases),
+                         fair_line=record.want.line if record.want is not None else "", fair_policy=fair_policy,
+                         fair_student=str(record.want.user_id) if record.want is not None else "",
+                         fair_amount=fair_amount)
+    if not settlement.empty:
+        try:
+            await live_state().finish(settlement)
+        except LiveStateUnavailable:
+            log.warning("could not settle request %s in live state: its leases expire by themselves, its "
+                        "reservation stands as charged", record.request_id)
+    if slot is not None and slot_lease is not None:
+        slot.freed()
 
 
 async def _stream(plan: Plan, record: RequestContext, protocol: Protocol) -> HttpResponseBase:

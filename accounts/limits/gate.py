@@ -21,11 +21,11 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from accounts.key_cache import KeyIdentity
+from accounts.key_cache import GENERATION, KeyIdentity, StaleIdentity
 from accounts.limits.resolution import Caps
 from core import errors
 from core.lease import Lease
-from core.live import LiveStateUnavailable, live_state
+from core.live import LiveStateUnavailable, Settlement, live_state
 from core.quota import QuotaAsk, QuotaScope, QuotaVerdict, concurrency_resource
 from core.school_day import school_time, this_term, this_week, today
 
@@ -143,20 +143,30 @@ class Ticket:
     headers: dict[str, str] = field(default_factory=dict)
     _finished: bool = False
 
-    async def finish(self, served_tokens: int | None) -> None:
-        """Free the concurrency leases; settle the reservation to `served_tokens` (None: unknown,
-        e.g. a stream cut before the worker reported its counts: the reservation stands)."""
+    def settlement(self, served_tokens: int | None) -> Settlement:
+        """Its part of the request's end (LiveState.finish, one round trip with the slot and the
+        fair share): the concurrency leases to free, and the reservation settled to
+        `served_tokens` (None: unknown, e.g. a stream cut before the worker reported its counts:
+        the reservation stands). Empty once taken."""
         if self._finished:
-            return
+            return Settlement()
         self._finished = True
-        for lease in self.leases:
-            await lease.release()
-        if served_tokens is not None and served_tokens != self.reserved:
-            try:
-                await live_state().settle(self.scopes, self.day, served_tokens - self.reserved,
-                                          periods=self.periods)
-            except LiveStateUnavailable:
-                log.warning("could not settle a token reservation (live state unavailable): it stands as charged")
+        leases = tuple(held for held in (lease.detach() for lease in self.leases) if held is not None)
+        delta = served_tokens - self.reserved if served_tokens is not None else 0
+        return Settlement(leases=leases, token_scopes=tuple(self.scopes), token_periods=(self.day, *self.periods),
+                          token_delta=delta)
+
+    async def finish(self, served_tokens: int | None) -> None:
+        """Free the concurrency leases and settle the reservation, on their own (see `settlement`).
+        If live state cannot be reached the leases expire by themselves and the reservation
+        stands as charged."""
+        settlement = self.settlement(served_tokens)
+        if settlement.empty:
+            return
+        try:
+            await live_state().finish(settlement)
+        except LiveStateUnavailable:
+            log.warning("could not free the leases or settle a token reservation (live state unavailable)")
 
 
 BUDGET_CODES = frozenset({"budget_exhausted", "tokens_per_day_exceeded"})
@@ -188,9 +198,14 @@ async def charge_refusal(identity: KeyIdentity) -> None:
         raise refusal(scopes[verdict.scope_index], verdict, reserve=0, day_left_s=day_left_s)
 
 
-async def admit(identity: KeyIdentity, *, reserve: int, budgets: bool = True) -> Ticket:
+async def admit(identity: KeyIdentity, *, reserve: int, budgets: bool = True,
+                generation: int | None = None) -> Ticket:
     """Check and charge the request's limits. `budgets=False` (the budget fallback): token
-    budgets are not checked, though the tokens are still counted; the other caps hold."""
+    budgets are not checked, though the tokens are still counted; the other caps hold.
+    `generation`: the "keys" generation `identity` was checked against; it is read again in the
+    same round trip as the admission, and if it moved, the admission is undone (its leases freed,
+    its reservation refunded; the request stays counted in the minute's window) and StaleIdentity
+    raised before any verdict, so no request is served or refused on a changed key's old limits."""
     scopes = scopes_for(identity)
     if not budgets:
         scopes = [replace(s, tokens_per_day=None, tokens_per_week=None, tokens_per_term=None) for s in scopes]
@@ -198,7 +213,17 @@ async def admit(identity: KeyIdentity, *, reserve: int, budgets: bool = True) ->
     request_id = uuid.uuid4().hex
     lease_s = settings.OCS["SLOT_LEASE_S"]
     ask = QuotaAsk(request_id, reserve, now.day, lease_s, week=now.week, term=now.term)
-    verdict = await live_state().admit(scopes, ask)
+    live = live_state()
+    if generation is None:
+        verdict = await live.admit(scopes, ask)
+    else:
+        verdict, current = await live.admit_seen(scopes, ask, GENERATION)
+        if current != generation:
+            if verdict.admitted:
+                await live.finish(Settlement(
+                    leases=tuple((concurrency_resource(s.name), request_id) for s in scopes),
+                    token_scopes=tuple(s.name for s in scopes), token_periods=ask.periods(), token_delta=-reserve))
+            raise StaleIdentity(current)
     scope = scopes[verdict.scope_index]
     if not verdict.admitted:
         raise refusal(scope, verdict, reserve=reserve, day_left_s=now.day_left_s, week_left_s=now.week_left_s,

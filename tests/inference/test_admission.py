@@ -19,7 +19,7 @@ def test_the_pump_survives_a_failing_claim_and_serves_the_waiter(monkeypatch) ->
     outcomes = iter([None, RuntimeError("database is locked"), FakeSlot()])
     calls = []
 
-    async def claim(want: Want):  # noqa: ANN202
+    async def claim(want: Want, **_: object):  # noqa: ANN202
         calls.append(want.user_id)
         outcome = next(outcomes)
         if isinstance(outcome, Exception):
@@ -44,7 +44,7 @@ def _fresh_lines() -> None:
 def test_a_waiter_restarts_a_pump_that_is_gone(monkeypatch) -> None:  # noqa: ANN001
     state = {"free": False}
 
-    async def claim(want: Want):  # noqa: ANN202
+    async def claim(want: Want, **_: object):  # noqa: ANN202
         return FakeSlot() if state["free"] else None
 
     monkeypatch.setattr(admission, "try_claim", claim)

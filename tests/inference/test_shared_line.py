@@ -38,9 +38,10 @@ def test_a_classmate_waiting_in_another_process_is_served_in_the_shared_order(
     model = f"m-{uuid.uuid4().hex[:6]}"
     worker = WorkerView(**{**WORKER.__dict__, "model_id": model})
 
-    async def rank(want: Want) -> Decision:
+    async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Decision, str | None]:
         busy = (await live.busy([worker_resource(worker.id)]))[worker_resource(worker.id)]
-        return Decision(ranked=[Candidate(worker=worker, busy=busy, reason="test")])
+        turn = await live.fair_turn(*fair) if fair else None
+        return Decision(ranked=[Candidate(worker=worker, busy=busy, reason="test")]), turn
 
     monkeypatch.setattr(admission, "rank", rank)
     monkeypatch.setattr(admission, "_publish_queue_depths", lambda: asyncio.sleep(0))

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.test import override_settings
 
 from core import live
-from core.lease import Lease
+from core.lease import Lease, renewing
 from core.live import InProcessLiveState, LiveStateUnavailable, worker_resource
 from fleet.scheduler import WorkerView
 from inference import dispatch, upstream
@@ -47,9 +47,10 @@ def test_a_lease_whose_release_fails_stops_renewing_and_expires(monkeypatch: pyt
             lease_id = await state.claim("w:1", 1, 0.03)
             assert lease_id is not None
             lease = Lease("w:1", lease_id).keep()
+            assert renewing(lease)
             await lease.release()  # logged, not raised: the request still ends cleanly
-            await asyncio.sleep(0.05)  # a keeper still running would renew in this time
-            assert lease._keeper is not None and lease._keeper.done()
+            assert not renewing(lease)
+            await asyncio.sleep(0.05)  # were it still renewed, it would be in this time
             clock.now += 1.0  # past the lease
             return (await state.busy(["w:1"]))["w:1"]
 
@@ -60,8 +61,7 @@ WORKER = WorkerView(id=7, name="w7", base_url="http://127.0.0.1:9", pool_id=1, p
                     model_id="m", slots=1, state="healthy")
 
 
-@pytest.mark.parametrize("where", ["send", "affinity"])
-def test_a_cancel_before_the_stream_is_handed_over_frees_the_slot(monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+def test_a_cancel_before_the_stream_is_handed_over_frees_the_slot(monkeypatch: pytest.MonkeyPatch) -> None:
     state = InProcessLiveState()
     monkeypatch.setattr("inference.dispatch.live_state", lambda: state)
     monkeypatch.setattr("inference.admission.live_state", lambda: state)
@@ -83,18 +83,12 @@ def test_a_cancel_before_the_stream_is_handed_over_frees_the_slot(monkeypatch: p
             pass
 
     async def post(url: str, body: dict[str, Any], headers: Any = None) -> Answer:
-        if where == "send":
-            reached.set()
-            await asyncio.sleep(60)
-        return Answer()
-
-    async def set_affinity(*args: Any) -> None:
         reached.set()
         await asyncio.sleep(60)
+        return Answer()
 
     monkeypatch.setattr(dispatch, "acquire_slot", acquire_slot)
     monkeypatch.setattr(upstream, "post", post)
-    monkeypatch.setattr(state, "set_affinity", set_affinity)
 
     async def scenario() -> int:
         record = RequestContext(client="openai", path="/v1/chat/completions")
@@ -111,28 +105,74 @@ def test_a_cancel_before_the_stream_is_handed_over_frees_the_slot(monkeypatch: p
 
 
 @pytest.mark.parametrize(("ttl_s", "kept"), [(600.0, 7), (0.0, None)])
-def test_affinity_is_recorded_for_its_ttl_and_a_ttl_of_zero_turns_it_off(
+def test_a_claim_records_the_conversations_worker_for_its_ttl_and_a_ttl_of_zero_turns_it_off(
         monkeypatch: pytest.MonkeyPatch, settings: Any, ttl_s: float, kept: int | None) -> None:
-    """OCS_AFFINITY_TTL_S=0 is how a comparison runs without affinity: nothing is recorded (the
-    store is not even asked: Redis refuses a zero expiry)."""
-    from dataclasses import replace
+    """The slot claim records the conversation's worker in the same round trip.
+    OCS_AFFINITY_TTL_S=0 is how a comparison runs without affinity: nothing is recorded."""
+    from fleet.scheduler import Candidate, Decision
 
     state = InProcessLiveState()
-    asked: list[float] = []
-    recorded = state.set_affinity
+    asked: list[tuple[int, float] | None] = []
+    claim = state.claim_slot
 
-    async def set_affinity(conversation: str, worker_id: int, ttl: float) -> None:
-        asked.append(ttl)
-        await recorded(conversation, worker_id, ttl)
+    async def claim_slot(*args: Any, affinity: tuple[int, float] | None = None, **kwargs: Any) -> Any:
+        asked.append(affinity)
+        return await claim(*args, affinity=affinity, **kwargs)
 
-    monkeypatch.setattr(state, "set_affinity", set_affinity)
-    monkeypatch.setattr("inference.dispatch.live_state", lambda: state)
+    async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Decision, str | None]:
+        return Decision(ranked=[Candidate(worker=WORKER, busy=0, reason="test")]), None
+
+    monkeypatch.setattr(state, "claim_slot", claim_slot)
+    monkeypatch.setattr("inference.admission.live_state", lambda: state)
+    monkeypatch.setattr("core.lease.live_state", lambda: state)
+    monkeypatch.setattr("inference.admission.rank", rank)
     settings.OCS = {**settings.OCS, "AFFINITY_TTL_S": ttl_s}
 
     async def scenario() -> int | None:
-        await dispatch._remember_worker(Want(user_id=1, pool_id=1, model_id="m", conversation="c1"),
-                                        replace(WORKER, id=7))
+        from inference.admission import try_claim
+
+        slot = await try_claim(Want(user_id=1, pool_id=1, model_id="m", conversation="c1"))
+        assert slot is not None
+        await slot.release()
         return (await state.view([7], "c1")).affinity_worker_id
 
     assert asyncio.run(scenario()) == kept
-    assert asked == ([ttl_s] if ttl_s else [])
+    assert asked == ([(7, ttl_s)] if ttl_s else [None])
+
+
+def test_held_leases_are_renewed_together_and_outlive_their_lease_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One renewal task per event loop keeps every held lease alive, in one call for all; a
+    released one is renewed no more."""
+    state = InProcessLiveState()
+    calls: list[int] = []
+    renew_many = state.renew_many
+
+    async def counted(leases: list[tuple[str, str]], lease_s: float) -> None:
+        calls.append(len(leases))
+        await renew_many(leases, lease_s)
+
+    monkeypatch.setattr(state, "renew_many", counted)
+    monkeypatch.setattr("core.lease.live_state", lambda: state)
+
+    async def scenario() -> tuple[dict[str, int], dict[str, int]]:
+        with override_settings(OCS={**settings.OCS, "SLOT_LEASE_S": 0.09}):
+            held = []
+            for resource in ("w:1", "w:2", "conc:user:1"):
+                lease_id = await state.claim(resource, 1, 0.09)
+                assert lease_id is not None
+                held.append(Lease(resource, lease_id).keep())
+            await asyncio.sleep(0.25)  # almost three lease times
+            alive = await state.busy(["w:1", "w:2", "conc:user:1"])
+            await held[0].release()
+            held[1].detach()
+            await asyncio.sleep(0.2)
+            later = await state.busy(["w:1", "w:2", "conc:user:1"])
+            await held[2].release()
+            return alive, later
+
+    alive, later = asyncio.run(scenario())
+    assert alive == {"w:1": 1, "w:2": 1, "conc:user:1": 1}
+    # w:2 was detached (to be freed with a request's end, which this test does not do): it is no
+    # longer renewed and has run out; the lease still held is renewed alone.
+    assert later == {"w:1": 0, "w:2": 0, "conc:user:1": 1}
+    assert calls[0] == 3 and calls[-1] == 1

@@ -7,7 +7,7 @@ import uuid
 import pytest
 from django.conf import settings
 
-from core.live import InProcessLiveState, RedisLiveState
+from core.live import InProcessLiveState, RedisLiveState, Settlement
 
 BACKENDS = ["in-process"] + (["redis"] if settings.REDIS_URL else [])
 
@@ -92,6 +92,50 @@ def test_suspects_and_affinity_are_shared_and_expire(kind: str) -> None:
         assert view.suspects == frozenset({5}) and view.affinity_worker_id == 9
         assert (await second.view([5, 6, 9], "conv-b")).affinity_worker_id is None
         assert (await second.view([5], "conv-c")).affinity_worker_id is None
+
+    asyncio.run(scenario())
+
+
+def _fair_counter(live: InProcessLiveState | RedisLiveState, policy: str, line: str, student: str) -> float:
+    if isinstance(live, InProcessLiveState):
+        return live._fair_counters[(policy, line)][student]
+    return float(live._sync.hget(live._k("fair", "ctr", policy, line), student) or 0)
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_the_request_path_reads_and_writes_in_few_round_trips_with_the_same_meaning(kind: str) -> None:
+    """The uncontended request's live-state steps, folded together: the load with whose turn it
+    is, a claim that records the conversation's worker, and an end that frees and settles
+    everything at once — each seen by another process as the separate steps were."""
+    first, second = make_backends(kind, processes=2)
+
+    async def scenario() -> None:
+        assert (await first.view([3], None, fair_line="1:m", fair_policy="tokens")).fair_turn is None
+        await second.fair_join("1:m", "tokens", request="r1", student="8", weight=1.0, cost=100.0, ttl_s=30)
+        assert (await first.view([3], None, fair_line="1:m", fair_policy="tokens")).fair_turn == "r1"
+        assert (await first.view([3], None)).fair_turn is None  # not asked, not read
+        await second.fair_leave("1:m", "r1")
+
+        claim = await first.claim_slot("worker:3", 2, 30, student="8", conversation="conv-z", affinity=(3, 30.0))
+        assert claim is not None
+        view = await second.view([3], "conv-z")
+        assert view.busy == {3: 1} and view.affinity_worker_id == 3
+        assert await first.claim_slot("worker:3", 2, 30, student="8", conversation="conv-y") is not None
+        assert (await second.view([3], "conv-y")).affinity_worker_id is None  # no affinity asked
+
+        concurrency = await first.claim("conc:user:8", 4, 30)
+        assert concurrency is not None
+        await first.settle(["user:8"], "2026-12-01", 500)
+        await first.fair_charge("1:m", "tokens", student="8", amount=50.0)
+        await first.finish(Settlement(leases=(("worker:3", claim.lease_id), ("conc:user:8", concurrency)),
+                                      token_scopes=("user:8",), token_periods=("2026-12-01", "2026-W49"),
+                                      token_delta=-120, fair_line="1:m", fair_policy="tokens", fair_student="8",
+                                      fair_amount=25.0))
+        assert (await second.busy(["worker:3", "conc:user:8"])) == {"worker:3": 1, "conc:user:8": 0}
+        assert second.tokens_used_sync("user:8", "2026-12-01") == 380
+        assert second.tokens_used_sync("user:8", "2026-W49") == -120
+        assert _fair_counter(second, "tokens", "1:m", "8") == 75.0
+        await first.finish(Settlement())  # nothing to do is fine
 
     asyncio.run(scenario())
 
