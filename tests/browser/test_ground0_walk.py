@@ -22,6 +22,7 @@ from lessons.models import FleetSighting
 from lessons.syllabus import load_catalogue
 from tests.browser.conftest import PHONE, SCREENSHOTS, page_problems, signed_in_context
 from tests.conftest import MODEL_ID, wait_for
+from tests.lessons.helpers import copilot_agent_session
 
 pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 
@@ -55,13 +56,7 @@ def _timed_stream(base: str, key: str) -> tuple[str, float]:
 def _editor_session(base: str, key: str) -> None:
     """Copilot's Ollama route as the extension uses it: the key in the URL, an agent's system
     prompt and tools, two turns of one conversation."""
-    system = {"role": "system", "content": "You are an AI programming assistant in VS Code. " * 45}
-    tools = [{"type": "function", "function": {"name": name, "description": f"{name} a file",
-                                               "parameters": {"type": "object", "properties": {}}}}
-             for name in ("read_file", "edit_file", "run_in_terminal")]
-    turns = [[system, {"role": "user", "content": "Say hi"}],
-             [system, {"role": "user", "content": "Say hi"}, {"role": "assistant", "content": "Hi"},
-              {"role": "user", "content": "Again"}]]
+    tools, turns = copilot_agent_session()
     for messages in turns:
         response = httpx.post(f"{base}/ollama/{key}/v1/chat/completions", timeout=120,
                               headers={"User-Agent": "GitHubCopilotChat/0.31.0"},

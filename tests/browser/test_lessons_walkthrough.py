@@ -21,6 +21,7 @@ from inference.models import RequestLog
 from lessons.syllabus import load_catalogue
 from tests.browser.conftest import signed_in_context
 from tests.conftest import MODEL_ID, wait_for
+from tests.lessons.helpers import copilot_agent_session
 
 pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
@@ -44,13 +45,7 @@ def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
     # Copilot's Ollama provider: the key in the URL, no auth header, streamed chats that carry an
     # agent's system prompt and tools, two turns of one conversation.
     _, raw_key = student_key
-    system = {"role": "system", "content": "You are an AI programming assistant in VS Code. " * 45}
-    tools = [{"type": "function", "function": {"name": name, "description": f"{name} a file",
-                                               "parameters": {"type": "object", "properties": {}}}}
-             for name in ("read_file", "edit_file", "run_in_terminal")]
-    turns = [[system, {"role": "user", "content": "Say hi"}],
-             [system, {"role": "user", "content": "Say hi"}, {"role": "assistant", "content": "Hi"},
-              {"role": "user", "content": "Again"}]]
+    tools, turns = copilot_agent_session()
     request_ids, measured_ms = [], []
     for messages in turns:
         sent = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Rows the lessons read, written as the gateway would write them."""
+"""Rows the lessons read, written as the gateway would write them, and what a real editor sends."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -12,6 +12,19 @@ COPILOT_AGENT = "GitHubCopilotChat/0.31.0"
 CLAUDE_AGENT = "claude-cli/2.1.197 (external, cli)"
 # What Claude Code 2.1.197 carries on every request (tests/fixtures/clients/claude-code-anthropic.json).
 AGENT_SHAPE: dict[str, Any] = {"tools_n": 24, "system_chars": 5_749}
+
+
+def copilot_agent_session() -> tuple[list[dict[str, Any]], list[list[dict[str, str]]]]:
+    """(tools, turns): what Copilot's agent sends on two turns of one conversation — a long
+    system prompt and tool definitions with every request — as the editor step expects."""
+    system = {"role": "system", "content": "You are an AI programming assistant in VS Code. " * 45}
+    tools = [{"type": "function", "function": {"name": name, "description": f"{name} a file",
+                                               "parameters": {"type": "object", "properties": {}}}}
+             for name in ("read_file", "edit_file", "run_in_terminal")]
+    turns = [[system, {"role": "user", "content": "Say hi"}],
+             [system, {"role": "user", "content": "Say hi"}, {"role": "assistant", "content": "Hi"},
+              {"role": "user", "content": "Again"}]]
+    return tools, turns
 
 
 def log_session(*, user: Any, key: Any, worker: Any, turns: int = 2, conversation: str = "c0ffee",
