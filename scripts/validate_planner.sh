@@ -4,7 +4,7 @@
 # configuration, predict a scaled class replay with plan_class, run the real replay twice through
 # the gateway (the noise), and compare with planner_check.
 #
-#   scripts/validate_planner.sh                 # all three configurations, ~35 min on 2 cores
+#   scripts/validate_planner.sh                 # all three configurations, ~25 min on 2 cores
 #   CONFIGS="2x2" scripts/validate_planner.sh   # one of them
 #
 # Per configuration, the demo is started three times, fresh each time (new workers, empty slot
@@ -22,7 +22,7 @@ PYTHON="${PYTHON:-.venv/bin/python}"
 OUT="${OUT:-/tmp/h20v/validation}"
 VAR_BASE="${VAR_BASE:-/tmp/h20v/var}"
 PORT_BASE="${PORT_BASE:-8610}"
-DURATION="${DURATION:-150}"
+DURATION="${DURATION:-180}"
 SCALE="${SCALE:-0.03}"
 SEED="${SEED:-1}"
 MIX="${MIX:-agent:3,claude:1,codex:1,chat:2,burst:1}"
