@@ -11,6 +11,9 @@ Percentiles are research.metrics.percentile's (linear between closest ranks).
 - Prompt tokens are the worker's count; `reused_prompt_tokens` those it found in its cache
   (the request log's `cached_tokens`); `computed_prompt_tokens` the rest.
 - `cache_hit_rate` = reused ÷ prompt tokens of completed turns (0-1).
+- `agents`: the agent personas' (AGENT_PERSONAS) turns pooled, the per-persona fields over all of
+  them together (TTFT percentiles over their completed turns, as per persona): the figure the
+  planner's answer and its validation are about.
 - Weighted service of a turn = computed prompt tokens × weight.prompt_token + output tokens ×
   weight.output_token, divided by the student's weight. The prompt part is received evenly from
   the end of its queue wait to its first token, the output part from the first token to the end.
@@ -246,6 +249,8 @@ def class_report(turns: Sequence[Turn], *, duration_s: float, weights: Weights,
         "refused": len(turns) - len(done),
         "per_student": per_student,
         "per_persona": per_persona,
+        "agents": {"students": sum(1 for p in persona_of.values() if p in AGENT_PERSONAS),
+                   **aggregate([t for t in turns if t.persona in AGENT_PERSONAS], weights)},
         "jain_index": jain_index(windows),
         "jain_index_per_backlogged_s": jain_index(windows, "jain_rate"),
         "jain_windows": [{"start_s": w["start_s"], "students": w["students"], "jain": w["jain"],

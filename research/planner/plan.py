@@ -2,7 +2,8 @@
 
 The prediction of one configuration is the class replay's JSON (research.class_metrics.class_report
 over the simulated turns, `config` beside it), so it compares with a measured replay field by
-field; the planner adds `agents` (the agent personas' turns together) and `prediction`.
+field; the planner adds to `agents` (the agent personas' turns together) the p95 with refused
+turns counted as infinite, and `prediction`.
 """
 from __future__ import annotations
 
@@ -62,7 +63,8 @@ class ClassPlan:
 
 def predict(plan: ClassPlan, cost: CostModel, *, calibration: dict[str, Any] | None = None) -> dict[str, Any]:
     """The class replay's JSON, predicted: `class_report` over the simulated turns, with `config`
-    as the replay writes it, `agents` and the `prediction`'s provenance."""
+    as the replay writes it, `agents` (the replay's pooled figures, plus the p95 with refused turns
+    counted as infinite) and the `prediction`'s provenance."""
     fleet = plan.fleet
     students = class_students(mix=plan.mix, seed=plan.seed, scale=plan.scale, context_tokens=fleet.context_tokens,
                               duration_s=fleet.duration_s, tools_inline=plan.tools_inline, model=fleet.model_id)
@@ -73,7 +75,7 @@ def predict(plan: ClassPlan, cost: CostModel, *, calibration: dict[str, Any] | N
     agent_turns = [t for t in turns if t.persona in AGENT_PERSONAS]
     p95 = agent_ttft_p95_s(turns)
     report["agents"] = {
-        "turns": len(agent_turns), "refused": sum(1 for t in agent_turns if not t.completed),
+        **report["agents"], "turns": len(agent_turns), "refused": sum(1 for t in agent_turns if not t.completed),
         "ttft_p95_s": None if p95 is None or math.isinf(p95) else p95, "ttft_p95_s_refused_as_infinite": p95,
     }
     report["config"] = {

@@ -157,6 +157,9 @@ class Simulation:
         self.counters: dict[str, float] = {}
         self.affinity: dict[str, tuple[int, float]] = {}
         self.turns: list[Turn] = []
+        # Idle workers a request entered this instant: their step begins once every event of the
+        # instant is handled, so requests that reach an idle worker together share its first batch.
+        self._idle_entered: list[_Worker] = []
 
     # --- the event queue ------------------------------------------------------------------------
 
@@ -167,7 +170,12 @@ class Simulation:
         for student in self.students:
             if student.arrival_s < self.plan.duration_s:
                 self._at(student.arrival_s, "send", student)
-        while self._events:
+        while self._events or self._idle_entered:
+            if self._idle_entered and (not self._events or self._events[0][0] > self.now):
+                entered, self._idle_entered = self._idle_entered, []
+                for worker in entered:
+                    self._begin_step(worker)
+                continue
             self.now, _, kind, payload = heapq.heappop(self._events)
             if kind == "send":
                 self._send(cast(Student, payload))
@@ -301,8 +309,11 @@ class Simulation:
         assert request.worker_id is not None
         worker = self.workers[request.worker_id]
         worker.running.append(request)
-        if not worker.stepping:
-            self._begin_step(worker)
+        # llama-server's loop takes every task queued before it builds a batch: requests reaching an
+        # idle worker at one instant (claimed together when slots freed together) share a batch, and
+        # which of them the event queue happened to hand over first must not decide that.
+        if not worker.stepping and worker not in self._idle_entered:
+            self._idle_entered.append(worker)
 
     def _begin_step(self, worker: _Worker) -> None:
         generating = [r for r in worker.running if r.first_token_s is not None]

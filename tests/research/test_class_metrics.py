@@ -78,6 +78,21 @@ def test_the_report_has_every_student_persona_and_key() -> None:
     assert sum(shares) == pytest.approx(1.0)
 
 
+def test_agents_pool_the_agent_personas_turns_as_one_persona() -> None:
+    # two agent personas' turns together: the percentiles are over the pooled turns, not a mean of
+    # the personas' percentiles; chat and refused turns are not in the TTFT figures
+    turns = [turn("a1", "agent", 0, 1, 5), turn("a1", "agent", 10, 12, 15), turn("c1", "claude", 0, 3, 6),
+             turn("c1", "claude", 20, 24, 26), turn("c1", "claude", 30, None, 31, completed=False,
+                                                    reason="queue_timeout"),
+             turn("h1", "chat", 0, 10, 11)]
+    report = class_report(turns, duration_s=40.0, weights=Weights(),
+                          roster=[("a1", "agent"), ("c1", "claude"), ("h1", "chat"), ("x1", "codex")])
+    agents = report["agents"]
+    assert agents["students"] == 3 and agents["completed"] == 4 and agents["refused"] == 1
+    assert agents["ttft_ms"]["p50"] == pytest.approx(2500.0)  # of 1, 2, 3, 4 s
+    assert agents["ttft_ms"]["p95"] == pytest.approx(3850.0)
+
+
 def test_chat_under_load_needs_three_agents_and_a_burst_running() -> None:
     busy = [turn(f"a{i}", "agent", 0, 5, 20) for i in range(3)] + [turn("b", "burst", 0, 5, 20)]
     loaded = turn("c", "chat", 10, 11, 12)

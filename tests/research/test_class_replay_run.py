@@ -24,8 +24,9 @@ def test_a_short_class_replay_is_stored_with_the_workers_counts(gateway, worker)
 
     assert run.kind == BenchmarkRun.Kind.CLASS_REPLAY and run.status == BenchmarkRun.Status.DONE, run.error
     report = replay_json(run)
-    assert {"per_student", "per_persona", "jain_index", "cache_hit_rate", "tokens_per_s_per_worker",
+    assert {"per_student", "per_persona", "agents", "jain_index", "cache_hit_rate", "tokens_per_s_per_worker",
             "config"} <= set(report)
+    assert report["agents"]["students"] == 3  # agent, claude and codex pooled (the planner's figure)
     assert {"workers", "slots", "context", "policy", "weights"} <= set(report["config"])
     assert report["config"]["policy"] == "requests" and report["config"]["workers"] == 1
     assert sorted(row["persona"] for row in report["per_student"]) == ["agent", "burst", "chat", "claude", "codex"]

@@ -104,6 +104,20 @@ def test_decode_slows_with_the_batch_and_prompts_wait_for_the_decoding_slots() -
     assert second.end_s == pytest.approx(0.55)
 
 
+def test_requests_reaching_an_idle_worker_at_one_instant_share_its_first_batch() -> None:
+    """llama-server builds a batch from every task queued when its loop turns: two prompts that
+    arrive together at an idle worker are evaluated together, the short one waiting for the long
+    one (found by the predict-then-measure check, docs/research/planner-validation.md)."""
+    long = Scripted("long", [shape(("l", 100), output=2, conversation="cl")])
+    short = Scripted("short", [shape(("s", 10), output=2, conversation="cs")])
+    for order in ([long, short], [short, long]):
+        turns, _ = simulate(plan=plan(slots=2), costs=[COST], students=order)
+        # both in at 0.5 s (the overhead), one step of 110 prompt tokens: first tokens at 0.5 + 1.1 s
+        assert sorted(t.first_token_s for t in turns) == [pytest.approx(1.6), pytest.approx(1.6)]
+        for student in order:
+            student.sent, student.ended = 0, []
+
+
 def test_a_request_that_waits_past_the_maximum_is_refused_with_the_gateways_retry_after() -> None:
     a = Scripted("a", [shape(("a", 100), output=50, conversation="ca")])  # holds the slot 0.5 + 1 + 4.9 s
     b = Scripted("b", [shape(("b", 10), output=2, conversation="cb")], arrival_s=1.0)

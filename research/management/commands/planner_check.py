@@ -1,0 +1,113 @@
+"""`manage.py planner_check`: the planner's prediction against measured class replays (a benchmark).
+
+    manage.py planner_check --predicted plan.json --measured run1.json --measured run2.json
+    manage.py planner_check --case 1x4:plan-1x4.json:a.json,b.json --case 2x2:plan-2x2.json:c.json,d.json \\
+        --case 2x4:plan-2x4.json:e.json,f.json --json check.json
+
+`--predicted` is `plan_class --json` (or any class replay JSON), `--measured` `class_replay --json`
+of the same configuration (seed, mix, scale, duration). Prints, per configuration, agent and chat
+TTFT p50 and p95: predicted, each run, the ratio predicted ÷ measured, the runs' spread and the
+verdict (research/planner/compare.py); with two configurations or more, their ranking by agent
+p95 TTFT, predicted and measured. Exits 0 whatever the verdicts: it measures, it does not gate.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from research.planner.compare import BOUND, Comparison, compare_reports, rank_configurations, replay_report
+
+
+def read_json(path: str) -> dict[str, Any]:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CommandError(f"{path}: {exc}") from None
+
+
+def parse_case(text: str) -> tuple[str, str, list[str]]:
+    parts = text.split(":")
+    if len(parts) != 3 or not all(parts):
+        raise CommandError(f"--case {text!r}: expected LABEL:PREDICTED.json:MEASURED.json[,MEASURED.json...]")
+    return parts[0], parts[1], [p for p in parts[2].split(",") if p]
+
+
+def seconds(value_ms: float | None) -> str:
+    return "-" if value_ms is None else f"{value_ms / 1000:.2f} s"
+
+
+def ratio_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+class Command(BaseCommand):
+    help = ("Compare the planner's prediction (plan_class --json) with measured class replays (class_replay --json): "
+            "agent and chat TTFT p50/p95 ratios, the runs' spread, a verdict per figure, and the ranking.")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--predicted", default=None, help="plan_class --json of one configuration.")
+        parser.add_argument("--measured", action="append", default=[],
+                            help="class_replay --json of the same configuration (repeat for each run).")
+        parser.add_argument("--label", default="", help="The configuration's name (with --predicted).")
+        parser.add_argument("--case", action="append", default=[],
+                            help="LABEL:PREDICTED.json:MEASURED.json,MEASURED.json (repeat per configuration).")
+        parser.add_argument("--bound", type=float, default=BOUND, help="Relative bound (0.25: ±25 %%).")
+        parser.add_argument("--json", default=None, help="Write the comparison to this file.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        cases = [parse_case(text) for text in options["case"]]
+        if options["predicted"] or options["measured"]:
+            if not options["predicted"] or not options["measured"]:
+                raise CommandError("--predicted needs at least one --measured, and the other way round")
+            cases.insert(0, (options["label"] or "configuration", options["predicted"], options["measured"]))
+        if not cases:
+            raise CommandError("give --predicted and --measured, or --case")
+        if not 0 < options["bound"] < 1:
+            raise CommandError("--bound must be in (0, 1)")
+        comparisons = []
+        for label, predicted_path, measured_paths in cases:
+            measured = [replay_report(read_json(path)) for path in measured_paths]
+            try:
+                predicted = replay_report(read_json(predicted_path), students=measured[0].get("config", {}).get(
+                    "students"))
+                comparison = compare_reports(predicted, measured, label=label, bound=options["bound"])
+            except ValueError as exc:
+                raise CommandError(f"{label}: {exc}") from None
+            comparisons.append(comparison)
+            self._show(comparison, predicted_path, measured_paths)
+        result: dict[str, Any] = {"bound": options["bound"], "configurations": [c.as_dict() for c in comparisons]}
+        if len(comparisons) > 1:
+            ranking = rank_configurations(comparisons)
+            result["ranking"] = ranking.as_dict()
+            self.stdout.write(f"ranking by {ranking.figure}, lowest first:")
+            self.stdout.write(f"  predicted  {' < '.join(ranking.predicted)}")
+            self.stdout.write(f"  measured   {' < '.join(ranking.measured)}")
+            self.stdout.write("  the same order" if ranking.same else "  NOT the same order")
+            for low, high in ranking.unresolved:
+                self.stdout.write(f"  measured {low} and {high}: their runs overlap, the order is inside the noise")
+        held = sum(1 for c in comparisons for f in c.figures if f.holds)
+        total = sum(len(c.figures) for c in comparisons)
+        self.stdout.write(f"figures within the bound or the spread: {held} of {total}")
+        if options["json"]:
+            Path(options["json"]).write_text(json.dumps(result, indent=2))
+            self.stdout.write(f"wrote {options['json']}")
+
+    def _show(self, comparison: Comparison, predicted_path: str, measured_paths: list[str]) -> None:
+        self.stdout.write(f"{comparison.label}: predicted {predicted_path}; measured {', '.join(measured_paths)}")
+        runs = len(comparison.figures[0].measured_ms)
+        header = (f"  {'figure':<15} {'predicted':>10} " + " ".join(f"{f'run {n}':>9}" for n in range(1, runs + 1))
+                  + f" {'ratio':>6} {'per run':>12} {'spread':>7}  verdict")
+        self.stdout.write(header)
+        for check in comparison.figures:
+            per_run = " ".join(ratio_text(r) for r in check.run_ratios) or "-"
+            spread = "-" if check.spread is None else f"{check.spread:.0%}"
+            self.stdout.write(f"  {check.name:<15} {seconds(check.predicted_ms):>10} "
+                              + " ".join(f"{seconds(v):>9}" for v in check.measured_ms)
+                              + f" {ratio_text(check.ratio):>6} {per_run:>12} {spread:>7}  {check.verdict_text()}")
+        for text in comparison.mismatches:
+            self.stdout.write(f"  configuration differs: {text}")
+        for text in comparison.notes:
+            self.stdout.write(f"  note: {text}")

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Predict, then measure (issue 20 item 4, docs/research/planner-validation.md): for three
+# configurations of CPU workers on this machine, calibrate the planner from bench runs of that
+# configuration, predict a scaled class replay with plan_class, run the real replay twice through
+# the gateway (the noise), and compare with planner_check.
+#
+#   scripts/validate_planner.sh                 # all three configurations, ~25 min on 2 cores
+#   CONFIGS="2x2" scripts/validate_planner.sh   # one of them
+#
+# Per configuration, the demo is started three times, fresh each time (new workers, empty slot
+# caches, a new gateway): once for the bench runs, once for each replay, so the two replays start
+# from the same state as the simulation (empty slots) and as each other. Each configuration has a
+# database of its own ($VAR_BASE/<config>), so `calibrate_worker --worker` sees only its own runs.
+# A step whose output file exists is skipped: a run cut short resumes where it stopped.
+#
+# Environment: OUT (results, default /tmp/h20v/validation), VAR_BASE (default /tmp/h20v/var),
+# PORT_BASE (default 8610), DURATION, SCALE, SEED, MIX, POLICY, PYTHON.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-.venv/bin/python}"
+OUT="${OUT:-/tmp/h20v/validation}"
+VAR_BASE="${VAR_BASE:-/tmp/h20v/var}"
+PORT_BASE="${PORT_BASE:-8610}"
+DURATION="${DURATION:-180}"
+SCALE="${SCALE:-0.03}"
+SEED="${SEED:-1}"
+MIX="${MIX:-agent:3,claude:1,codex:1,chat:2,burst:1}"
+POLICY="${POLICY:-tokens}"
+# name:workers:slots:context (tokens per slot)
+ALL_CONFIGS="1x4:1:4:4096 2x2:2:2:4096 2x4:2:4:2048"
+CONFIGS="${CONFIGS:-1x4 2x2 2x4}"
+
+# The embedded default (SQLite, in-process live state): class_replay cannot set the gateway's
+# policy there, so the gateway, the planner and the replay all read it from here.
+export OCS_FAIR_POLICY="$POLICY"
+export OCS_LIVE_NAMESPACE="${OCS_LIVE_NAMESPACE:-h20v}"
+unset DATABASE_URL REDIS_URL
+mkdir -p "$OUT"
+
+say() { echo "[$(date -u +%H:%M:%S)] $*"; }
+
+DEMO_PID=""
+demo_start() {  # name workers slots context port log
+    local name=$1 workers=$2 slots=$3 context=$4 port=$5 log=$6
+    say "$name: demo --workers $workers --slots $slots --context $context --port $port"
+    "$PYTHON" manage.py demo --workers "$workers" --slots "$slots" --context "$context" --port "$port" >"$log" 2>&1 &
+    DEMO_PID=$!
+    for _ in $(seq 1 360); do
+        if grep -q "OCS Intelligence is up" "$log"; then
+            say "$name: $(grep -m1 'OCS Intelligence is up' "$log" | cut -c1-40)"
+            return 0
+        fi
+        if ! kill -0 "$DEMO_PID" 2>/dev/null; then
+            tail -20 "$log"; echo "the demo exited" >&2; exit 1
+        fi
+        sleep 0.5
+    done
+    tail -20 "$log"; echo "the demo did not come up in 180 s" >&2; exit 1
+}
+demo_stop() {
+    if [ -n "$DEMO_PID" ] && kill -0 "$DEMO_PID" 2>/dev/null; then
+        kill -TERM "$DEMO_PID"
+        wait "$DEMO_PID" || true
+    fi
+    DEMO_PID=""
+}
+trap demo_stop EXIT
+
+bench_worker() {  # worker slots prefix: a prompt-size sweep at concurrency 1, then a concurrency sweep
+    local worker=$1 slots=$2 prefix=$3 levels="1,2"
+    [ "$slots" -ge 4 ] && levels="1,2,4"
+    for prompt in 64 256 768; do
+        "$PYTHON" manage.py bench --worker "$worker" --requests 3 --warmup 1 --concurrency 1 \
+            --prompt-tokens "$prompt" --output-tokens 8 --label "h20v prompt sweep $prompt" \
+            --json "$prefix-prompt-$prompt.json"
+    done
+    "$PYTHON" manage.py bench --worker "$worker" --requests 6 --warmup 1 --concurrency "$levels" \
+        --prompt-tokens 128 --output-tokens 32 --label "h20v concurrency sweep" --json "$prefix-concurrency.json"
+}
+
+cases=()
+index=0
+for config in $ALL_CONFIGS; do
+    IFS=: read -r name workers slots context <<<"$config"
+    port=$((PORT_BASE + index)); index=$((index + 1))
+    case " $CONFIGS " in *" $name "*) ;; *) continue ;; esac
+    export OCS_VAR_DIR="$VAR_BASE/$name"
+    mkdir -p "$OCS_VAR_DIR"
+    dir="$OUT/$name"; mkdir -p "$dir"
+
+    # 1. Bench runs of this configuration: every worker loaded at once (they share the cores).
+    if [ ! -s "$dir/calibration.txt" ]; then
+        demo_start "$name" "$workers" "$slots" "$context" "$port" "$dir/demo-bench.log"
+        pids=()
+        for w in $(seq 1 "$workers"); do
+            bench_worker "demo-worker-$w" "$slots" "$dir/bench-w$w" >"$dir/bench-w$w.log" 2>&1 &
+            pids+=($!)
+        done
+        for pid in "${pids[@]}"; do wait "$pid"; done
+        demo_stop
+        say "$name: bench done"
+        # 2. The cost model, from worker 1's runs (the planner gives every worker the same one);
+        # worker 2's fit is printed beside it, as a check of that assumption.
+        for w in $(seq 2 "$workers"); do
+            "$PYTHON" manage.py calibrate_worker --worker "demo-worker-$w" --label "h20v $name worker $w" \
+                >"$dir/calibration-w$w.txt"
+        done
+        "$PYTHON" manage.py calibrate_worker --worker demo-worker-1 --label "h20v $name worker 1" >"$dir/calibration.txt"
+    fi
+    calibration=$(tail -1 "$dir/calibration.txt" | awk '{print $2}')
+    say "$name: calibration $calibration"
+
+    # 3. The prediction, with the replay's own flags.
+    if [ ! -s "$dir/plan.json" ]; then
+        "$PYTHON" manage.py plan_class --calibration "$calibration" --mix "$MIX" --workers "$workers" \
+            --slots "$slots" --context "$context" --duration "$DURATION" --scale "$SCALE" --seed "$SEED" \
+            --policy "$POLICY" --json "$dir/plan.json" | tee "$dir/plan.txt"
+    fi
+
+    # 4. The real replay, twice, each on a fresh demo.
+    for run in 1 2; do
+        if [ ! -s "$dir/replay-$run.json" ]; then
+            demo_start "$name" "$workers" "$slots" "$context" "$port" "$dir/demo-replay-$run.log"
+            "$PYTHON" manage.py class_replay --base-url "http://127.0.0.1:$port/v1" --mix "$MIX" \
+                --duration "$DURATION" --scale "$SCALE" --seed "$SEED" --policy "$POLICY" \
+                --label "h20v $name run $run" --json "$dir/replay-$run.json" | tee "$dir/replay-$run.txt"
+            demo_stop
+        fi
+    done
+    cases+=(--case "$name:$dir/plan.json:$dir/replay-1.json,$dir/replay-2.json")
+    "$PYTHON" manage.py planner_check --label "$name" --predicted "$dir/plan.json" \
+        --measured "$dir/replay-1.json" --measured "$dir/replay-2.json" | tee "$dir/check.txt"
+done
+
+# 5. All configurations together: the verdicts and the ranking by agent p95 TTFT.
+if [ "${#cases[@]}" -gt 2 ]; then
+    "$PYTHON" manage.py planner_check "${cases[@]}" --json "$OUT/check.json" | tee "$OUT/check.txt"
+fi
+say "done: $OUT"
