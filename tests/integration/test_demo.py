@@ -1,6 +1,7 @@
 """The front door: `manage.py demo` comes up, prints its contract lines, serves, and stops cleanly."""
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -136,22 +137,72 @@ def _is_llama(pid: int) -> bool:
         return False
 
 
-def test_demo_again_reuses_the_database_and_issues_a_new_key(tmp_path: Path) -> None:
+REHEARSAL_FACTS = """
+import json
+from pathlib import Path
+from fleet.models import Gpu, Rig, Worker
+from lessons.research_bridge import benchmark_runs
+from research.models import BenchmarkRun
+rig = Rig.objects.get(name="rehearsal-rig")
+run = BenchmarkRun.objects.filter(worker__name="rehearsal-rig-a").order_by("-id").first()
+print(json.dumps({
+    "rehearsal": rig.rehearsal,
+    "gpus": sorted(Gpu.objects.filter(rig=rig).values_list("name", "uuid")),
+    "workers": {w.name: [w.gpu_indices, w.launch.get("model_path"), Path(w.launch.get("model_path", "")).is_file()]
+                for w in Worker.objects.filter(rig=rig)},
+    "run": {"launch_rehearsal": run.launch.get("rehearsal"), "measured_on": benchmark_runs()[0].measured_on,
+            "facts_from": (run.summary.get("roofline") or {}).get("model_facts_from")},
+}))
+"""
+
+
+def test_demo_again_reuses_the_database_issues_a_new_key_and_rehearses_rig_day(tmp_path: Path) -> None:
+    """The second start is `--rehearsal` (issue 19): the real rig agent from a rig-side directory,
+    NVML faked, 2 workers x 4 cards; a bench run against one of its workers from the control
+    plane's checkout, where the model path the rig reports opens nothing."""
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(OCS_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
-    keys = []
-    for _ in range(2):
+    keys, rehearsal_lines = [], []
+    for args in (["--workers", "0"], ["--rehearsal", "--slots", "1", "--context", "2048"]):
         demo = subprocess.Popen(
-            [sys.executable, "manage.py", "demo", "--port", str(free_port()), "--workers", "0"],
+            [sys.executable, "manage.py", "demo", "--port", str(free_port()), *args],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         try:
-            keys.append(_read_until(demo, "OCS_API_KEY=", timeout_s=60)[-1])
+            lines = _read_until(demo, "OCS_API_KEY=", timeout_s=120)
+            keys.append(lines[-1])
+            if "--rehearsal" in args:
+                rehearsal_lines = lines
+                bench = subprocess.run(
+                    [sys.executable, "manage.py", "bench", "--worker", "rehearsal-rig-a", "--requests", "2",
+                     "--warmup", "0", "--prompt-tokens", "20", "--output-tokens", "16"],
+                    cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+                assert bench.returncode == 0, bench.stdout + bench.stderr
         finally:
             demo.send_signal(signal.SIGINT)
-            demo.wait(timeout=30)
+            demo.wait(timeout=60)
         assert demo.returncode == 0
     assert keys[0] != keys[1]
+    assert any(line.startswith("REHEARSAL: rig rehearsal-rig is a rehearsal rig") for line in rehearsal_lines)
+    assert any("worker rehearsal-rig-a: healthy" in line and "(GPUs 0,1,2,3," in line for line in rehearsal_lines)
+    assert any("worker rehearsal-rig-b: healthy" in line and "(GPUs 4,5,6,7," in line for line in rehearsal_lines)
+    rig_dir = tmp_path / "rehearsal-rig"
+    assert 'telemetry = "rehearsal"' in (rig_dir / "rig.toml").read_text()
+    assert (rig_dir / "rig.token").stat().st_mode & 0o077 == 0
+    facts = json.loads(subprocess.run(
+        [sys.executable, "manage.py", "shell", "--no-imports", "-c", REHEARSAL_FACTS],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=True,
+    ).stdout)
+    assert facts["rehearsal"] is True
+    assert len(facts["gpus"]) == 8 and all(name == "NVIDIA GeForce GTX 1070" and uuid.startswith("REHEARSAL-")
+                                           for name, uuid in facts["gpus"])
+    model_path = facts["workers"]["rehearsal-rig-a"][1]
+    assert facts["workers"]["rehearsal-rig-a"][0] == [0, 1, 2, 3] and facts["workers"]["rehearsal-rig-b"][0] == [4, 5, 6, 7]
+    # The rig's model path, relative to the rig's directory: from the control plane's it opens nothing.
+    assert model_path.startswith("models/") and facts["workers"]["rehearsal-rig-a"][2] is False
+    # The run keeps that it was a rehearsal; its roofline came from the agent's report of the file.
+    assert facts["run"]["launch_rehearsal"] is True and facts["run"]["measured_on"] != "rig"
+    assert facts["run"]["facts_from"] == "agent"
     assert (tmp_path / "ocs.sqlite3").exists()
     count = subprocess.run(
         [sys.executable, "manage.py", "shell", "--no-imports", "-c",
