@@ -93,8 +93,8 @@ class GpuInline(admin.TabularInline):
 
 @admin.register(Rig)
 class RigAdmin(admin.ModelAdmin):
-    list_display = ("name", "address", "last_heartbeat_at", "gpu_status", "agent_version")
-    readonly_fields = ("token_prefix", "token_hash", "last_heartbeat_at", "gpu_status", "agent_version")
+    list_display = ("name", "address", "last_heartbeat_at", "gpu_status", "rehearsal", "agent_version")
+    readonly_fields = ("token_prefix", "token_hash", "last_heartbeat_at", "gpu_status", "rehearsal", "agent_version")
     inlines = [GpuInline]
 
 

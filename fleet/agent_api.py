@@ -186,6 +186,8 @@ class HeartbeatRequest(serializers.Serializer):
     workers = WorkerReport(many=True)
     sent_at = serializers.FloatField(min_value=0, allow_null=True, required=False,
                                      help_text="The agent's clock when it sent the heartbeat, Unix seconds.")
+    rehearsal = serializers.BooleanField(required=False, default=False,
+                                         help_text="The rig's GPUs are faked (a rehearsal rig, telemetry = \"rehearsal\").")
 
     def validate_gpus(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         _unique(value, "index", "GPU index", most=MAX_GPUS)

@@ -57,6 +57,10 @@ class Rig(models.Model):
     last_heartbeat_at = models.DateTimeField(null=True, blank=True)
     agent_version = models.CharField(max_length=50, blank=True)
     gpu_status = models.CharField(max_length=200, blank=True, help_text="'no GPUs' or the NVML error, if any.")
+    rehearsal = models.BooleanField(
+        default=False,
+        help_text="Its agent runs with NVML faked (telemetry = \"rehearsal\"): CPU workers and made-up GPU "
+                  "readings, never rig evidence. Set by its heartbeats.")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -128,11 +128,14 @@ def sample_time(*, sampled_at: float | None, sent_at: float | None, received: da
 
 @transaction.atomic
 def rig_heartbeat(*, rig: Rig, gpu_status: str, gpus: list[dict[str, Any]], workers: list[dict[str, Any]],
-                  sent_at: float | None = None) -> None:
+                  sent_at: float | None = None, rehearsal: bool = False) -> None:
+    """Stores a heartbeat: the GPUs' latest readings, the workers' process states, and whether the
+    rig is a rehearsal (its GPUs faked: every heartbeat says, an older agent's none = a real rig)."""
     now = timezone.now()
     rig.last_heartbeat_at = now
     rig.gpu_status = gpu_status[:200]
-    rig.save(update_fields=["last_heartbeat_at", "gpu_status"])
+    rig.rehearsal = rehearsal
+    rig.save(update_fields=["last_heartbeat_at", "gpu_status", "rehearsal"])
     for sample in gpus:
         fields = {k: v for k, v in sample.items() if k not in ("index", "sampled_at")}
         at = sample_time(sampled_at=sample.get("sampled_at"), sent_at=sent_at, received=now)

@@ -92,6 +92,7 @@ def network() -> dict[str, Any]:
     for rig in Rig.objects.prefetch_related("workers"):
         age_s = None if rig.last_heartbeat_at is None else (now - rig.last_heartbeat_at).total_seconds()
         rigs.append({"name": rig.name, "heartbeat_age_s": age_s, "agent_version": rig.agent_version,
+                     "rehearsal": rig.rehearsal,
                      "silent": age_s is None or age_s > silent_s, "workers": len(rig.workers.all())})
     urls = list(Worker.objects.values_list("base_url", flat=True))
     return {
@@ -106,7 +107,7 @@ def rigs() -> list[dict[str, Any]]:
     rows = []
     for rig in Rig.objects.prefetch_related("gpus", "workers__model"):
         rows.append({
-            "name": rig.name, "gpu_status": rig.gpu_status,
+            "name": rig.name, "gpu_status": rig.gpu_status, "rehearsal": rig.rehearsal,
             "gpus": [{"index": g.index, "name": g.name, "utilization_pct": g.utilization_pct,
                       "memory_used_mib": g.memory_used_mib, "memory_total_mib": g.memory_total_mib,
                       "pcie": f"Gen{g.pcie_gen} x{g.pcie_width}" if g.pcie_gen and g.pcie_width else ""}

@@ -93,7 +93,10 @@ def _measured(run: Any, uuids: dict[tuple[str, int], str]) -> dict[str, Any]:
     worker = getattr(run, "worker", None)
     rig = worker.rig.name if worker is not None and getattr(worker, "rig", None) is not None else ""
     samples = list(getattr(run, "sampled", []))  # (rig name, GPU index) of its GPU samples
-    return {"measured_on": measured_on(rig=rig, sampled_gpu_uuids=[uuids.get(key, "") for key in samples]),
+    launch = getattr(run, "launch", None)
+    rehearsal = isinstance(launch, dict) and launch.get("rehearsal") is True
+    return {"measured_on": measured_on(rig=rig, sampled_gpu_uuids=[uuids.get(key, "") for key in samples],
+                                       rehearsal=rehearsal),
             "rig": rig, "gpu_samples": len(samples),
             "layout": f"{worker.name if worker is not None else '-'}:{_gpus_of(getattr(run, 'launch', None))}"}
 

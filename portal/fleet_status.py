@@ -55,6 +55,7 @@ def _read_database() -> dict[str, Any]:
             "heartbeat_age_s": round((now - rig.last_heartbeat_at).total_seconds()) if rig.last_heartbeat_at else None,
             "agent_version": rig.agent_version,
             "gpu_status": rig.gpu_status,
+            "rehearsal": rig.rehearsal,
             "gpus": [{
                 "index": gpu.index, "name": gpu.name, "utilization_pct": gpu.utilization_pct,
                 "memory_used_mib": gpu.memory_used_mib, "memory_total_mib": gpu.memory_total_mib,

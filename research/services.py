@@ -201,6 +201,14 @@ def worker_for_url(base_url: str) -> Worker | None:
     return Worker.objects.filter(base_url__in=[base_url.rstrip("/"), base_url.rstrip("/") + "/"]).first()
 
 
+def rehearsal_marks(worker: Worker | None) -> dict[str, Any]:
+    """What a run keeps in its launch when its worker is on a rehearsal rig: {"rig", "rehearsal":
+    True}, else {}. Kept with the run, since its GPU readings were made up (fleet/agent/rehearsal.py):
+    it shows as a rehearsal and never counts as rig evidence, whatever the rig does later."""
+    rig = worker.rig if worker is not None and worker.rig_id is not None else None
+    return {"rig": rig.name, "rehearsal": True} if rig is not None and rig.rehearsal else {}
+
+
 def benchmark_run(
     *,
     target: Target,
@@ -227,6 +235,7 @@ def benchmark_run(
                             **(worker.launch or {})})
     full_launch.update(launch_from_props(props))
     full_launch.update(launch or {})
+    full_launch.update(rehearsal_marks(worker))
     run = BenchmarkRun.objects.create(
         experiment=experiment, group=group, scenario=scenario, label=label,
         target=BenchmarkRun.Target.GATEWAY if gateway else BenchmarkRun.Target.WORKER,

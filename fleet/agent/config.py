@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from fleet.agent.rehearsal import GPU_COUNT as REHEARSAL_GPU_COUNT
 from fleet.local_worker import LaunchOptions
 
 SPLIT_MODES = {"none", "layer", "row", "tensor"}
+TELEMETRY_SOURCES = {"nvml", "rehearsal"}  # rehearsal: NVML faked (fleet/agent/rehearsal.py)
 ROPE_SCALINGS = {"none", "linear", "yarn"}
 
 
@@ -52,6 +54,13 @@ class AgentConfig:
     log_dir: str | None = None
     key_dir: str | None = None  # the workers' key files (0600); None: a private temporary directory
     workers: tuple[WorkerConfig, ...] = field(default_factory=tuple)
+    # "nvml": the GPUs as NVML reads them. "rehearsal": a rehearsal rig of CPU workers, its 8
+    # GTX 1070s faked at NVML's boundary (fleet/agent/rehearsal.py); its heartbeats say so.
+    telemetry: str = "nvml"
+
+    @property
+    def rehearsal(self) -> bool:
+        return self.telemetry == "rehearsal"
 
 
 def _get(table: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str, default: Any = ...) -> Any:
@@ -88,6 +97,9 @@ def _worker(table: dict[str, Any], index: int) -> WorkerConfig:
     context = _get(table, "context", int, where, 8192)
     if slots < 1 or context < 256:
         raise AgentConfigError(f"{where}: `slots` must be >= 1 and `context` >= 256")
+    threads = _get(table, "threads", int, where, None)
+    if threads is not None and threads < 1:
+        raise AgentConfigError(f"{where}: `threads` must be >= 1")
     return WorkerConfig(
         name=name,
         model_id=_get(table, "model_id", str, where),
@@ -98,6 +110,7 @@ def _worker(table: dict[str, Any], index: int) -> WorkerConfig:
         context=context,
         slots=slots,
         options=LaunchOptions(
+            threads=threads,
             n_gpu_layers=_get(table, "n_gpu_layers", int, where, None),
             split_mode=split_mode,
             tensor_split=tensor_split,
@@ -177,6 +190,14 @@ def parse_agent_config(text: str, *, base_dir: Path | None = None) -> AgentConfi
     used = [g for w in workers for g in w.gpus]
     if len(set(used)) != len(used):
         raise AgentConfigError("workers: a GPU is given to two workers")
+    telemetry = _get(rig, "telemetry", str, "[rig]", "nvml")
+    if telemetry not in TELEMETRY_SOURCES:
+        raise AgentConfigError(f"[rig]: `telemetry` must be one of {sorted(TELEMETRY_SOURCES)}")
+    if telemetry == "rehearsal":
+        beyond = sorted(g for g in used if g >= REHEARSAL_GPU_COUNT)
+        if beyond:
+            raise AgentConfigError(f"workers: GPU(s) {beyond} do not exist on a rehearsal rig "
+                                   f"({REHEARSAL_GPU_COUNT} GPUs, 0-{REHEARSAL_GPU_COUNT - 1})")
     llama = data.get("llama_server", {})
     return AgentConfig(
         control_plane_url=url,
@@ -189,6 +210,7 @@ def parse_agent_config(text: str, *, base_dir: Path | None = None) -> AgentConfi
         log_dir=_get(llama, "log_dir", str, "[llama_server]", None),
         key_dir=_get(llama, "key_dir", str, "[llama_server]", None),
         workers=workers,
+        telemetry=telemetry,
     )
 
 

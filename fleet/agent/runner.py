@@ -3,6 +3,7 @@ Talks to the control plane over HTTPS with its rig token; needs no database."""
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import ssl
 import tempfile
@@ -15,6 +16,7 @@ from typing import Any
 import httpx
 
 from fleet.agent.config import AgentConfig
+from fleet.agent.rehearsal import RehearsalRig, WorkerProcess
 from fleet.agent.supervisor import WorkerSupervisor
 from fleet.agent.telemetry import GpuSample, read_gpus
 
@@ -55,14 +57,17 @@ class RigAgentRunner:
         config: AgentConfig,
         *,
         http: httpx.Client | None = None,
-        telemetry: Callable[[], tuple[str, list[GpuSample]]] = read_gpus,
+        telemetry: Callable[[], tuple[str, list[GpuSample]]] | None = None,
     ) -> None:
+        """`telemetry`: what reads the GPUs each round; by default NVML (read_gpus), or on a
+        rehearsal rig (`telemetry = "rehearsal"`) NVML faked from the workers' processes."""
         self.config = config
         # trust_env=False: no proxy from the environment; the CA is the config's ca_file (a
         # private or self-signed one), or the system's.
         verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=config.ca_file) if config.ca_file else True
         self.http = http or httpx.Client(timeout=10, trust_env=False, verify=verify)
-        self.telemetry = telemetry
+        self.rehearsal_rig = RehearsalRig(rig_name=config.rig_name) if config.rehearsal else None
+        self.telemetry = telemetry or (self._rehearsal_telemetry if config.rehearsal else read_gpus)
         self.registered = False
         log_dir = Path(config.log_dir) if config.log_dir else None
         binary = Path(config.llama_server) if config.llama_server else None
@@ -74,6 +79,22 @@ class RigAgentRunner:
             WorkerSupervisor(worker, host=config.address, binary=binary, log_dir=log_dir, key_dir=key_dir)
             for worker in config.workers
         ]
+
+    def _rehearsal_telemetry(self) -> tuple[str, list[GpuSample]]:
+        assert self.rehearsal_rig is not None
+        workers = [WorkerProcess(pid=s.process.pid if s.process is not None else None, gpus=s.worker.gpus,
+                                 threads=s.worker.options.threads or os.cpu_count() or 1)
+                   for s in self.supervisors]
+        return read_gpus(self.rehearsal_rig.nvml(workers))
+
+    def _heartbeat(self, *, gpu_status: str, gpus: list[GpuSample], workers: list[dict[str, Any]]) -> None:
+        self._post("/agent/v1/heartbeat", {
+            "gpu_status": gpu_status, "gpus": [g.as_dict() for g in gpus], "workers": workers,
+            "sent_at": round(time.time(), 3),
+            # A rehearsal rig says so in every heartbeat: the control plane marks it, and its
+            # runs are never taken for measurements of GPUs.
+            "rehearsal": self.config.rehearsal,
+        })
 
     def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
         response = self.http.post(
@@ -121,10 +142,7 @@ class RigAgentRunner:
         reports = [s.report() for s in self.supervisors]
         if self.registered:
             try:
-                self._post("/agent/v1/heartbeat", {
-                    "gpu_status": gpu_status, "gpus": [g.as_dict() for g in gpus], "workers": reports,
-                    "sent_at": round(time.time(), 3),
-                })
+                self._heartbeat(gpu_status=gpu_status, gpus=gpus, workers=reports)
             except httpx.HTTPError as exc:
                 errors.append(f"heartbeat: {exc}")
         for error in errors:
@@ -141,9 +159,6 @@ class RigAgentRunner:
         if self.registered:
             try:
                 gpu_status, gpus = self.telemetry()
-                self._post("/agent/v1/heartbeat", {
-                    "gpu_status": gpu_status, "gpus": [g.as_dict() for g in gpus],
-                    "workers": [s.report() for s in self.supervisors], "sent_at": round(time.time(), 3),
-                })
+                self._heartbeat(gpu_status=gpu_status, gpus=gpus, workers=[s.report() for s in self.supervisors])
             except httpx.HTTPError:
                 pass

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from types import ModuleType
 from typing import Any, Callable
+
+
+# The pynvml module, or an object with the same functions and constants: a test's fake, or a
+# rehearsal rig's (fleet/agent/rehearsal.py). Duck-typed, as pynvml's own functions are untyped.
+Nvml = Any
 
 
 @dataclass(frozen=True)
@@ -43,10 +47,10 @@ def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def read_gpus(nvml: ModuleType | None = None, *,
+def read_gpus(nvml: Nvml | None = None, *,
               clock: Callable[[], float] = time.time) -> tuple[str, list[GpuSample]]:
-    """(status, samples). `nvml` is the pynvml module; tests pass a fake of it. `clock`: the
-    wall clock each sample is stamped with (Unix seconds)."""
+    """(status, samples). `nvml` is the pynvml module; tests and rehearsal rigs pass a fake of it.
+    `clock`: the wall clock each sample is stamped with (Unix seconds)."""
     if nvml is None:
         try:
             import pynvml
@@ -56,7 +60,7 @@ def read_gpus(nvml: ModuleType | None = None, *,
     return _read_all(nvml, clock)
 
 
-def _read_all(nvml: ModuleType, clock: Callable[[], float]) -> tuple[str, list[GpuSample]]:
+def _read_all(nvml: Nvml, clock: Callable[[], float]) -> tuple[str, list[GpuSample]]:
     try:
         nvml.nvmlInit()
     except Exception as exc:  # NVMLError_LibraryNotFound / DriverNotLoaded on a CPU machine
@@ -74,7 +78,7 @@ def _read_all(nvml: ModuleType, clock: Callable[[], float]) -> tuple[str, list[G
             pass
 
 
-def _sample(nvml: ModuleType, index: int, clock: Callable[[], float]) -> GpuSample:
+def _sample(nvml: Nvml, index: int, clock: Callable[[], float]) -> GpuSample:
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
     sampled_at = clock()
 

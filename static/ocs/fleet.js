@@ -81,7 +81,7 @@
     if (!status.rigs.length) { box.appendChild(el("p", {text: "No rigs: workers here run on this machine or were registered by hand."})); return; }
     status.rigs.forEach(function (rig) {
       var age = rig.heartbeat_age_s === null ? "never" : rig.heartbeat_age_s + " s ago";
-      var card = el("div", {"class": "rig"}, [el("h3", {text: rig.name}),
+      var card = el("div", {"class": "rig"}, [el("h3", {text: rig.name + (rig.rehearsal ? " (rehearsal: GPUs faked, CPU workers)" : "")}),
         el("p", {"class": "muted", text: "heartbeat " + age + (rig.agent_version ? " · agent " + rig.agent_version : "") + (rig.gpu_status ? " · " + rig.gpu_status : "")})]);
       rig.gpus.forEach(function (gpu) {
         var memPct = gpu.memory_total_mib ? Math.round(100 * gpu.memory_used_mib / gpu.memory_total_mib) : 0;

@@ -1,9 +1,11 @@
 """The front door: `manage.py demo` comes up, prints its contract lines, serves, and stops cleanly."""
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -11,6 +13,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -136,22 +139,162 @@ def _is_llama(pid: int) -> bool:
         return False
 
 
-def test_demo_again_reuses_the_database_and_issues_a_new_key(tmp_path: Path) -> None:
+def rig_day_commands(doc: str) -> list[str]:
+    """The commands of rig-baseline.md's "What to run", in the doc's order, one line each."""
+    section = doc.split("## What to run (in this order)", 1)[1].split("\n## ", 1)[0]
+    commands = []
+    for match in re.finditer(r"```\n(.*?)```|`((?:python manage\.py |CUDA_VISIBLE_DEVICES=)[^`]*)`", section, re.S):
+        lines = re.sub(r"\\\n", " ", match.group(1)).splitlines() if match.group(1) is not None else [match.group(2)]
+        commands += [" ".join(line.split()) for line in lines
+                     if line.strip().startswith(("python manage.py ", "CUDA_VISIBLE_DEVICES=")) and "…" not in line]
+    return commands
+
+
+def _shortened(argv: list[str], *, names: dict[str, str], tmp_path: Path) -> list[str]:
+    """The doc's command with this machine's names and sizes a CPU measures in seconds."""
+    shorter = {
+        "--requests": lambda v: str(min(int(v), 2)), "--warmup": lambda v: str(min(int(v), 1)),
+        "--prompt-tokens": lambda v: str(min(int(v), 32)), "--output-tokens": lambda v: "8",
+        "--concurrency": lambda v: ",".join(v.split(",")[:2]),
+        "--idle": lambda v: ",".join(f"{int(gap) / 600:g}" for gap in v.split(",")),  # 60 s -> 0.1 s
+        "--json": lambda v: str(tmp_path / v),
+        "-p": lambda v: v.split(",")[0], "-n": lambda v: "8", "-r": lambda v: "1",  # llama-bench
+        "-sm": lambda v: v.split(",")[0], "-fa": lambda v: v.split(",")[0],
+    }
+    out: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg in shorter:
+            out += [arg, shorter[arg](next(args))]
+        else:
+            out.append(names.get(arg, arg))
+    return out
+
+
+RIG_DAY = """
+import json, os, shlex, time
+from django.core.management import call_command
+from fleet.models import Pool
+from research.models import PoolSlo
+# Step 5's "set the pools' SLOs", with a baseline shape a CPU measures in seconds.
+PoolSlo.objects.update_or_create(pool=Pool.objects.get(name="production"), defaults=dict(
+    ttft_p90_ms=60000, tpot_p90_ms=10000, baseline_prompt_tokens=32, baseline_output_tokens=8,
+    baseline_concurrency=1, baseline_min_requests=2))
+for argv in json.loads(os.environ["RIG_DAY"]):
+    started = time.monotonic()
+    call_command(*argv)
+    print(f"$ {shlex.join(argv)}  # {time.monotonic() - started:.1f} s", flush=True)
+"""
+
+
+def _walk_rig_day(env: dict[str, str], demo_lines: list[str], tmp_path: Path) -> dict[str, Any]:
+    """Every command of docs/research/rig-baseline.md's "What to run", in order, against the
+    rehearsal rig: step 1 on the rig's side (its directory, the wheel's llama-bench), the rest
+    from the control plane's checkout, plus step 4 (step 3 through the gateway with the key).
+    Returns what the control plane then holds (REHEARSAL_FACTS)."""
+    from fleet.local_worker import DEFAULT_MODEL_ID, find_llama_server
+
+    rig_dir = tmp_path / "rehearsal-rig"
+    model = next((rig_dir / "models").iterdir()).name
+    base_url = next(line for line in demo_lines if line.startswith("OCS_BASE_URL=")).split("=", 1)[1]
+    key = demo_lines[-1].removeprefix("OCS_API_KEY=")
+    names = {"WORKER": "rehearsal-rig-a", "MODEL": DEFAULT_MODEL_ID, "rig1-b": "rehearsal-rig-b",
+             "/models/MODEL.gguf": f"models/{model}"}
+    commands = [shlex.split(line) for line in rig_day_commands((ROOT / "docs/research/rig-baseline.md").read_text())]
+    engine = [c for c in commands if c[0].startswith("CUDA_VISIBLE_DEVICES=")]
+    control_plane = [c[2:] for c in commands if c[:2] == ["python", "manage.py"]]
+    assert len(engine) == 1 and [c[0] for c in control_plane][:1] == ["bench"], commands
+    assert "promote_worker" in [c[0] for c in control_plane]
+    devices, binary, *args = engine[0]
+    llama_bench = subprocess.run(
+        [str(find_llama_server().parent / binary), *_shortened(args, names=names, tmp_path=tmp_path)],
+        cwd=rig_dir, env={**env, devices.split("=")[0]: devices.split("=")[1]}, capture_output=True, text=True,
+        timeout=120)
+    assert llama_bench.returncode == 0 and "tg8" in llama_bench.stdout, llama_bench.stdout + llama_bench.stderr
+    walk = [_shortened(c, names=names, tmp_path=tmp_path) for c in control_plane]
+    step3 = next(c for c in walk if "--goodput" in c)
+    through_gateway = [arg for arg in step3 if arg not in ("--worker", "rehearsal-rig-a")]
+    through_gateway = [str(tmp_path / "gateway.json") if arg.endswith("baseline.json") else arg for arg in through_gateway]
+    walk.insert(walk.index(step3) + 1, [*through_gateway, "--base-url", base_url, "--api-key", key])
+    done = subprocess.run([sys.executable, "manage.py", "shell", "--no-imports", "-c", RIG_DAY + REHEARSAL_FACTS],
+                          cwd=ROOT,
+                          env={**env, "RIG_DAY": json.dumps(walk)}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "passed" in done.stdout or "refused" in done.stdout  # the gate judged the run --bench made
+    print("\n".join(line for line in done.stdout.splitlines() if line.startswith("$ ")))
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+REHEARSAL_FACTS = """
+import json
+from pathlib import Path
+from fleet.models import Gpu, Rig, Worker
+from lessons.research_bridge import benchmark_runs
+from research.models import BenchmarkRun
+rig = Rig.objects.get(name="rehearsal-rig")
+run = BenchmarkRun.objects.filter(worker__name="rehearsal-rig-a").order_by("-id").first()
+from django.test import Client
+from accounts.models import User
+client = Client(HTTP_HOST="127.0.0.1")
+client.force_login(User.objects.get(username="demo-teacher"))
+runs = list(BenchmarkRun.objects.filter(worker__rig=rig))
+print(json.dumps({
+    "pages": [[r.launch.get("rehearsal"), 'id="rehearsal"' in client.get(f"/research/runs/{r.pk}/").content.decode()]
+              for r in runs],
+    "scenarios": sorted({r.scenario for r in runs}),
+    "rehearsal": rig.rehearsal,
+    "gpus": sorted(Gpu.objects.filter(rig=rig).values_list("name", "uuid")),
+    "workers": {w.name: [w.gpu_indices, w.launch.get("model_path"), Path(w.launch.get("model_path", "")).is_file()]
+                for w in Worker.objects.filter(rig=rig)},
+    "run": {"launch_rehearsal": run.launch.get("rehearsal"),
+            "measured_on": sorted({f.measured_on for f in benchmark_runs() if f.rig == rig.name}),
+            "facts_from": (run.summary.get("roofline") or {}).get("model_facts_from")},
+}))
+"""
+
+
+def test_demo_again_reuses_the_database_issues_a_new_key_and_rehearses_rig_day(tmp_path: Path) -> None:
+    """The second start is `--rehearsal` (issue 19): the real rig agent from a rig-side directory,
+    NVML faked, 2 workers x 4 cards; a bench run against one of its workers from the control
+    plane's checkout, where the model path the rig reports opens nothing."""
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(OCS_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
-    keys = []
-    for _ in range(2):
+    keys, rehearsal_lines, facts = [], [], {}
+    for args in (["--workers", "0"], ["--rehearsal", "--slots", "1", "--context", "2048"]):
         demo = subprocess.Popen(
-            [sys.executable, "manage.py", "demo", "--port", str(free_port()), "--workers", "0"],
+            [sys.executable, "manage.py", "demo", "--port", str(free_port()), *args],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         try:
-            keys.append(_read_until(demo, "OCS_API_KEY=", timeout_s=60)[-1])
+            lines = _read_until(demo, "OCS_API_KEY=", timeout_s=120)
+            keys.append(lines[-1])
+            if "--rehearsal" in args:
+                rehearsal_lines = lines
+                facts = _walk_rig_day(env, lines, tmp_path)
         finally:
             demo.send_signal(signal.SIGINT)
-            demo.wait(timeout=30)
+            demo.wait(timeout=60)
         assert demo.returncode == 0
     assert keys[0] != keys[1]
+    assert any(line.startswith("REHEARSAL: rig rehearsal-rig is a rehearsal rig") for line in rehearsal_lines)
+    assert any("worker rehearsal-rig-a: healthy" in line and "(GPUs 0,1,2,3," in line for line in rehearsal_lines)
+    assert any("worker rehearsal-rig-b: healthy" in line and "(GPUs 4,5,6,7," in line for line in rehearsal_lines)
+    rig_dir = tmp_path / "rehearsal-rig"
+    assert 'telemetry = "rehearsal"' in (rig_dir / "rig.toml").read_text()
+    assert (rig_dir / "rig.token").stat().st_mode & 0o077 == 0
+    assert facts["rehearsal"] is True
+    assert len(facts["gpus"]) == 8 and all(name == "NVIDIA GeForce GTX 1070" and uuid.startswith("REHEARSAL-")
+                                           for name, uuid in facts["gpus"])
+    model_path = facts["workers"]["rehearsal-rig-a"][1]
+    assert facts["workers"]["rehearsal-rig-a"][0] == [0, 1, 2, 3] and facts["workers"]["rehearsal-rig-b"][0] == [4, 5, 6, 7]
+    # The rig's model path, relative to the rig's directory: from the control plane's it opens nothing.
+    assert model_path.startswith("models/") and facts["workers"]["rehearsal-rig-a"][2] is False
+    # The run keeps that it was a rehearsal; its roofline came from the agent's report of the file.
+    assert facts["run"]["launch_rehearsal"] is True and "rig" not in facts["run"]["measured_on"]
+    assert facts["run"]["facts_from"] == "agent"
+    # Every run the walk stored on the rig's workers says so on its page.
+    assert len(facts["pages"]) >= 6 and all(page == [True, True] for page in facts["pages"]), facts["pages"]
+    assert {"idle", "promotion"} <= set(facts["scenarios"]), facts["scenarios"]
     assert (tmp_path / "ocs.sqlite3").exists()
     count = subprocess.run(
         [sys.executable, "manage.py", "shell", "--no-imports", "-c",

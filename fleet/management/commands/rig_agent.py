@@ -31,7 +31,9 @@ class Command(BaseCommand):
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
         self.stdout.write(f"rig {config.rig_name}: {len(config.workers)} worker(s), control plane "
-                          f"{config.control_plane_url}")
+                          f"{config.control_plane_url}"
+                          + ("; a REHEARSAL: NVML faked, 8 made-up GTX 1070s (fleet/agent/rehearsal.py)"
+                             if config.rehearsal else ""))
         try:
             while True:
                 result = agent.run_round()

@@ -5,9 +5,17 @@ the django-q2 cluster for periodic sweeps, and a rig agent that launches and sup
 llama-server workers (SmolLM2, CPU) and registers them over the agent API. It creates
 demo-teacher and demo-student, issues the student a fresh key and prints how to use it.
 Ctrl-C or SIGTERM stops everything it started; children also die if it is killed outright.
+
+`--rehearsal` rehearses rig day (docs/research/rig-baseline.md): instead of the in-process agent,
+the real `rig_agent` command runs as a rig would, from a rig-side directory of its own
+(`<var>/rehearsal-rig/`: its config, token, logs and `models/`, the one place the model file is
+reached from), with `telemetry = "rehearsal"`: 8 GTX 1070s faked at NVML's boundary, the workers
+given GPU subsets (2 workers x 4 cards by default). The rig is marked a rehearsal everywhere it
+shows, and its runs never count as rig evidence.
 """
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -26,6 +34,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from accounts.models import User
 from accounts.services import key_issue, key_revoke, user_ensure
 from fleet.agent.config import AgentConfig, WorkerConfig
+from fleet.agent.rehearsal import GPU_COUNT as REHEARSAL_GPU_COUNT
 from fleet.agent.runner import RigAgentRunner
 from fleet.embedded import PER_SLOT_CONTEXT
 from fleet.local_worker import (
@@ -45,6 +54,8 @@ from fleet.services import catalog_model_ensure
 
 DEMO_RIG = "demo-rig"
 DEMO_WORKER_PREFIX = "demo-worker-"
+REHEARSAL_RIG = "rehearsal-rig"
+REHEARSAL_WORKERS = 2  # x 4 cards: the layout docs/rig.example.toml describes
 CLUSTERS = ("tasks", "runs")  # django-q2 clusters: a process group each, stopped as a whole
 # (slots, tokens per slot)
 PROFILES = {"default": (4, PER_SLOT_CONTEXT), "agents": (1, 4 * NATIVE_CONTEXT)}
@@ -56,7 +67,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--port", type=int, default=8000, help="Gateway port (default 8000).")
         parser.add_argument("--host", default="127.0.0.1", help="Gateway bind address (default 127.0.0.1).")
-        parser.add_argument("--workers", type=int, default=1, help="Local llama-server workers to start (0: none).")
+        parser.add_argument("--workers", type=int, default=None,
+                            help="Local llama-server workers to start (0: none; default 1, with --rehearsal "
+                                 f"{REHEARSAL_WORKERS}).")
         parser.add_argument("--slots", type=int, default=None,
                             help="Slots (--parallel) per worker: requests it decodes at once (default 4).")
         parser.add_argument("--context", type=int, default=None,
@@ -65,15 +78,23 @@ class Command(BaseCommand):
         parser.add_argument("--profile", choices=sorted(PROFILES), default="default",
                             help="default: 4 slots of 4,096 tokens, for chat. agents: 1 slot of 32,768 tokens "
                                  "(YaRN), which holds the 5-20k-token prompts of Claude Code, Copilot and Codex.")
+        parser.add_argument("--rehearsal", action="store_true",
+                            help="Rehearse rig day: the real rig agent, from a rig-side directory under the var "
+                                 f"dir, with NVML faked ({REHEARSAL_GPU_COUNT} GTX 1070s) and the workers given GPU "
+                                 "subsets as on a rig (docs/research/rig-baseline.md).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         port, host = int(options["port"]), str(options["host"])
         profile_slots, profile_context = PROFILES[options["profile"]]
-        worker_count = int(options["workers"])
+        rehearsal = bool(options["rehearsal"])
+        worker_count = int(options["workers"] if options["workers"] is not None
+                           else REHEARSAL_WORKERS if rehearsal else 1)
         slots = int(options["slots"] or profile_slots)
         context = int(options["context"] or profile_context)
         if worker_count < 0 or slots < 1 or context < 512:
             raise CommandError("--workers must be 0 or more, --slots 1 or more and --context 512 or more")
+        if rehearsal and worker_count > REHEARSAL_GPU_COUNT:
+            raise CommandError(f"--rehearsal: at most {REHEARSAL_GPU_COUNT} workers, one GPU or more each")
         try:
             launch = context_options(context, base=LaunchOptions(threads=local_threads()))
         except ValueError as exc:
@@ -102,6 +123,7 @@ class Command(BaseCommand):
         children: list[tuple[str, subprocess.Popen[bytes]]] = []
         agent: RigAgentRunner | None = None
         agent_thread: threading.Thread | None = None
+        rig_agent: subprocess.Popen[bytes] | None = None  # --rehearsal: the rig agent as a process of its own
         try:
             children.append(("gateway", self._spawn(
                 ["-m", "ocsweb.gateway", "-b", host, "-p", str(port), "ocsweb.asgi:application"], log_dir / "gateway.log")))
@@ -115,23 +137,38 @@ class Command(BaseCommand):
             children.append(("runs", self._spawn(["manage.py", "qcluster"], log_dir / "qcluster-runs.log",
                                                  env={"OCS_TASK_CLUSTER": "runs"})))
 
-            agent = self._agent(control_plane=f"http://{local}:{port}", count=worker_count, slots=slots,
-                                context=context, launch=launch, log_dir=log_dir)
-            agent_thread = threading.Thread(target=self._run_agent, args=(agent, stop), name="demo-rig-agent",
-                                            daemon=True)
-            agent_thread.start()
-            self._wait_for_workers(agent, worker_count, stop, children)
+            if rehearsal:
+                rig_dir = Path(settings.VAR_DIR) / REHEARSAL_RIG
+                rig_agent = self._rehearsal_agent(control_plane=f"http://{local}:{port}", rig_dir=rig_dir,
+                                                  count=worker_count, slots=slots, context=context, launch=launch)
+                self._wait_for_rig_workers(rig_agent, worker_count, stop, rig_dir)
+            else:
+                agent = self._agent(control_plane=f"http://{local}:{port}", count=worker_count, slots=slots,
+                                    context=context, launch=launch, log_dir=log_dir)
+                agent_thread = threading.Thread(target=self._run_agent, args=(agent, stop), name="demo-rig-agent",
+                                                daemon=True)
+                agent_thread.start()
+                self._wait_for_workers(agent, worker_count, stop, children)
             self._print_ready(host=local, port=port, raw_key=raw_key, teacher_password=teacher_password,
                               student_password=student_password, seconds=time.monotonic() - started_at)
             while not stop.wait(0.5):
-                for name, process in children:
+                for name, process in children + ([("rig agent", rig_agent)] if rig_agent is not None else []):
                     if process.poll() is not None:
-                        raise CommandError(f"the {name} exited with code {process.returncode}; see {log_dir}")
+                        logs = Path(settings.VAR_DIR) / REHEARSAL_RIG / "logs" if name == "rig agent" else log_dir
+                        raise CommandError(f"the {name} exited with code {process.returncode}; see {logs}")
         finally:
             self._say("stopping…")
             stop.set()
             if agent_thread is not None:
                 agent_thread.join(timeout=30)  # the agent stops its workers and reports them stopped
+            if rig_agent is not None:
+                # First, while the gateway still answers: it stops its workers and reports them stopped.
+                self._signal("rig agent", rig_agent, signal.SIGTERM)
+                try:
+                    rig_agent.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    self._signal("rig agent", rig_agent, signal.SIGKILL)
+                    rig_agent.wait()
             for name, process in reversed(children):
                 self._signal(name, process, signal.SIGTERM)
             for name, process in children:
@@ -144,12 +181,13 @@ class Command(BaseCommand):
                     process.wait()
             self._say("stopped")
 
-    def _spawn(self, args: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def _spawn(self, args: list[str], log_path: Path, env: dict[str, str] | None = None,
+               cwd: Path | None = None) -> subprocess.Popen[bytes]:
         # Each child gets a session of its own, away from the terminal's Ctrl-C: this command
         # stops them in order, the gateway last, so the agent can still report its workers
         # stopped. If this command dies outright, the die-with-parent signal stops them.
         return subprocess.Popen([sys.executable, *args], stdout=open(log_path, "ab"), stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, preexec_fn=die_with_parent,
+                                stdin=subprocess.DEVNULL, cwd=cwd or settings.BASE_DIR, preexec_fn=die_with_parent,
                                 start_new_session=True, env={**os.environ, **(env or {})})
 
     @staticmethod
@@ -192,6 +230,47 @@ class Command(BaseCommand):
         config = AgentConfig(control_plane_url=control_plane, token=token, rig_name=DEMO_RIG, address="127.0.0.1",
                              heartbeat_s=1.0, log_dir=str(log_dir), workers=workers)
         return RigAgentRunner(config)
+
+    def _rehearsal_agent(self, *, control_plane: str, rig_dir: Path, count: int, slots: int, context: int,
+                         launch: LaunchOptions) -> subprocess.Popen[bytes]:
+        """The rehearsal rig: its directory written as a rig's would be (rehearsal_rig_files), then
+        the real rig agent started there. The workers' model path is relative to that directory,
+        so the control plane cannot open it from its own: as on EC2, it works from what the agent
+        reports (the GGUF facts)."""
+        catalog_model_ensure(public_id=DEFAULT_MODEL_ID, context_length=context)
+        rig, token = rig_create(name=REHEARSAL_RIG, address="127.0.0.1")
+        rig_workers_reset(rig=rig, reason="demo started: the last run did not report this worker stopped")
+        model = find_default_model()
+        threads = max(1, local_threads() // max(1, count))  # the workers share this machine's cores
+        config = rehearsal_rig_files(rig_dir=rig_dir, control_plane=control_plane, token=token, model=model,
+                                     count=count, slots=slots, context=context, launch=launch, threads=threads)
+        self._say(f"REHEARSAL: rig {REHEARSAL_RIG} is a rehearsal rig: {count} CPU llama-server worker(s) on "
+                  f"{REHEARSAL_GPU_COUNT} faked GTX 1070s (NVML faked at the agent's boundary; GPU readings follow "
+                  f"the workers' CPU use). Its runs are never rig evidence. Rig side: {rig_dir}")
+        return self._spawn([str(Path(settings.BASE_DIR) / "manage.py"), "rig_agent", "--config", str(config)],
+                           rig_dir / "logs" / "rig-agent.log", cwd=rig_dir)
+
+    def _wait_for_rig_workers(self, rig_agent: subprocess.Popen[bytes], count: int, stop: threading.Event,
+                              rig_dir: Path) -> None:
+        """Until each of the rig's workers is healthy, as the control plane sees it (the agent is
+        another process: its registration, heartbeats and the monitor's probes are all there is)."""
+        started, reported = time.monotonic(), set[str]()
+        while len(reported) < count:
+            if stop.is_set():
+                raise CommandError("interrupted while the workers were starting")
+            if rig_agent.poll() is not None:
+                raise CommandError(f"the rig agent exited with code {rig_agent.returncode}; "
+                                   f"see {rig_dir}/logs/rig-agent.log")
+            if time.monotonic() - started > 120:
+                raise CommandError(f"workers not healthy after 120 s; see {rig_dir}/logs")
+            for worker in Worker.objects.filter(rig__name=REHEARSAL_RIG, state=Worker.State.HEALTHY,
+                                                process_pid__isnull=False).exclude(name__in=reported):
+                reported.add(worker.name)
+                gpus = ",".join(str(g) for g in worker.gpu_indices)
+                self._say(f"worker {worker.name}: healthy in {time.monotonic() - started:.1f} s "
+                          f"(GPUs {gpus}, {worker.slots} slots of {worker.context_per_slot} tokens, "
+                          f"pid {worker.process_pid})")
+            time.sleep(0.2)
 
     @staticmethod
     def _run_agent(agent: RigAgentRunner, stop: threading.Event) -> None:
@@ -250,3 +329,72 @@ class Command(BaseCommand):
             "      print(chunk.choices[0].delta.content or \"\", end=\"\", flush=True) if chunk.choices else None\n"
             "\nCtrl-C stops the gateway, the monitor and the workers."
         )
+
+
+def gpu_blocks(count: int, *, gpus: int = REHEARSAL_GPU_COUNT) -> list[tuple[int, ...]]:
+    """`gpus` cards in contiguous blocks, one per worker, as even as they go: 2 -> 0-3 and 4-7."""
+    blocks, start = [], 0
+    for index in range(count):
+        size = gpus // count + (1 if index < gpus % count else 0)
+        blocks.append(tuple(range(start, start + size)))
+        start += size
+    return blocks
+
+
+def _toml(value: object) -> str:
+    return json.dumps(value)  # a JSON string, number or list of them is TOML too
+
+
+def rehearsal_rig_files(*, rig_dir: Path, control_plane: str, token: str, model: Path, count: int, slots: int,
+                        context: int, launch: LaunchOptions, threads: int) -> Path:
+    """Writes the rehearsal rig's side: `rig.token` (0600), `models/` (a link to the model file:
+    the rig's disk), `logs/` and `rig.toml`, a rig config like docs/rig.example.toml with
+    `telemetry = "rehearsal"`. Returns the config's path."""
+    (rig_dir / "logs").mkdir(parents=True, exist_ok=True)
+    models = rig_dir / "models"
+    models.mkdir(exist_ok=True)
+    link = models / model.name
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(model.resolve())
+    token_file = rig_dir / "rig.token"
+    token_file.touch(mode=0o600, exist_ok=True)
+    token_file.chmod(0o600)
+    token_file.write_text(token + "\n")
+    lines = [
+        "# Written by `manage.py demo --rehearsal`: a rehearsal rig (docs/research/rig-baseline.md).",
+        "[control_plane]",
+        f"url = {_toml(control_plane)}",
+        'token_file = "rig.token"',
+        "",
+        "[rig]",
+        f"name = {_toml(REHEARSAL_RIG)}",
+        'address = "127.0.0.1"',
+        "heartbeat_s = 1",
+        'telemetry = "rehearsal"  # NVML faked: 8 GTX 1070s whose readings follow the CPU workers',
+        "",
+        "[llama_server]",
+        f"log_dir = {_toml(str(rig_dir / 'logs'))}",
+    ]
+    for index, gpus in enumerate(gpu_blocks(count)):
+        name = f"{REHEARSAL_RIG}-{'abcdefgh'[index]}"  # rig1-a, rig1-b … as on a rig
+        lines += [
+            "",
+            "[[workers]]",
+            f"name = {_toml(name)}",
+            f"model_id = {_toml(DEFAULT_MODEL_ID)}",
+            # Relative: llama-server opens it from the rig's directory, the control plane cannot.
+            f"model_path = {_toml(f'models/{model.name}')}",
+            f"port = {free_port()}",
+            f"gpus = {_toml(list(gpus))}",
+            f"context = {context * slots}",
+            f"slots = {slots}",
+            f"threads = {threads}",
+            'split_mode = "layer"',
+        ]
+        if launch.rope_scaling:
+            lines += [f"rope_scaling = {_toml(launch.rope_scaling)}", f"rope_scale = {launch.rope_scale:g}",
+                      f"yarn_orig_ctx = {launch.yarn_orig_ctx}"]
+    config = rig_dir / "rig.toml"
+    config.write_text("\n".join(lines) + "\n")
+    return config
