@@ -2,11 +2,11 @@
 
     authenticate -> check -> admit (limits) -> choose and claim a worker -> relay -> end
 
-`serve()` reads top to bottom in that order (its first three steps in `_admit_once()`). One object, the RequestContext, carries the
-request through it (who, what, where it ran, what it cost), and `end()` is the one place a
-request ends, whatever happened: its limits are settled, its metrics counted and its log row
-written. A streamed answer ends when its last byte is out (or the client leaves); every other
-answer ends in `serve`'s `finally`.
+`serve()` reads top to bottom in that order (its first three steps in `_admit_once()`). One
+object, the RequestContext, carries the request through it (who, what, where it ran, what it
+cost), and `end()` is the one place a request ends, whatever happened: its limits are settled,
+its metrics counted and its log row written. A streamed answer ends when its last byte is out
+(or the client leaves); every other answer ends in `serve`'s `finally`.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 
+from accounts.key_cache import StaleIdentity, note_generation, seen_generation, verify_generation
 from accounts.limits.gate import admit, charge_refusal, check_access, reservation
 from core import errors
 from core.live import LiveStateUnavailable, Settlement, live_state
@@ -29,7 +30,6 @@ from fleet.scheduler import conversation_key
 from fleet.selectors import ModelView
 from inference import dispatch
 from inference.admission import Want, share_correction
-from accounts.key_cache import StaleIdentity, note_generation, seen_generation, verify_generation
 from inference.auth import authenticate
 from inference.catalogue import budget_fallback, resolve_model
 from inference.client_tools import client_tool
@@ -208,7 +208,9 @@ async def end(record: RequestContext, *, status: int, error_code: str = "") -> N
 
 async def _settle(record: RequestContext) -> None:
     slot = record.slot
-    slot_lease = slot.detach() if slot is not None else None  # dispatch normally freed it already
+    # An answered request's slot is freed here, with the rest; dispatch frees a slot itself only
+    # when it leaves a worker for another (failover) or never handed the stream over.
+    slot_lease = slot.detach() if slot is not None else None
     ticket = record.ticket.settlement(record.served_tokens()) if record.ticket is not None else Settlement()
     fair_policy, fair_amount = "", 0.0
     if slot is not None and record.want is not None:  # it ran: the fair share learns its cost
