@@ -10,7 +10,7 @@ release in this process, or every POLL_INTERVAL_S for releases elsewhere and exp
 A waiter whose process dies drops out of the line within WAITING_TTL_S. Claiming itself is
 atomic in live state, so several processes share slots correctly. Every served request charges
 its student's counter an estimate when it leaves the line and is settled to its real token
-counts when it ends (`settle_share`, from the pipeline's end()).
+counts when it ends (`share_correction`, sent by the pipeline's end() with the rest of the end).
 """
 from __future__ import annotations
 

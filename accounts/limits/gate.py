@@ -3,8 +3,9 @@
 `admit()` runs the atomic check-and-charge of core/quota.py for the student (and the key,
 if it has caps of its own) and either raises a 429 in the client's envelope, with
 `retry-after` and `x-ratelimit-*` headers, or returns a Ticket. The ticket holds the request's
-concurrency leases and its token reservation; `Ticket.finish()` frees the one and settles the
-other with the tokens really served.
+concurrency leases and its token reservation; `Ticket.settlement()` says how to free the one and
+settle the other with the tokens really served, which the request's end sends with the rest of
+its end in one round trip (`Ticket.finish()` does it on its own).
 
 The reservation is the request's worst case: its body size in bytes (a token is at least one
 byte of text, so this bounds the prompt, chat template included in practice) plus its output
