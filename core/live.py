@@ -140,10 +140,13 @@ class Settlement:
     fair_policy: str = ""
     fair_student: str = ""
     fair_amount: float = 0.0
+    # (scope, request id): entries to take out of the requests-per-minute windows — only when an
+    # admission is undone to be done again (accounts/limits/gate.py), so the request counts once.
+    window_entries: tuple[tuple[str, str], ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.leases and not self.token_delta and not self.fair_amount
+        return not self.leases and not self.token_delta and not self.fair_amount and not self.window_entries
 
 
 class LiveState(Protocol):
@@ -396,6 +399,9 @@ class InProcessLiveState:
         if settlement.fair_amount:
             await self.fair_charge(settlement.fair_line, settlement.fair_policy, student=settlement.fair_student,
                                    amount=settlement.fair_amount)
+        with self._lock:
+            for scope, request_id in settlement.window_entries:
+                self._windows.get(scope, OrderedDict()).pop(request_id, None)
 
     def tokens_used_sync(self, scope: str, day: str) -> int:
         return self._tokens.get((scope, day), 0)
@@ -690,6 +696,8 @@ class RedisLiveState:
             key = self._k("fair", "ctr", settlement.fair_policy, settlement.fair_line)
             pipe.hincrbyfloat(key, settlement.fair_student, float(settlement.fair_amount))
             pipe.pexpire(key, int(FAIR_COUNTER_TTL_S * 1000))
+        for scope, request_id in settlement.window_entries:
+            pipe.zrem(self._k("window", scope), request_id)
         await pipe.execute()
 
     @_guarded

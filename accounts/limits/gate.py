@@ -205,7 +205,7 @@ async def admit(identity: KeyIdentity, *, reserve: int, budgets: bool = True,
     budgets are not checked, though the tokens are still counted; the other caps hold.
     `generation`: the "keys" generation `identity` was checked against; it is read again in the
     same round trip as the admission, and if it moved, the admission is undone (its leases freed,
-    its reservation refunded; the request stays counted in the minute's window) and StaleIdentity
+    its reservation refunded, its entry in the minute's window taken out) and StaleIdentity
     raised before any verdict, so no request is served or refused on a changed key's old limits."""
     scopes = scopes_for(identity)
     if not budgets:
@@ -223,7 +223,8 @@ async def admit(identity: KeyIdentity, *, reserve: int, budgets: bool = True,
             if verdict.admitted:
                 await live.finish(Settlement(
                     leases=tuple((concurrency_resource(s.name), request_id) for s in scopes),
-                    token_scopes=tuple(s.name for s in scopes), token_periods=ask.periods(), token_delta=-reserve))
+                    token_scopes=tuple(s.name for s in scopes), token_periods=ask.periods(), token_delta=-reserve,
+                    window_entries=tuple((s.name, request_id) for s in scopes)))
             raise StaleIdentity(current)
     scope = scopes[verdict.scope_index]
     if not verdict.admitted:

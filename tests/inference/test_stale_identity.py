@@ -63,3 +63,18 @@ def test_a_pause_lifted_in_another_process_is_not_refused_on_the_cached_state(st
     Classroom.objects.filter(pk=room.pk).update(paused=False)
     changed_in_another_process()
     assert chat(raw) == (503, "no_worker_available")
+
+
+def test_a_request_redone_on_a_fresh_identity_counts_once_in_its_minute(student, other_student) -> None:  # noqa: ANN001
+    """A key limited to one request a minute, set up elsewhere after this process last read the
+    generation: its first request is admitted on the stale stamp, undone, done again on the
+    fresh identity — and counted once, so it is served; the second is refused."""
+    from accounts.models import ApiKey
+
+    _, other = key_issue(user=other_student)
+    assert chat(other) == (503, "no_worker_available")  # this process has read the generation
+    key, raw = key_issue(user=student)
+    ApiKey.objects.filter(pk=key.pk).update(requests_per_minute=1)
+    changed_in_another_process()
+    assert chat(raw) == (503, "no_worker_available")
+    assert chat(raw) == (429, "rate_limit_exceeded")
