@@ -37,6 +37,7 @@ class BenchOptions:
     bandwidth_gbs: float | None = None
     threads: int | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
+    prefix_tokens: int = 0  # every request's prompt starts with the same ~N tokens (prefix reuse)
 
     def with_changes(self, **changes: Any) -> "BenchOptions":
         return replace(self, **changes)
@@ -141,7 +142,9 @@ def bench_levels(options: BenchOptions, *, out: Out, scenario: str = "", group: 
         label = " ".join(part for part in (label_prefix, options.label, load) if part)
         workload = Workload(prompt_tokens=options.prompt_tokens, output_tokens=options.output_tokens,
                             requests=options.requests, warmup=options.warmup, concurrency=concurrency, rate=rate,
-                            words=words, seed=level_seed(group, label))
+                            words=words, seed=level_seed(group, label),
+                            prefix_words=(round(words * options.prefix_tokens / max(measured_prompt, 1))
+                                          if options.prefix_tokens else 0))
         run = benchmark_run(target=target, workload=workload, group=group, label=label, scenario=scenario,
                             slo=options.slo, launch=launch, experiment=experiment, progress=ProgressBar(label))
         if cold_start and level_number == 0:

@@ -2,18 +2,22 @@
 planning a class from a stored calibration (the pure work is research/planner/)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import statistics
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import httpx
 from django.conf import settings
 
 from fleet.models import Worker
 from research.models import BenchmarkRun, Calibration, RequestSample
 from research.planner.assumptions import RigAssumptions, assumed_cost, memory_check
-from research.planner.cost import CostModel
+from research.planner.cost import CostModel, TokenModel
 from research.planner.fit import Fit, Measured, fit_cost_model
 from research.planner.plan import ClassPlan, largest_class, sweep
 from research.planner.sim import FleetPlan
+from research.planner.tokens import measure_tokens, sample_parts
 
 
 class CalibrationRefused(ValueError):
@@ -34,12 +38,41 @@ def measured_requests(runs: Sequence[BenchmarkRun]) -> list[Measured]:
     return [Measured(run_id=row.run_id, concurrency=concurrency[row.run_id], prompt_tokens=row.prompt_tokens,
                      cached_tokens=row.cached_tokens or 0, output_tokens=row.output_tokens,
                      ttft_s=None if row.ttft_ms is None else row.ttft_ms / 1000,
-                     tpot_s=None if row.tpot_ms is None or row.output_tokens < 2 else row.tpot_ms / 1000)
+                     tpot_s=None if row.tpot_ms is None or row.output_tokens < 2 else row.tpot_ms / 1000,
+                     step_s=statistics.median(row.inter_chunk_gaps_ms) / 1000 if row.inter_chunk_gaps_ms else None)
             for row in rows]
 
 
-def calibration_fit(*, runs: Sequence[BenchmarkRun], label: str = "") -> tuple[Calibration, Fit]:
-    """Fits a cost model to `runs` (all of one worker) and stores it."""
+def worker_token_counter(base_url: str, api_key: str | None = None) -> Callable[[list[dict[str, str]]], int]:
+    """Counts a chat prompt's tokens as the llama-server at `base_url` does: its chat template
+    (`/apply-template`) then its tokenizer (`/tokenize`). Runs no model."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    client = httpx.Client(timeout=30.0, headers=headers)
+
+    def count(messages: list[dict[str, str]]) -> int:
+        try:
+            templated = client.post(root + "/apply-template", json={"messages": messages})
+            templated.raise_for_status()
+            tokens = client.post(root + "/tokenize", json={"content": templated.json()["prompt"], "add_special": True,
+                                                           "parse_special": True})
+            tokens.raise_for_status()
+            return len(tokens.json()["tokens"])
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            raise CalibrationRefused(f"could not count tokens at {root}: {type(exc).__name__}: {exc}") from None
+
+    return count
+
+
+def count_tokens(base_url: str, api_key: str | None = None) -> tuple[TokenModel, dict[str, Any]]:
+    """The worker's TokenModel over the personas' segments (research/planner/tokens.py)."""
+    return measure_tokens(worker_token_counter(base_url, api_key), sample_parts())
+
+
+def calibration_fit(*, runs: Sequence[BenchmarkRun], label: str = "", tokens: TokenModel | None = None,
+                    tokens_basis: dict[str, Any] | None = None) -> tuple[Calibration, Fit]:
+    """Fits a cost model to `runs` (all of one worker) and stores it, with `tokens` (the worker's
+    token counts, measured by `count_tokens`) in it if given."""
     if not runs:
         raise CalibrationRefused("no finished benchmark runs to calibrate from")
     workers = {run.worker_id for run in runs}
@@ -55,6 +88,11 @@ def calibration_fit(*, runs: Sequence[BenchmarkRun], label: str = "") -> tuple[C
         fit = fit_cost_model(measured_requests(runs), slots=slots, cache_type=cache_type)
     except ValueError as exc:
         raise CalibrationRefused(str(exc)) from None
+    if tokens is not None:
+        fit.cost = dataclasses.replace(fit.cost, tokens=tokens)
+        fit.residuals["tokens"] = tokens_basis or {}
+    else:
+        fit.notes.append("no token counts: the planner counts 4 characters a token (calibrate_worker --count-tokens)")
     calibration = Calibration.objects.create(
         label=label or f"{worker.name if worker else first.base_url}: runs {', '.join(str(r.pk) for r in runs)}",
         source=Calibration.Source.RUNS, worker=worker, runs=[run.pk for run in runs], cost=fit.cost.as_dict(),

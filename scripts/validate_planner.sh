@@ -14,7 +14,11 @@
 # A step whose output file exists is skipped: a run cut short resumes where it stopped.
 #
 # Environment: OUT (results, default /tmp/h20v/validation), VAR_BASE (default /tmp/h20v/var),
-# PORT_BASE (default 8610), DURATION, SCALE, SEED, MIX, POLICY, PYTHON.
+# PORT_BASE (default 8610), DURATION, SCALE, SEED, MIX, POLICY, LABEL (of the runs), PYTHON.
+#
+# The measured replays do not depend on the model: to judge a changed cost model against replays
+# already measured, copy replay-1.json and replay-2.json into a new OUT's <config>/ and run with a
+# fresh VAR_BASE; the bench runs, the calibration and the prediction are redone, the replays kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +31,7 @@ SCALE="${SCALE:-0.03}"
 SEED="${SEED:-1}"
 MIX="${MIX:-agent:3,claude:1,codex:1,chat:2,burst:1}"
 POLICY="${POLICY:-tokens}"
+LABEL="${LABEL:-h20v}"
 # name:workers:slots:context (tokens per slot)
 ALL_CONFIGS="1x4:1:4:4096 2x2:2:2:4096 2x4:2:4:2048"
 CONFIGS="${CONFIGS:-1x4 2x2 2x4}"
@@ -67,16 +72,23 @@ demo_stop() {
 }
 trap demo_stop EXIT
 
-bench_worker() {  # worker slots prefix: a prompt-size sweep at concurrency 1, then a concurrency sweep
+bench_worker() {  # worker slots prefix: a prompt-size sweep at concurrency 1, cached-vs-uncached turns, a concurrency sweep
     local worker=$1 slots=$2 prefix=$3 levels="1,2"
     [ "$slots" -ge 4 ] && levels="1,2,4"
     for prompt in 64 256 768; do
         "$PYTHON" manage.py bench --worker "$worker" --requests 3 --warmup 1 --concurrency 1 \
-            --prompt-tokens "$prompt" --output-tokens 8 --label "h20v prompt sweep $prompt" \
+            --prompt-tokens "$prompt" --output-tokens 8 --label "$LABEL prompt sweep $prompt" \
             --json "$prefix-prompt-$prompt.json"
     done
+    # Turns that find ~512 tokens of their prompt cached and compute 64 or 256 more: what a
+    # continuing agent turn does, and what separates the per-context prefill cost from the rest.
+    for prompt in 576 768; do
+        "$PYTHON" manage.py bench --worker "$worker" --requests 3 --warmup 1 --concurrency 1 \
+            --prompt-tokens "$prompt" --prefix-tokens 512 --output-tokens 8 \
+            --label "$LABEL cached prefix 512 of $prompt" --json "$prefix-prefix-$prompt.json"
+    done
     "$PYTHON" manage.py bench --worker "$worker" --requests 6 --warmup 1 --concurrency "$levels" \
-        --prompt-tokens 128 --output-tokens 32 --label "h20v concurrency sweep" --json "$prefix-concurrency.json"
+        --prompt-tokens 128 --output-tokens 32 --label "$LABEL concurrency sweep" --json "$prefix-concurrency.json"
 }
 
 cases=()
@@ -98,15 +110,18 @@ for config in $ALL_CONFIGS; do
             pids+=($!)
         done
         for pid in "${pids[@]}"; do wait "$pid"; done
-        demo_stop
         say "$name: bench done"
         # 2. The cost model, from worker 1's runs (the planner gives every worker the same one);
-        # worker 2's fit is printed beside it, as a check of that assumption.
+        # worker 2's fit is printed beside it, as a check of that assumption. While the demo is
+        # still up: --count-tokens asks the worker's tokenizer and template how many tokens the
+        # personas' messages are (no generation).
         for w in $(seq 2 "$workers"); do
-            "$PYTHON" manage.py calibrate_worker --worker "demo-worker-$w" --label "h20v $name worker $w" \
-                >"$dir/calibration-w$w.txt"
+            "$PYTHON" manage.py calibrate_worker --worker "demo-worker-$w" --count-tokens \
+                --label "$LABEL $name worker $w" >"$dir/calibration-w$w.txt"
         done
-        "$PYTHON" manage.py calibrate_worker --worker demo-worker-1 --label "h20v $name worker 1" >"$dir/calibration.txt"
+        "$PYTHON" manage.py calibrate_worker --worker demo-worker-1 --count-tokens \
+            --label "$LABEL $name worker 1" >"$dir/calibration.txt"
+        demo_stop
     fi
     calibration=$(tail -1 "$dir/calibration.txt" | awk '{print $2}')
     say "$name: calibration $calibration"
@@ -124,7 +139,7 @@ for config in $ALL_CONFIGS; do
             demo_start "$name" "$workers" "$slots" "$context" "$port" "$dir/demo-replay-$run.log"
             "$PYTHON" manage.py class_replay --base-url "http://127.0.0.1:$port/v1" --mix "$MIX" \
                 --duration "$DURATION" --scale "$SCALE" --seed "$SEED" --policy "$POLICY" \
-                --label "h20v $name run $run" --json "$dir/replay-$run.json" | tee "$dir/replay-$run.txt"
+                --label "$LABEL $name run $run" --json "$dir/replay-$run.json" | tee "$dir/replay-$run.txt"
             demo_stop
         fi
     done

@@ -4,7 +4,11 @@ llama-server runs its slots in one loop: every iteration is one batch (at most `
 its `-b`, default 2,048) holding one token of each slot that is generating and, in the room left,
 chunks of the prompts of slots that are still evaluating theirs (slot by slot, in slot order). So:
 
-    step seconds = decode_s(slots generating, their context) + prefill_s_per_token x prompt tokens in the step
+    step seconds = decode_s(slots generating, their context) + prefill_s(the step's prompt chunks)
+    prefill_s(chunks) = sum over chunks of  prefill_s_per_token x n
+                                          + prefill_s_per_context_token x n x (c + (n - 1) / 2)
+                        (a chunk of n prompt tokens after c tokens already in its slot: each new
+                        token also attends to every token before it)
     decode_s(n, context) = decode_s_per_token + decode_s_per_extra_slot x (n - 1)
                            + decode_s_per_context_token x (tokens of context of the n slots)   (n >= 1; 0 when n = 0)
 
@@ -19,15 +23,56 @@ token (HTTP, the gateway, the chat template, tokenizing), taken to overlap with 
 
 All times in seconds. `cache_type` is the KV cache type the numbers were measured with: the
 per-context-token decode cost scales with its bytes per element when a plan uses another.
+
+`tokens` is how the worker's tokenizer and chat template count a prompt (TokenModel), measured
+by `calibrate_worker --count-tokens`; None: the planner's old fixed guess (4 characters a token,
+4 tokens a message).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from fleet.gguf import KV_BYTES_PER_ELEMENT
 
 DEFAULT_BATCH_TOKENS = 2048
+
+
+DEFAULT_CHARS_PER_TOKEN = 4.0
+DEFAULT_TOKENS_PER_MESSAGE = 4
+
+
+@dataclass(frozen=True)
+class TokenModel:
+    """How many tokens a prompt's text is, as the worker counts it: characters per token by the
+    kind of segment (`system`, `user`, `assistant`, `tool`: a tool's result), the chat template's
+    tokens around each message, and the tokens it adds once per prompt (BOS, the generation
+    prompt), with and without a system message of the request's own (some templates, SmolLM2's,
+    put a default system prompt in when there is none)."""
+
+    chars_per_token: dict[str, float] = field(default_factory=dict)
+    tokens_per_message: float = DEFAULT_TOKENS_PER_MESSAGE
+    head_tokens: float = 0.0
+    head_tokens_no_system: float = 0.0
+
+    def chars_per_token_of(self, kind: str) -> float:
+        value = self.chars_per_token.get(kind) or self.chars_per_token.get("user")
+        return value if value and value > 0 else DEFAULT_CHARS_PER_TOKEN
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TokenModel:
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+
+def chunk_pairs(tokens: int, context_before: int) -> float:
+    """Pairs (new token, token before it in the slot) of a chunk of `tokens` prompt tokens after
+    `context_before` tokens: what the per-context prefill term multiplies."""
+    n = max(0, tokens)
+    return n * (max(0, context_before) + (n - 1) / 2) if n else 0.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +84,8 @@ class CostModel:
     request_overhead_s: float = 0.0
     batch_tokens: int = DEFAULT_BATCH_TOKENS
     cache_type: str = "f16"
+    prefill_s_per_context_token: float = 0.0
+    tokens: TokenModel | None = None
 
     def __post_init__(self) -> None:
         if self.prefill_s_per_token < 0 or self.decode_s_per_token <= 0 or self.batch_tokens < 1:
@@ -55,10 +102,22 @@ class CostModel:
         return (self.decode_s_per_token + self.decode_s_per_extra_slot * (generating - 1)
                 + self.decode_s_per_context_token * kv_scale * max(0, context_tokens))
 
+    def prefill_s(self, prompt_tokens: int, prompt_pairs: float = 0.0, cache_type: str | None = None) -> float:
+        """Seconds of `prompt_tokens` of prompt whose chunks hold `prompt_pairs` (chunk_pairs)."""
+        kv_scale = KV_BYTES_PER_ELEMENT[cache_type or self.cache_type] / KV_BYTES_PER_ELEMENT[self.cache_type]
+        return (self.prefill_s_per_token * max(0, prompt_tokens)
+                + self.prefill_s_per_context_token * kv_scale * max(0.0, prompt_pairs))
+
+    def ttft_alone_s(self, uncached_tokens: int, cached_tokens: int = 0) -> float:
+        """Time to first token of a prompt evaluated with nothing else in the loop (one chunk)."""
+        return self.request_overhead_s + self.prefill_s(uncached_tokens, chunk_pairs(uncached_tokens, cached_tokens))
+
     def step_s(self, *, generating: int, prompt_tokens: int, context_tokens: int = 0,
-               cache_type: str | None = None) -> float:
-        """Seconds of one iteration: the decode of `generating` slots plus `prompt_tokens` of prompt."""
-        return self.decode_s(generating, context_tokens, cache_type) + self.prefill_s_per_token * max(0, prompt_tokens)
+               cache_type: str | None = None, prompt_pairs: float = 0.0) -> float:
+        """Seconds of one iteration: the decode of `generating` slots plus `prompt_tokens` of prompt
+        (`prompt_pairs`: their chunks' chunk_pairs, summed)."""
+        return (self.decode_s(generating, context_tokens, cache_type)
+                + self.prefill_s(prompt_tokens, prompt_pairs, cache_type))
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -66,4 +125,7 @@ class CostModel:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CostModel:
         known = {f.name for f in fields(cls)}
-        return cls(**{key: value for key, value in data.items() if key in known})
+        values = {key: value for key, value in data.items() if key in known}
+        if isinstance(values.get("tokens"), dict):
+            values["tokens"] = TokenModel.from_dict(values["tokens"])
+        return cls(**values)

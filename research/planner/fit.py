@@ -1,20 +1,28 @@
 """Fitting a worker's cost model (research/planner/cost.py) to measured requests. Pure.
 
 Input: the requests of benchmark runs of one worker (research.models.RequestSample, as
-`Measured`), each with its run's concurrency. Two least-squares lines:
+`Measured`), each with its run's concurrency. Three least-squares fits:
 
 - **prompt evaluation**, from runs at concurrency 1 (nothing else in the loop):
-  TTFT = request_overhead_s + prefill_s_per_token x (prompt tokens - cached tokens).
-  A prompt-size sweep spreads the x; cached vs uncached turns of the same prompt lie on the same
-  line if cached tokens really cost nothing (the residuals of each group are shown apart).
-- **decode**, from every run's median TPOT against its batch (the run's concurrency, at most
-  the worker's slots): TPOT = decode_s_per_token + decode_s_per_extra_slot x (batch - 1).
-  A closed-loop run at concurrency n also has other requests' prompts in some of its steps,
-  which this line folds into the slope; the residuals say how well one line holds.
+  TTFT = request_overhead_s + prefill_s_per_token x n + prefill_s_per_context_token x n x (c + (n - 1) / 2)
+  for n uncached tokens after c cached ones (cost.chunk_pairs): each new token also attends to
+  the tokens before it. A prompt-size sweep spreads n; turns that find a long prefix cached
+  (`bench --prefix-tokens`) spread c, which is what separates the context term from the rest.
+  The residuals of cached and uncached turns are shown apart.
+- **decode at batch 1**, from the runs at concurrency 1, each run's median TPOT against its
+  requests' mean context while they generate (prompt + half the output):
+  TPOT = decode_s_per_token + decode_s_per_context_token x context.
+- **decode per extra slot**, from the runs at concurrency > 1: each run's median gap between
+  streamed chunks (a decode step; the steps that also carry another request's prompt are the
+  long gaps, which the median leaves out, as the simulator charges those prompts itself), less
+  the batch-1 line at the batch's whole context, against batch - 1 (through the origin). Without
+  the gaps a run's median TPOT stands in, and the other prompts' steps are folded into the slope.
 
 Missing sweeps are said, not invented: with one prompt size the line goes through the origin
-(no overhead); with one concurrency the slope per extra slot is 0. The per-context-token decode
-cost is not fitted (0).
+(no overhead); with every prompt at the same cached context the context term comes from the
+spread of n alone (the curvature of the sweep); with one context at batch 1 the decode context
+term is 0; with one concurrency the slope per extra slot is 0. A term that comes out negative
+is set to 0 and the rest refitted, with a note.
 """
 from __future__ import annotations
 
@@ -24,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from research.planner.cost import DEFAULT_BATCH_TOKENS, CostModel
+from research.planner.cost import DEFAULT_BATCH_TOKENS, CostModel, chunk_pairs
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,7 @@ class Measured:
     output_tokens: int
     ttft_s: float | None
     tpot_s: float | None
+    step_s: float | None = None  # the median gap between its streamed chunks, if known
 
     @property
     def uncached_tokens(self) -> int:
@@ -68,6 +77,27 @@ def least_squares(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
     return mean_y - slope * mean_x, slope
 
 
+def solve_least_squares(rows: Sequence[Sequence[float]], ys: Sequence[float]) -> list[float] | None:
+    """Coefficients minimising sum (row . coef - y)^2 (normal equations, Gaussian elimination);
+    None when the columns are not independent (a term the data cannot tell apart)."""
+    k = len(rows[0]) if rows else 0
+    if not rows or len(rows) < k:
+        return None
+    scale = [max(abs(row[j]) for row in rows) or 1.0 for j in range(k)]
+    a = [[sum(row[i] * row[j] / (scale[i] * scale[j]) for row in rows) for j in range(k)]
+         + [sum(row[i] * y / scale[i] for row, y in zip(rows, ys))] for i in range(k)]
+    for col in range(k):
+        pivot = max(range(col, k), key=lambda r: abs(a[r][col]))
+        if abs(a[pivot][col]) < 1e-9 * max(1.0, max(abs(a[i][i]) for i in range(k))):
+            return None
+        a[col], a[pivot] = a[pivot], a[col]
+        for r in range(k):
+            if r != col:
+                factor = a[r][col] / a[col][col]
+                a[r] = [x - factor * y for x, y in zip(a[r], a[col])]
+    return [a[i][k] / a[i][i] / scale[i] for i in range(k)]
+
+
 def through_origin(points: Sequence[tuple[float, float]]) -> float:
     squares = sum(x * x for x, _ in points)
     return sum(x * y for x, y in points) / squares if squares else 0.0
@@ -81,47 +111,98 @@ def _summary(errors: Sequence[float], observed: Sequence[float]) -> dict[str, fl
             "max_abs_s": max(abs(e) for e in errors), "max_relative": max(relative) if relative else None}
 
 
+def _fit_prefill(points: Sequence[tuple[int, int, float]], notes: list[str]) -> tuple[float, float, float]:
+    """(overhead, per token, per context token) from (uncached, cached, TTFT) points."""
+    terms = ["overhead", "token", "context"]
+    if len({n for n, _, _ in points}) < 2:
+        notes.append("one prompt size only: no request overhead fitted (the line goes through the origin)")
+        terms.remove("overhead")
+    while True:
+        def row(n: int, c: int) -> list[float]:
+            return [{"overhead": 1.0, "token": float(n), "context": chunk_pairs(n, c)}[t] for t in terms]
+        coef = solve_least_squares([row(n, c) for n, c, _ in points], [y for _, _, y in points])
+        if coef is None and "context" in terms:
+            notes.append("prefill_s_per_context_token not fitted (0): the runs do not separate it from the rest")
+            terms.remove("context")
+            continue
+        if coef is None:
+            per = through_origin([(float(n), y) for n, _, y in points])
+            return 0.0, max(per, 0.0), 0.0
+        values = dict(zip(terms, coef))
+        if values.get("context", 0.0) < 0:
+            notes.append(f"prefill time per context token came out {values['context'] * 1e6:.3f} us: set to 0")
+            terms.remove("context")
+            continue
+        if values.get("overhead", 0.0) < 0:
+            notes.append(f"the prompt line's intercept came out {values['overhead']:.4f} s: "
+                         "refitted through the origin")
+            terms.remove("overhead")
+            continue
+        if values.get("token", 0.0) <= 0:
+            raise ValueError("the prompt line's time per token came out <= 0: the runs' TTFTs do not fit a line")
+        return values.get("overhead", 0.0), values["token"], values.get("context", 0.0)
+
+
 def fit_cost_model(measured: Sequence[Measured], *, slots: int, batch_tokens: int = DEFAULT_BATCH_TOKENS,
                    cache_type: str = "f16") -> Fit:
     """The cost model that best fits `measured` (module docstring); raises ValueError when the
     requests hold neither a TTFT at concurrency 1 nor a TPOT."""
     notes: list[str] = []
     prefill = [m for m in measured if m.concurrency <= 1 and m.ttft_s is not None]
-    points = [(float(m.uncached_tokens), float(m.ttft_s)) for m in prefill if m.ttft_s is not None]
+    points = [(m.uncached_tokens, m.cached_tokens, float(m.ttft_s)) for m in prefill if m.ttft_s is not None]
     if not points:
         raise ValueError("no request with a TTFT at concurrency 1: run a prompt-size sweep (bench at concurrency 1)")
-    overhead, per_token = least_squares(points)
-    if len({x for x, _ in points}) < 2:
-        notes.append("one prompt size only: no request overhead fitted (the line goes through the origin)")
-    if overhead < 0 or per_token <= 0:
-        notes.append(f"the prompt line's intercept came out {overhead:.4f} s: refitted through the origin")
-        overhead, per_token = 0.0, max(through_origin(points), 0.0)
+    overhead, per_token, per_context = _fit_prefill(points, notes)
+    if len({c for _, c, _ in points}) < 2 and per_context:
+        notes.append("every prompt found the same cached context: the context term rests on the sweep's curvature "
+                     "alone (run bench --prefix-tokens)")
 
     by_run: dict[int, list[Measured]] = defaultdict(list)
     for m in measured:
         if m.tpot_s is not None:
             by_run[m.run_id].append(m)
-    decode_points = []
+    if not by_run:
+        raise ValueError("no request with a TPOT (output tokens > 1): runs need at least 2 output tokens")
+    # (run, batch, context per generating slot, the run's decode step: TPOT at batch 1, median gap above)
+    decode_points: list[tuple[int, int, float, float]] = []
     for run_id, requests in sorted(by_run.items()):
         batch = max(1, min(requests[0].concurrency, slots))
-        decode_points.append((run_id, batch, statistics.median(m.tpot_s for m in requests if m.tpot_s is not None)))
-    if not decode_points:
-        raise ValueError("no request with a TPOT (output tokens > 1): runs need at least 2 output tokens")
-    base, extra = least_squares([(float(batch - 1), tpot) for _, batch, tpot in decode_points])
-    if len({batch for _, batch, _ in decode_points}) < 2:
-        notes.append("one batch size only: decode_s_per_extra_slot set to 0 (run a concurrency sweep)")
-        base, extra = statistics.fmean(t for _, _, t in decode_points), 0.0
-    if extra < 0:
-        notes.append(f"decode time per extra slot came out {extra:.5f} s: set to 0")
-        base, extra = statistics.fmean(t for _, _, t in decode_points), 0.0
+        context = statistics.fmean(m.prompt_tokens + m.output_tokens / 2 for m in requests)
+        steps = [m.step_s for m in requests if m.step_s is not None]
+        tpot = statistics.median(m.tpot_s for m in requests if m.tpot_s is not None)
+        decode_points.append((run_id, batch, context, statistics.median(steps) if batch > 1 and steps else tpot))
+    single = [(context, step) for _, batch, context, step in decode_points if batch == 1]
+    if not single:
+        notes.append("no run at concurrency 1 with a TPOT: the decode line starts from the lowest batch")
+        low = min(batch for _, batch, _, _ in decode_points)
+        single = [(context, step) for _, batch, context, step in decode_points if batch == low]
+    base, per_context_decode = least_squares(single)
+    if len({round(context) for context, _ in single}) < 2:
+        notes.append("one context at batch 1 only: decode_s_per_context_token set to 0 (run a prompt-size sweep "
+                     "with more than one output token)")
+        base, per_context_decode = statistics.fmean(step for _, step in single), 0.0
+    if per_context_decode < 0:
+        notes.append(f"decode time per context token came out {per_context_decode * 1e6:.3f} us: set to 0")
+        base, per_context_decode = statistics.fmean(step for _, step in single), 0.0
     if base <= 0:
         raise ValueError("the decode line's time per token came out <= 0: the runs' TPOTs do not fit a line")
-    notes.append("decode_s_per_context_token not fitted (0)")
+    batched = [(float(batch - 1), step - base - per_context_decode * batch * context)
+               for _, batch, context, step in decode_points if batch > 1]
+    extra = through_origin(batched) if batched else 0.0
+    if not batched:
+        notes.append("one batch size only: decode_s_per_extra_slot set to 0 (run a concurrency sweep)")
+    if extra < 0:
+        notes.append(f"decode time per extra slot came out {extra:.5f} s: set to 0")
+        extra = 0.0
     cost = CostModel(prefill_s_per_token=per_token, decode_s_per_token=base, decode_s_per_extra_slot=extra,
-                     request_overhead_s=overhead, batch_tokens=batch_tokens, cache_type=cache_type)
+                     decode_s_per_context_token=per_context_decode, request_overhead_s=overhead,
+                     prefill_s_per_context_token=per_context, batch_tokens=batch_tokens, cache_type=cache_type)
 
     def predicted_ttft(m: Measured) -> float:
-        return cost.request_overhead_s + cost.prefill_s_per_token * m.uncached_tokens
+        return cost.ttft_alone_s(m.uncached_tokens, m.cached_tokens)
+
+    def predicted_step(batch: int, context: float) -> float:
+        return cost.decode_s(batch, round(batch * context))
 
     cached = [m for m in prefill if m.cached_tokens > 0]
     uncached = [m for m in prefill if m.cached_tokens <= 0]
@@ -132,10 +213,23 @@ def fit_cost_model(measured: Sequence[Measured], *, slots: int, batch_tokens: in
                                 [float(m.ttft_s or 0) for m in cached]),
         "ttft_uncached": _summary([float(m.ttft_s or 0) - predicted_ttft(m) for m in uncached],
                                   [float(m.ttft_s or 0) for m in uncached]),
-        "tpot": _summary([tpot - cost.decode_s(batch) for _, batch, tpot in decode_points],
-                         [tpot for _, _, tpot in decode_points]),
-        "tpot_by_run": [{"run": run_id, "batch": batch, "observed_s": tpot, "predicted_s": cost.decode_s(batch)}
-                        for run_id, batch, tpot in decode_points],
+        "ttft_by_run": _ttft_by_run(prefill, predicted_ttft),
+        "tpot": _summary([step - predicted_step(batch, context) for _, batch, context, step in decode_points],
+                         [step for _, _, _, step in decode_points]),
+        "tpot_by_run": [{"run": run_id, "batch": batch, "context": context, "observed_s": step,
+                         "predicted_s": predicted_step(batch, context)}
+                        for run_id, batch, context, step in decode_points],
     }
     return Fit(cost=cost, prefill_points=len(points), decode_points=len(decode_points), residuals=residuals,
                notes=notes)
+
+
+def _ttft_by_run(prefill: Sequence[Measured], predicted: Any) -> list[dict[str, Any]]:
+    by_run: dict[int, list[Measured]] = defaultdict(list)
+    for m in prefill:
+        by_run[m.run_id].append(m)
+    return [{"run": run_id, "uncached": statistics.fmean(m.uncached_tokens for m in rows),
+             "cached": statistics.fmean(m.cached_tokens for m in rows),
+             "observed_s": statistics.median(float(m.ttft_s or 0) for m in rows),
+             "predicted_s": statistics.median(predicted(m) for m in rows)}
+            for run_id, rows in sorted(by_run.items())]

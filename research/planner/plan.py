@@ -67,7 +67,8 @@ def predict(plan: ClassPlan, cost: CostModel, *, calibration: dict[str, Any] | N
     counted as infinite) and the `prediction`'s provenance."""
     fleet = plan.fleet
     students = class_students(mix=plan.mix, seed=plan.seed, scale=plan.scale, context_tokens=fleet.context_tokens,
-                              duration_s=fleet.duration_s, tools_inline=plan.tools_inline, model=fleet.model_id)
+                              duration_s=fleet.duration_s, tools_inline=plan.tools_inline, model=fleet.model_id,
+                              tokens=cost.tokens)
     turns, duration_s = simulate(plan=fleet, costs=[cost] * fleet.workers, students=students)
     workers = [f"worker-{number}" for number in range(1, fleet.workers + 1)]
     report = class_report(turns, duration_s=duration_s, weights=plan.weights,

@@ -25,7 +25,12 @@ host-RAM prompt cache (`--cache-ram`), speculative decoding.
 A slot's prompt cache is a list of segments (a message, a system block: key and tokens); the
 tokens a request finds cached are those of the longest run of leading segments equal to what the
 slot last held, if the slot holds this student's own prompt, and at most all but one token
-(llama-server evaluates at least the last one).
+(llama-server evaluates at least the last one). After a turn the slot holds its prompt and the
+answer it generated (`TurnShape.answer_key`, as many tokens as were generated), so a next prompt
+that carries the answer back finds it cached too.
+
+A prompt chunk's cost grows with the tokens already in the slot before it (the cached prefix and
+the chunks already evaluated): `cost.chunk_pairs` per chunk, summed into the step.
 """
 from __future__ import annotations
 
@@ -39,7 +44,7 @@ from core import fair_share, slot_owners
 from fleet import scheduler
 from inference import admission_rules
 from research.class_metrics import Turn
-from research.planner.cost import CostModel
+from research.planner.cost import CostModel, chunk_pairs
 
 POOL_ID = 1
 
@@ -53,6 +58,10 @@ class TurnShape:
     prompt_bytes: int
     output_tokens: int
     conversation: str = ""
+    # The key the next prompt gives this turn's answer as a segment of its own (workload.py), so
+    # the tokens the slot generated count as cached when they come back in the next prompt (as
+    # llama-server finds them: the slot's KV holds the prompt and the answer). "": not reused.
+    answer_key: str = ""
 
     @property
     def prompt_tokens(self) -> int:
@@ -320,19 +329,21 @@ class Simulation:
         room = worker.cost.batch_tokens - len(generating)
         step: list[tuple[_Request, int]] = [(r, 0) for r in generating]
         prompt_tokens = 0
+        pairs = 0.0
         # llama-server fills the batch's room with prompt chunks slot by slot, in slot order.
         for request in sorted(worker.running, key=lambda r: r.slot or 0):
             if request.first_token_s is None and room > 0:
                 chunk = min(request.prefill_left, room)
                 room -= chunk
                 prompt_tokens += chunk
+                pairs += chunk_pairs(chunk, request.shape.prompt_tokens - request.prefill_left)
                 step.append((request, chunk))
         if not step:
             worker.stepping = False
             return
         context = sum(r.shape.prompt_tokens + r.generated for r in generating)
         seconds = worker.cost.step_s(generating=len(generating), prompt_tokens=prompt_tokens, context_tokens=context,
-                                     cache_type=self.plan.cache_type)
+                                     cache_type=self.plan.cache_type, prompt_pairs=pairs)
         worker.stepping, worker.step = True, step
         self._at(self.now + seconds, "step", worker)
 
@@ -362,6 +373,8 @@ class Simulation:
         assert request.slot is not None
         worker.claimed.pop(request.slot, None)
         shape, student = request.shape, request.student
+        if shape.answer_key and worker.cache.get(request.slot) == shape.segments:
+            worker.cache[request.slot] = (*shape.segments, (shape.answer_key, request.generated))
         computed = shape.prompt_tokens - request.reused
         self.counters[student.name] = self.counters.get(student.name, 0.0) + admission_rules.settle_amount(
             self.plan.policy, charged_policy=request.charged_policy, charged=request.charged,

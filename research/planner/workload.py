@@ -6,11 +6,21 @@ tool results and think times), the same arrival (`arrival_offsets`) and the same
 answer or a refusal (`pause_after_turn`). What the simulator cannot have is the model's answer:
 a turn's answer is taken to fill its output cap (`max_tokens`), as text of that many tokens.
 
-Prompt sizes: a body's prompt is cut into segments (each message, system block or input item),
-each `ceil(characters of its text / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE` tokens. Checked against
-the demo worker's tokenizer (docs/research/class-replay.md, scale 1 first turns): agent 11,850 vs
-11,866 measured, claude 18,978 vs 20,337 (-7 %), codex 9,620 vs 8,830 (+9 %), chat 41 vs 40,
-burst 492 vs 377 (+30 %: code-like filler tokenizes at ~5 characters a token).
+Prompt sizes: with the calibration's TokenModel (counted by the worker's own tokenizer and
+template, `calibrate_worker --count-tokens`), a body is first translated as the gateway sends it
+to the worker (inference.protocols: called, not copied), and each worker message is a segment
+of a kind (`system`, `user`, `assistant`, `tool`: a tool's result) of
+`ceil(characters of its text / characters per token of its kind) + tokens per message` tokens,
+after a head segment of the tokens the template adds once (BOS, the generation prompt, a default
+system prompt where the request has none); a message is keyed by its role and text, as
+llama-server matches tokens. Without a TokenModel, the old fixed guess: each part of the client's
+body (message, system block, input item), every string in it (ids and types too) at 4 characters
+a token plus 4 a message. That guess counted the validation's agent prompts 15-20 % too big
+(docs/research/planner-validation.md).
+
+With a TokenModel, an assistant message's answer is a segment of its own of the turn's output
+tokens (what the slot generated, found cached when it comes back), keyed as the previous
+TurnShape's `answer_key`; the rest of the message (a tool call) is another.
 
 This module reads the clients' captured requests (tests/fixtures/clients/) through the personas:
 the simulator's core (sim.py) does no I/O, this is its edge.
@@ -25,12 +35,16 @@ from pathlib import Path
 from typing import Any
 
 from fleet.scheduler import conversation_key
+from inference.protocols import anthropic as anthropic_protocol
+from inference.protocols import responses as responses_protocol
 from research.class_personas import FIXTURES, PERSONA_SHAPES, Conversation, roster
 from research.class_replay import arrival_offsets, arrival_spread_s, pause_after_turn, student_conversation
+from research.planner.cost import DEFAULT_CHARS_PER_TOKEN, DEFAULT_TOKENS_PER_MESSAGE, TokenModel
 from research.planner.sim import TurnShape
 
-CHARS_PER_TOKEN = 4.0
-TOKENS_PER_MESSAGE = 4  # the chat template's role markers around each message
+CHARS_PER_TOKEN = DEFAULT_CHARS_PER_TOKEN
+TOKENS_PER_MESSAGE = DEFAULT_TOKENS_PER_MESSAGE  # the chat template's role markers around each message
+KINDS = ("system", "user", "assistant", "tool")
 
 
 def _text_chars(value: Any) -> int:
@@ -55,10 +69,115 @@ def prompt_parts(body: dict[str, Any], dialect: str) -> list[Any]:
     return list(body.get("messages") or [])
 
 
-def segment(part: Any) -> tuple[str, int]:
+def worker_messages_of(body: dict[str, Any], dialect: str) -> list[dict[str, Any]]:
+    """The chat messages the gateway sends the worker for `body`: the gateway's own translations
+    (inference.protocols), called, not copied. Anthropic messages keep their blocks."""
+    if dialect == "anthropic":
+        system, messages = anthropic_protocol.worker_messages(body)
+        return [*([{"role": "system", "content": system}] if system else []), *messages]
+    if dialect == "responses":
+        return responses_protocol.to_chat_messages(body.get("input"), body.get("instructions"))
+    return list(body.get("messages") or [])
+
+
+def _blocks_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return "" if content is None else str(content)
+    texts = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        if isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif block.get("type") == "tool_use":
+            texts.append(str(block.get("name") or "") + json.dumps(block.get("input") or {}))
+        elif block.get("type") == "tool_result":
+            texts.append(_blocks_text(block.get("content")))
+    return "".join(texts)
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of a worker message the template renders: its content and its tool calls."""
+    calls = "".join(str(call.get("function", {}).get("name") or "")
+                    + str(call.get("function", {}).get("arguments") or "")
+                    for call in message.get("tool_calls") or [] if isinstance(call, dict))
+    return _blocks_text(message.get("content")) + calls
+
+
+def message_kind(message: dict[str, Any]) -> str:
+    role = message.get("role") or "user"
+    content = message.get("content")
+    if role == "user" and isinstance(content, list) and any(
+            isinstance(block, dict) and block.get("type") == "tool_result" for block in content):
+        return "tool"
+    if role in ("system", "developer"):
+        return "system"
+    return role if role in KINDS else "user"
+
+
+def answer_of(message: dict[str, Any]) -> str:
+    """The answer text an assistant message carries ("" if none)."""
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return ""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(block.get("text") or "") for block in content
+                       if isinstance(block, dict) and block.get("type") in ("text", "output_text"))
+    return ""
+
+
+def answer_key(answer: str) -> str:
+    return "answer:" + hashlib.sha1(answer.encode()).hexdigest()[:16]
+
+
+def text_tokens(chars: int, kind: str, tokens: TokenModel | None) -> int:
+    per = tokens.chars_per_token_of(kind) if tokens else CHARS_PER_TOKEN
+    return math.ceil(chars / per)
+
+
+def message_tokens(tokens: TokenModel | None) -> int:
+    return round(tokens.tokens_per_message) if tokens else TOKENS_PER_MESSAGE
+
+
+def segment(part: Any, kind: str = "user", tokens: TokenModel | None = None) -> tuple[str, int]:
+    """A prompt part's cache segment (key, tokens), its characters counted the old way (every
+    string in it): for a TokenModel-less plan, which keeps the fixed guess."""
     text = json.dumps(part, sort_keys=True, default=str)
-    tokens = math.ceil(_text_chars(part) / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE
-    return hashlib.sha1(text.encode()).hexdigest()[:16], tokens
+    count = text_tokens(_text_chars(part), kind, tokens) + message_tokens(tokens)
+    return hashlib.sha1(text.encode()).hexdigest()[:16], count
+
+
+def segments_of(body: dict[str, Any], dialect: str, *, tokens: TokenModel | None = None,
+                answer_tokens: int = 0) -> tuple[tuple[str, int], ...]:
+    """A body's prompt as cache segments (module docstring). With a TokenModel, one segment per
+    message the worker gets (the gateway's translation), of its text's tokens; without, one per
+    part of the client's body, every string in it at 4 characters a token (the old guess).
+    `answer_tokens`: the tokens of the answer an assistant message carries back (the turn's
+    output cap); 0 counts its text."""
+    if tokens is None:
+        return tuple(segment(part) for part in prompt_parts(body, dialect))
+    messages = worker_messages_of(body, dialect)
+    out: list[tuple[str, int]] = []
+    head = tokens.head_tokens if any(message_kind(m) == "system" for m in messages) else tokens.head_tokens_no_system
+    if round(head) > 0:
+        out.append(("head", round(head)))
+    for message in messages:
+        kind = message_kind(message)
+        text = message_text(message)
+        # keyed by what the template renders (role and text), as llama-server matches tokens: a
+        # client's markers that do not render (Anthropic's cache_control) do not break the match
+        key = hashlib.sha1(f"{message.get('role')}\n{text}".encode()).hexdigest()[:16]
+        answer = answer_of(message) if answer_tokens else ""
+        if not answer:
+            out.append((key, text_tokens(len(text), kind, tokens) + message_tokens(tokens)))
+            continue
+        rest = text_tokens(max(len(text) - len(answer), 0), kind, tokens) + message_tokens(tokens)
+        out += [(answer_key(answer), answer_tokens), ("rest:" + key, rest)]
+    return tuple(out)
 
 
 def answer_text(output_tokens: int) -> str:
@@ -77,16 +196,19 @@ class PersonaStudent:
     conversation: Conversation
     arrival_s: float
     weight: float = 1.0
+    tokens: TokenModel | None = None
 
     def next_turn(self) -> TurnShape:
         _path, body = self.conversation.request()
-        parts = prompt_parts(body, self.conversation.persona.dialect)
         opening = [self.name, self.conversation.tasks]
-        return TurnShape(segments=tuple(segment(part) for part in parts),
+        output = self.conversation.output_tokens
+        return TurnShape(segments=segments_of(body, self.conversation.persona.dialect, tokens=self.tokens,
+                                              answer_tokens=output),
                          prompt_bytes=len(json.dumps(body).encode()),
-                         output_tokens=self.conversation.output_tokens,
+                         output_tokens=output,
                          conversation=conversation_key(user_id=self.index, model_id=self.conversation.model,
-                                                       messages=opening))
+                                                       messages=opening),
+                         answer_key=answer_key(answer_text(output)))
 
     def turn_ended(self, *, completed: bool, retry_after_s: float) -> float:
         return pause_after_turn(self.conversation, completed=completed,
@@ -95,7 +217,7 @@ class PersonaStudent:
 
 def class_students(*, mix: dict[str, int], seed: int, scale: float, context_tokens: int, duration_s: float,
                    tools_inline: bool = True, model: str = "planned", fixtures_dir: Path = FIXTURES,
-                   arrivals_s: float | None = None) -> list[PersonaStudent]:
+                   arrivals_s: float | None = None, tokens: TokenModel | None = None) -> list[PersonaStudent]:
     """The replay's class for `mix`, as the replay would build it with the same flags."""
     names = roster(mix)
     offsets = arrival_offsets(seed=seed, students=len(names), spread_s=arrival_spread_s(duration_s, arrivals_s))
@@ -107,5 +229,5 @@ def class_students(*, mix: dict[str, int], seed: int, scale: float, context_toke
                                             tools_inline=tools_inline, context_tokens=context_tokens, model=model,
                                             fixtures_dir=fixtures_dir)
         students.append(PersonaStudent(name=name, persona=persona, index=number, conversation=conversation,
-                                       arrival_s=offset))
+                                       arrival_s=offset, tokens=tokens))
     return students

@@ -144,6 +144,7 @@ def test_help_shows_the_key_format_students_get() -> None:
         (["--goodput", "speed:5"], "goodput SLO"),
         (["--concurrency", "1", "--rate", "1"], "not both"),
         (["--requests", "0"], "at least 1"),
+        (["--prompt-tokens", "64", "--prefix-tokens", "64"], "fewer than --prompt-tokens"),
     ],
 )
 def test_bad_flags_are_clear_errors(db, args: list[str], message: str) -> None:  # noqa: ANN001
@@ -171,6 +172,19 @@ def test_poisson_rate_mode_stores_a_run_per_rate(transactional_db, llama_server:
     runs = list(BenchmarkRun.objects.order_by("request_rate"))
     assert [(run.request_rate, run.concurrency) for run in runs] == [(4.0, None), (8.0, None)]
     assert all(run.summary["completed"] == 3 and run.summary["label"].startswith("rate ") for run in runs)
+
+
+def test_a_shared_prefix_is_found_cached_by_every_request_after_the_first(
+    transactional_db, llama_server: str,  # noqa: ANN001
+) -> None:
+    """`--prefix-tokens`: cached-vs-uncached turns for the planner's calibration (the prompt's
+    first ~N tokens are every request's, the rest its own)."""
+    bench("--base-url", llama_server, "--api-key", FIXTURE_WORKER_KEY, "--model", MODEL, "--requests", "2",
+          "--concurrency", "1", "--prompt-tokens", "160", "--prefix-tokens", "128", "--output-tokens", "2")
+    measured = RequestSample.objects.filter(warmup=False)
+    assert measured.count() == 2
+    assert all(120 <= (s.cached_tokens or 0) < s.prompt_tokens - 16 for s in measured), \
+        [(s.cached_tokens, s.prompt_tokens) for s in measured]
 
 
 def test_levels_of_one_group_get_prompts_of_their_own() -> None:

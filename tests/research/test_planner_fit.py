@@ -120,3 +120,94 @@ def test_an_assumption_calibration_labels_every_number_with_its_source() -> None
     # 16.2 GB read per token at 256 GB/s x 0.79 of the roofline: the rig's measured ~12.5 tok/s
     assert 1 / cost.decode_s_per_token == pytest.approx(256 / 16.2 * 0.79)
     assert calibration.memory["gpus"] == 4
+
+
+CONTEXT_TRUE = CostModel(prefill_s_per_token=0.003, prefill_s_per_context_token=2e-6, decode_s_per_token=0.006,
+                         decode_s_per_context_token=1e-5, decode_s_per_extra_slot=0.007, request_overhead_s=0.05)
+
+
+def context_runs(*, prefix_runs: bool = True) -> list[Measured]:
+    """The validation's recipe, timed by CONTEXT_TRUE exactly: a prompt sweep (29 tokens cached,
+    the template's default system prompt), turns finding 512 tokens cached, and a concurrency
+    sweep whose TPOTs also hold the other requests' prompt steps (the median gap does not)."""
+    true = CONTEXT_TRUE
+    measured, run = [], 0
+    shapes = [(29, 35), (29, 227), (29, 739)] + ([(512, 64), (512, 256)] if prefix_runs else [])
+    for cached, uncached in shapes:
+        run += 1
+        context = cached + uncached + 4  # prompt + half of the 8 output tokens
+        measured += [Measured(run_id=run, concurrency=1, prompt_tokens=cached + uncached, cached_tokens=cached,
+                              output_tokens=8, ttft_s=true.ttft_alone_s(uncached, cached),
+                              tpot_s=true.decode_s(1, context)) for _ in range(3)]
+    for batch in (2, 4):
+        run += 1
+        step = true.decode_s(batch, batch * (128 + 16))
+        measured += [Measured(run_id=run, concurrency=batch, prompt_tokens=128, cached_tokens=0, output_tokens=32,
+                              ttft_s=None, tpot_s=step * 1.5, step_s=step) for _ in range(4)]
+    return measured
+
+
+def test_the_fit_recovers_the_context_terms_of_prompt_evaluation_and_decode() -> None:
+    fit = fit_cost_model(context_runs(), slots=4)
+    cost = fit.cost
+    assert cost.prefill_s_per_token == pytest.approx(CONTEXT_TRUE.prefill_s_per_token)
+    assert cost.prefill_s_per_context_token == pytest.approx(CONTEXT_TRUE.prefill_s_per_context_token)
+    assert cost.request_overhead_s == pytest.approx(CONTEXT_TRUE.request_overhead_s)
+    assert cost.decode_s_per_token == pytest.approx(CONTEXT_TRUE.decode_s_per_token)
+    assert cost.decode_s_per_context_token == pytest.approx(CONTEXT_TRUE.decode_s_per_context_token)
+    # from the median chunk gaps, not the TPOTs that also hold other requests' prompt steps
+    assert cost.decode_s_per_extra_slot == pytest.approx(CONTEXT_TRUE.decode_s_per_extra_slot)
+    assert fit.residuals["ttft"]["rms_s"] == pytest.approx(0, abs=1e-9)
+    assert [row["cached"] for row in fit.residuals["ttft_by_run"]] == [29, 29, 29, 512, 512]
+    assert not fit.notes
+
+
+def test_without_cached_prefix_runs_the_context_term_rests_on_the_sweeps_curvature_and_says_so() -> None:
+    fit = fit_cost_model(context_runs(prefix_runs=False), slots=4)
+    assert fit.cost.prefill_s_per_context_token == pytest.approx(CONTEXT_TRUE.prefill_s_per_context_token)
+    assert any("--prefix-tokens" in note for note in fit.notes)
+
+
+def test_a_negative_context_term_is_set_to_zero_and_the_line_refitted() -> None:
+    """A sweep whose long prompts were relatively faster (noise) gives no negative cost per pair."""
+    linear = CostModel(prefill_s_per_token=0.004, decode_s_per_token=0.01, request_overhead_s=0.02)
+    measured = [Measured(run_id=n, concurrency=1, prompt_tokens=n, cached_tokens=0, output_tokens=8,
+                         ttft_s=linear.ttft_alone_s(n) - 1e-7 * n * n, tpot_s=0.01) for n in (50, 200, 800)]
+    fit = fit_cost_model(measured, slots=1)
+    assert fit.cost.prefill_s_per_context_token == 0
+    assert any("per context token came out" in note for note in fit.notes)
+
+
+@pytest.mark.django_db
+def test_calibrate_worker_count_tokens_stores_the_workers_token_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from research import planner_services
+
+    worker = worker_register(name="cpu-2", base_url="http://127.0.0.1:9", model_id="m", pool_name="dev",
+                             state="healthy")
+    runs: dict[int, BenchmarkRun] = {}
+    for m in synthetic():
+        if m.run_id not in runs:
+            runs[m.run_id] = BenchmarkRun.objects.create(
+                group="sweep", target="worker", base_url=worker.base_url, worker=worker, model="m",
+                prompt_tokens=m.prompt_tokens, output_tokens=32, concurrency=m.concurrency, requests=4,
+                status=BenchmarkRun.Status.DONE, launch={"slots": 8})
+        run = runs[m.run_id]
+        RequestSample.objects.create(run=run, index=run.samples.count(), sent_ms=0,
+                                     ttft_ms=None if m.ttft_s is None else m.ttft_s * 1000,
+                                     e2e_ms=1000, tpot_ms=m.tpot_s * 1000 if m.tpot_s else None,
+                                     prompt_tokens=m.prompt_tokens, output_tokens=32, cached_tokens=0)
+    asked: list[str] = []
+
+    def counter(base_url: str, api_key: str | None = None):  # noqa: ANN202
+        asked.append(base_url)
+        return lambda messages: 3 * len(messages) + sum(len(m["content"]) for m in messages) // 5
+
+    monkeypatch.setattr(planner_services, "worker_token_counter", counter)
+    out = StringIO()
+    call_command("calibrate_worker", "--worker", "cpu-2", "--count-tokens", stdout=out)
+    assert asked == ["http://127.0.0.1:9"]
+    calibration = Calibration.objects.get(pk=int(out.getvalue().strip().splitlines()[-1].split()[1]))
+    tokens = CostModel.from_dict(calibration.cost).tokens
+    assert tokens is not None and tokens.tokens_per_message == 3
+    assert all(4.5 <= value <= 5.5 for value in tokens.chars_per_token.values())
+    assert "characters per token" in out.getvalue()

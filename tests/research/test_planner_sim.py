@@ -218,3 +218,43 @@ def test_a_student_back_from_a_pause_is_lifted_level_with_those_waiting_not_ahea
     late = Scripted("l", [shape(("l", 200), output=2, conversation="l")], arrival_s=3.0)
     turns, _ = simulate(plan=plan(policy="tokens"), costs=[COST], students=[f, w, x, late])
     assert [t.student for t in sorted(turns, key=lambda t: t.first_token_s or 0)] == ["f", "w", "x", "w", "l"]
+
+
+def test_a_prompt_chunk_costs_more_the_more_context_is_already_in_the_slot() -> None:
+    """One slot, 0.5 s overhead, 0.01 s a token, 0.0001 s per (new token, token before it).
+    Turn 1: 100 tokens after none; turn 2 finds those 100 cached and computes 10 after them."""
+    cost = CostModel(prefill_s_per_token=0.01, prefill_s_per_context_token=1e-4, decode_s_per_token=0.1,
+                     request_overhead_s=0.5, batch_tokens=4096)
+    first = shape(("sys", 100), output=1, conversation="ca")
+    second = shape(("sys", 100), ("q2", 10), output=1, conversation="ca")
+    a = Scripted("a", [first, second], pauses=[1.0])
+    turns, _ = simulate(plan=plan(), costs=[cost], students=[a])
+    one, two = turns
+    assert one.ttft_ms == pytest.approx((0.5 + 100 * 0.01 + 1e-4 * 100 * 99 / 2) * 1000)
+    assert two.reused_prompt_tokens == 100
+    assert two.ttft_ms == pytest.approx((0.5 + 10 * 0.01 + 1e-4 * 10 * (100 + 9 / 2)) * 1000)
+
+
+def test_a_prompt_split_over_batches_pays_for_the_chunks_before_it() -> None:
+    """A 6-token batch: 10 prompt tokens go as 6 then 4; the second chunk sits after 6 tokens."""
+    cost = CostModel(prefill_s_per_token=0.01, prefill_s_per_context_token=1e-3, decode_s_per_token=0.1,
+                     batch_tokens=6)
+    a = Scripted("a", [shape(("p", 10), output=1)])
+    (turn,), _ = simulate(plan=plan(), costs=[cost], students=[a])
+    expected = 10 * 0.01 + 1e-3 * (6 * 5 / 2) + 1e-3 * 4 * (6 + 3 / 2)
+    assert turn.ttft_ms == pytest.approx(expected * 1000)
+
+
+def test_the_answer_a_slot_generated_is_found_cached_when_the_next_prompt_carries_it_back() -> None:
+    """The slot holds prompt + answer: a next prompt of [sys, the answer, a tool result] computes
+    the tool result only (llama-server's KV holds the generated tokens too)."""
+    first = TurnShape(segments=(("sys", 100),), prompt_bytes=400, output_tokens=5, conversation="ca",
+                      answer_key="answer-1")
+    second = shape(("sys", 100), ("answer-1", 5), ("tool", 20), output=5, conversation="ca")
+    a = Scripted("a", [first, second], pauses=[1.0])
+    one, two = simulate(plan=plan(), costs=[COST], students=[a])[0]
+    assert two.reused_prompt_tokens == 105
+    assert two.ttft_ms == pytest.approx((0.5 + 20 * 0.01) * 1000)
+    # without the key the answer is computed again
+    b = Scripted("b", [shape(("sys", 100), output=5, conversation="cb"), second], pauses=[1.0])
+    assert simulate(plan=plan(), costs=[COST], students=[b])[0][1].reused_prompt_tokens == 100

@@ -81,6 +81,9 @@ class Command(BaseCommand):
         parser.add_argument("--rate", default=None, help="Poisson arrivals per second instead (a list sweeps).")
         parser.add_argument("--prompt-tokens", type=int, default=256)
         parser.add_argument("--output-tokens", type=int, default=64)
+        parser.add_argument("--prefix-tokens", type=int, default=0,
+                            help="Give every request the same first N or so of its prompt tokens, so each finds "
+                                 "them cached (cached vs uncached turns: the planner's context cost).")
         parser.add_argument("--warmup", type=int, default=1, help="Requests sent first and left out.")
         parser.add_argument("--goodput", default=None, help="SLOs for goodput, e.g. ttft:2000,tpot:100 (ms).")
         parser.add_argument("--json", default=None, help="Write every level's numbers to this file.")
@@ -100,6 +103,8 @@ class Command(BaseCommand):
             raise CommandError("--requests must be at least 1")
         if options["prompt_tokens"] < 1 or options["output_tokens"] < 1:
             raise CommandError("--prompt-tokens and --output-tokens must be at least 1")
+        if not 0 <= options["prefix_tokens"] < options["prompt_tokens"]:
+            raise CommandError("--prefix-tokens must be at least 0 and fewer than --prompt-tokens")
         if options["warmup"] < 0:
             raise CommandError("--warmup cannot be negative")
         if options["concurrency"] and options["rate"]:
@@ -119,7 +124,8 @@ class Command(BaseCommand):
             concurrency=_positive_ints(options["concurrency"]) if options["concurrency"] else None,
             rates=_positive_floats(options["rate"]) if options["rate"] else None,
             prompt_tokens=options["prompt_tokens"], output_tokens=options["output_tokens"],
-            warmup=options["warmup"], slo=slo, label=options["label"], experiment_id=options["experiment"],
+            prefix_tokens=options["prefix_tokens"], warmup=options["warmup"], slo=slo, label=options["label"],
+            experiment_id=options["experiment"],
             bandwidth_gbs=options["bandwidth_gbs"], threads=options["threads"],
         )
         try:

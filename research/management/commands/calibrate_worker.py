@@ -1,8 +1,14 @@
 """`manage.py calibrate_worker`: a cost model for the capacity planner, stored as a Calibration.
 
     manage.py calibrate_worker --worker cpu-1                 # fitted to that worker's stored runs
+    manage.py calibrate_worker --worker cpu-1 --count-tokens  # ... and its token counts (worker up)
     manage.py calibrate_worker --runs 12,13,14,15             # fitted to these runs (one worker)
     manage.py calibrate_worker --assumptions --gpus 8         # from stated assumptions (the rigs)
+
+`--count-tokens` asks the worker (or `--tokens-url`, a llama-server of the same model) to count
+the class personas' prompt segments with its tokenizer and chat template (no generation), and
+stores the characters per token it finds with the calibration (research/planner/tokens.py);
+without it the planner counts 4 characters a token.
 
 Prints the cost model, the fit's residuals (or the assumptions and their sources), and as its
 last line `calibration N`, the stored calibration's id for `plan_class --calibration N`.
@@ -16,7 +22,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from research.models import BenchmarkRun, Calibration
 from research.planner.assumptions import RigAssumptions
 from research.planner.cost import CostModel
-from research.planner_services import CalibrationRefused, calibration_assume, calibration_fit, runs_of_worker
+from research.planner_services import (
+    CalibrationRefused,
+    calibration_assume,
+    calibration_fit,
+    count_tokens,
+    runs_of_worker,
+)
 
 
 def parse_ids(text: str) -> list[int]:
@@ -30,14 +42,22 @@ def parse_ids(text: str) -> list[int]:
 
 
 def cost_lines(cost: CostModel) -> list[str]:
+    tokens = cost.tokens
+    counted = ("  tokens             4 characters a token, 4 a message (not measured)" if tokens is None else
+               "  tokens             characters per token "
+               + ", ".join(f"{kind} {value:.2f}" for kind, value in sorted(tokens.chars_per_token.items()))
+               + f"; {tokens.tokens_per_message:g} per message; {tokens.head_tokens:g} once per prompt "
+               f"({tokens.head_tokens_no_system:g} without a system message)")
     return [
         f"  prompt evaluation  {cost.prefill_s_per_token * 1000:.3f} ms per uncached token "
-        f"({1 / cost.prefill_s_per_token if cost.prefill_s_per_token else float('inf'):.1f} tok/s)",
+        f"({1 / cost.prefill_s_per_token if cost.prefill_s_per_token else float('inf'):.1f} tok/s), "
+        f"+{cost.prefill_s_per_context_token * 1e6:.3f} us per token already before it in the slot",
         f"  request overhead   {cost.request_overhead_s * 1000:.1f} ms before the first prompt token",
         f"  decode             {cost.decode_s_per_token * 1000:.2f} ms per token for one slot "
         f"({1 / cost.decode_s_per_token:.1f} tok/s), +{cost.decode_s_per_extra_slot * 1000:.2f} ms per extra slot "
         f"in the batch, +{cost.decode_s_per_context_token * 1e6:.3f} us per token of context",
         f"  batch              {cost.batch_tokens} tokens, KV cache {cost.cache_type}",
+        counted,
     ]
 
 
@@ -51,10 +71,21 @@ def residual_lines(residuals: dict[str, Any]) -> list[str]:
                 + ("" if rel is None else f" ({rel:.0%})"))
 
     lines = [one("ttft", "TTFT at concurrency 1"), one("ttft_uncached", "  of which uncached"),
-             one("ttft_cached", "  of which cached"), one("tpot", "TPOT by run")]
+             one("ttft_cached", "  of which cached")]
+    for row in residuals.get("ttft_by_run") or []:
+        lines.append(f"    run {row['run']}: {row['uncached']:.0f} uncached after {row['cached']:.0f} cached, TTFT "
+                     f"{row['observed_s'] * 1000:.0f} ms measured, {row['predicted_s'] * 1000:.0f} ms fitted")
+    lines.append(one("tpot", "decode step by run (TPOT at batch 1, median chunk gap above)"))
     for row in residuals.get("tpot_by_run") or []:
-        lines.append(f"    run {row['run']}: batch {row['batch']}, TPOT {row['observed_s'] * 1000:.1f} ms measured, "
-                     f"{row['predicted_s'] * 1000:.1f} ms fitted")
+        context = f", {row['context']:.0f} tokens of context a slot" if row.get("context") is not None else ""
+        lines.append(f"    run {row['run']}: batch {row['batch']}{context}, {row['observed_s'] * 1000:.1f} ms "
+                     f"measured, {row['predicted_s'] * 1000:.1f} ms fitted")
+    basis = residuals.get("tokens")
+    if basis:
+        lines.append("token counts (the worker's tokenizer and template, over the personas' segments):")
+        for kind, segments in sorted(basis.get("segments", {}).items()):
+            lines.append(f"    {kind}: {segments} segments, {basis['characters'][kind]} characters, "
+                         f"{basis['tokens'][kind]} tokens")
     return lines
 
 
@@ -69,6 +100,11 @@ class Command(BaseCommand):
         which.add_argument("--assumptions", action="store_true",
                            help="Build it from stated assumptions (bandwidth roofline, public Pascal figures).")
         parser.add_argument("--label", default="")
+        parser.add_argument("--count-tokens", action="store_true",
+                            help="Count the personas' prompt segments with the worker's tokenizer (it must be up).")
+        parser.add_argument("--tokens-url", default=None,
+                            help="With --count-tokens: a llama-server of the same model to count with "
+                                 "(default: the worker's own address).")
         group = parser.add_argument_group("assumptions (with --assumptions)")
         defaults = RigAssumptions()
         group.add_argument("--gpu", default=defaults.gpu, help="Card name from research/roofline.py (GTX 1070).")
@@ -112,7 +148,14 @@ class Command(BaseCommand):
                     missing = sorted(set(ids) - {run.pk for run in runs})
                     if missing:
                         raise CalibrationRefused(f"no such run: {', '.join(map(str, missing))}")
-                calibration, fit = calibration_fit(runs=runs, label=options["label"])
+                tokens, basis = None, None
+                if options["count_tokens"] or options["tokens_url"]:
+                    worker = runs[0].worker
+                    url = options["tokens_url"] or (worker.base_url if worker else runs[0].base_url)
+                    tokens, basis = count_tokens(url, None if options["tokens_url"] or worker is None
+                                                 else worker.api_key or None)
+                calibration, fit = calibration_fit(runs=runs, label=options["label"], tokens=tokens,
+                                                   tokens_basis=basis)
             except ValueError as exc:
                 raise CommandError(str(exc)) from None
             self._show(calibration)

@@ -1,0 +1,82 @@
+"""Counting prompt tokens the way the worker does, for the planner's workload (TokenModel).
+
+The simulator needs each prompt segment's tokens. The class replay's text is not what the
+bench's filler is (code-like tool results tokenize at ~5 characters a token, prose at ~4), so the
+calibration counts the personas' own segments with the worker's tokenizer and chat template:
+
+- per kind of message the worker gets (`system`, `user`, `assistant`, `tool`; the gateway's
+  translation of the client's body, workload.worker_messages_of), characters per token: the
+  characters of the messages' text over the tokens the worker counts for that text sent as one
+  user message, less the same message empty (an assistant message without the answer it
+  carries: the workload counts that as the tokens the slot generated);
+- the template's tokens per message: a prompt of two empty user messages less one;
+- its tokens once per prompt (BOS, the generation prompt, and a default system prompt where the
+  request has none): one empty user message less a message, with and without a system message.
+
+`sample_parts` is the edge (it reads the clients' fixtures through the personas, as the workload
+does); `measure_tokens` takes the counter (messages -> tokens) so a test can pass its own; the
+command passes one that asks the worker (`/apply-template` then `/tokenize`).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from research.class_personas import PERSONA_SHAPES
+from research.class_replay import student_conversation
+from research.planner.cost import TokenModel
+from research.planner.workload import KINDS, answer_of, answer_text, message_kind, message_text, worker_messages_of
+
+Counter = Callable[[list[dict[str, str]]], int]
+SAMPLE_SEED = 7  # not the validation's seed: the counts are of the kinds of text, not of its prompts
+
+
+def sample_parts(*, seed: int = SAMPLE_SEED, scale: float = 0.1, turns: int = 6,
+                 context_tokens: int = 32768) -> list[tuple[str, str, int]]:
+    """(kind, text, characters) of the distinct messages the worker gets in every persona's first
+    `turns` turns (workload.worker_messages_of), an assistant message without its answer."""
+    seen: set[str] = set()
+    out: list[tuple[str, str, int]] = []
+    for number, persona in enumerate(sorted(PERSONA_SHAPES), start=1):
+        conversation = student_conversation(seed=seed, name=f"tokens-{persona}", persona=persona, index=number,
+                                            scale=scale, tools_inline=True, context_tokens=context_tokens,
+                                            model="planned")
+        for _ in range(turns):
+            _path, body = conversation.request()
+            for message in worker_messages_of(body, conversation.persona.dialect):
+                text = message_text(message)
+                answer = answer_of(message)
+                if answer:  # the workload counts an answer as the tokens generated: only the rest here
+                    text = text.replace(answer, "", 1)
+                if text in seen or not text.strip():
+                    continue
+                seen.add(text)
+                out.append((message_kind(message), text, len(text)))
+            conversation.grow(answer_text(conversation.output_tokens))
+    return out
+
+
+def measure_tokens(count: Counter, parts: list[tuple[str, str, int]]) -> tuple[TokenModel, dict[str, Any]]:
+    """The TokenModel from `count` over `parts`, and what it rests on (per kind: segments,
+    characters, tokens)."""
+    empty = count([{"role": "user", "content": ""}])
+    two = count([{"role": "user", "content": ""}, {"role": "user", "content": ""}])
+    with_system = count([{"role": "system", "content": ""}, {"role": "user", "content": ""}])
+    per_message = max(two - empty, 0)
+    chars: dict[str, int] = defaultdict(int)
+    tokens: dict[str, int] = defaultdict(int)
+    segments: dict[str, int] = defaultdict(int)
+    for kind, text, characters in parts:
+        chars[kind] += characters
+        tokens[kind] += max(count([{"role": "user", "content": text}]) - empty, 1)
+        segments[kind] += 1
+    model = TokenModel(
+        chars_per_token={kind: chars[kind] / tokens[kind] for kind in KINDS if tokens.get(kind)},
+        tokens_per_message=float(per_message),
+        head_tokens=float(max(with_system - 2 * per_message, 0)),
+        head_tokens_no_system=float(max(empty - per_message, 0)),
+    )
+    basis = {"segments": dict(segments), "characters": dict(chars), "tokens": dict(tokens),
+             "empty_prompt_tokens": empty, "two_empty_messages_tokens": two, "with_system_tokens": with_system}
+    return model, basis
