@@ -99,7 +99,7 @@ def check_explanation(text: str) -> str:
     return text[:1000]
 
 
-WORKER_ADDRESS = "[a worker's private address]"
+WORKER_ADDRESS = "[the worker's own address]"
 
 
 def hide_addresses(results: Iterable[Mapping[str, object]], base_urls: Iterable[str]) -> list[dict[str, object]]:

@@ -147,6 +147,8 @@ def test_a_new_student_does_all_of_ground0_in_chromium_and_the_teacher_sees_it( 
     table = page.locator("#path-lab-checks").inner_text()
     assert "it-worker" in table and "PASS" in table and "(private)" not in table
     assert not page_problems(page)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#step-check-the-path").screenshot(path=str(SCREENSHOTS / "lesson-netbird-path-check.png"))
     page.set_viewport_size(PHONE)
     assert not page_problems(page)
     page.set_viewport_size({"width": 1366, "height": 900})
