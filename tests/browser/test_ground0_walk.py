@@ -73,7 +73,8 @@ def _check_until_done(page: Any, base: str, lesson: str, step: str, fill: Any = 
         page.goto(f"{base}/lessons/{lesson}/#step-{step}")
         if fill is not None:
             fill()
-        page.click(f"#check-{step}")
+        with page.expect_navigation():
+            page.click(f"#check-{step}")
         said = page.locator(".messages").inner_text()
         if said.startswith("Done:") or "Done:" in said:
             assert page.locator(f'[data-step-status="{step}"]').inner_text() == "done"
@@ -82,8 +83,9 @@ def _check_until_done(page: Any, base: str, lesson: str, step: str, fill: Any = 
         time.sleep(1)
 
 
-def _reloaded(page: Any) -> Any:
-    page.reload()
+def _reopened(page: Any, url: str) -> Any:
+    """The page opened afresh (a reload right after a form's redirect can race its navigation)."""
+    page.goto(url)
     return page
 
 
@@ -141,9 +143,10 @@ def test_a_new_student_does_all_of_ground0_in_chromium_and_the_teacher_sees_it( 
 
     # 2. NetBird: the site runs verify_path for me; I name the private hops and say why.
     page.goto(f"{site}/lessons/netbird/")
-    page.click("#run-check-the-path")
-    assert wait_for(lambda: _reloaded(page).locator("#path-lab-checks").count(), timeout_s=90, interval_s=1), \
-        page.locator("#path-lab-status").inner_text()
+    with page.expect_navigation():
+        page.click("#run-check-the-path")
+    assert wait_for(lambda: _reopened(page, f"{site}/lessons/netbird/").locator("#path-lab-checks").count(),
+                    timeout_s=90, interval_s=1), page.locator("#path-lab-status").inner_text()
     table = page.locator("#path-lab-checks").inner_text()
     assert "it-worker" in table and "PASS" in table and "(private)" not in table
     assert not page_problems(page)
@@ -164,7 +167,8 @@ def test_a_new_student_does_all_of_ground0_in_chromium_and_the_teacher_sees_it( 
     # 3. Rigs and workers: predict where my next request goes, then send it.
     page.goto(f"{site}/lessons/rigs-and-workers/")
     page.select_option("#worker-predict-worker", "it-worker")
-    page.click("#predict-predict-worker")
+    with page.expect_navigation():
+        page.click("#predict-predict-worker")
     _chat(site, key, "Where am I served?")
     assert "you predicted it-worker" in _check_until_done(page, site, "rigs-and-workers", "predict-worker")
 
@@ -213,10 +217,12 @@ def test_a_new_student_does_all_of_ground0_in_chromium_and_the_teacher_sees_it( 
     page.fill("#bandwidth-roofline-lab", "30")
     page.fill("#weights-roofline-lab", "0.27")
     page.fill("#predicted-roofline-lab", "111")
-    page.click("#predict-roofline-lab")
-    page.click("#measure-roofline-lab")
-    assert wait_for(lambda: _reloaded(page).locator("#roofline-status").inner_text() in ("done", "failed"),
-                    timeout_s=180, interval_s=2)
+    with page.expect_navigation():
+        page.click("#predict-roofline-lab")
+    with page.expect_navigation():
+        page.click("#measure-roofline-lab")
+    assert wait_for(lambda: _reopened(page, f"{site}/lessons/measurement/").locator("#roofline-status").inner_text()
+                    in ("done", "failed"), timeout_s=180, interval_s=2)
     assert page.locator("#roofline-status").inner_text() == "done"
     said = _check_until_done(page, site, "measurement", "roofline-lab", fill=lambda: page.fill(
         "#explanation-roofline-lab", "Each token also waits for attention over the context, the sampler and "
