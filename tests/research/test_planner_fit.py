@@ -8,6 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from fleet.models import Worker
 from fleet.services import worker_register
 from research.models import BenchmarkRun, Calibration, RequestSample
 from research.planner.cost import CostModel
@@ -68,10 +69,8 @@ def test_missing_sweeps_are_said_not_invented() -> None:
         fit_cost_model([m for m in synthetic() if m.concurrency > 1], slots=4)
 
 
-@pytest.mark.django_db
-def test_calibrate_worker_fits_the_workers_stored_runs_and_prints_its_id_last() -> None:
-    worker = worker_register(name="cpu-1", base_url="http://127.0.0.1:9", model_id="m", pool_name="dev",
-                             state="healthy")
+def stored_synthetic_runs(worker: Worker) -> dict[int, BenchmarkRun]:
+    """The synthetic measurements stored as the instrument stores a worker's bench runs."""
     runs: dict[int, BenchmarkRun] = {}
     for m in synthetic():
         if m.run_id not in runs:
@@ -84,6 +83,14 @@ def test_calibrate_worker_fits_the_workers_stored_runs_and_prints_its_id_last() 
                                      ttft_ms=None if m.ttft_s is None else m.ttft_s * 1000,
                                      e2e_ms=1000, tpot_ms=m.tpot_s * 1000 if m.tpot_s else None,
                                      prompt_tokens=m.prompt_tokens, output_tokens=32, cached_tokens=0)
+    return runs
+
+
+@pytest.mark.django_db
+def test_calibrate_worker_fits_the_workers_stored_runs_and_prints_its_id_last() -> None:
+    worker = worker_register(name="cpu-1", base_url="http://127.0.0.1:9", model_id="m", pool_name="dev",
+                             state="healthy")
+    runs = stored_synthetic_runs(worker)
     RequestSample.objects.create(run=runs[1], index=99, warmup=True, sent_ms=0, ttft_ms=99_000, e2e_ms=99_000,
                                  prompt_tokens=64, output_tokens=32)  # a cold warm-up: left out
     out = StringIO()
@@ -184,18 +191,7 @@ def test_calibrate_worker_count_tokens_stores_the_workers_token_counts(monkeypat
 
     worker = worker_register(name="cpu-2", base_url="http://127.0.0.1:9", model_id="m", pool_name="dev",
                              state="healthy")
-    runs: dict[int, BenchmarkRun] = {}
-    for m in synthetic():
-        if m.run_id not in runs:
-            runs[m.run_id] = BenchmarkRun.objects.create(
-                group="sweep", target="worker", base_url=worker.base_url, worker=worker, model="m",
-                prompt_tokens=m.prompt_tokens, output_tokens=32, concurrency=m.concurrency, requests=4,
-                status=BenchmarkRun.Status.DONE, launch={"slots": 8})
-        run = runs[m.run_id]
-        RequestSample.objects.create(run=run, index=run.samples.count(), sent_ms=0,
-                                     ttft_ms=None if m.ttft_s is None else m.ttft_s * 1000,
-                                     e2e_ms=1000, tpot_ms=m.tpot_s * 1000 if m.tpot_s else None,
-                                     prompt_tokens=m.prompt_tokens, output_tokens=32, cached_tokens=0)
+    stored_synthetic_runs(worker)
     asked: list[str] = []
 
     def counter(base_url: str, api_key: str | None = None):  # noqa: ANN202
