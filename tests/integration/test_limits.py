@@ -92,7 +92,10 @@ def test_a_token_budget_is_never_exceeded_under_concurrency(gateway, worker) -> 
 
 def test_concurrency_cap_refuses_the_request_beyond_it_at_once(gateway, worker) -> None:  # noqa: ANN001
     key = limited_key("conc-student", concurrency=1)
-    body = {"model": MODEL_ID, "messages": HELLO, "max_tokens": 64, "stream": True}
+    # A long answer, so the first request still runs when the second arrives ("Say hello." can
+    # end after a dozen tokens, before a loaded machine has sent the second).
+    body = {"model": MODEL_ID, "max_tokens": 300, "temperature": 0, "stream": True,
+            "messages": [{"role": "user", "content": "Write a long story about a lighthouse keeper."}]}
     headers = {"Authorization": f"Bearer {key}"}
     with httpx.stream("POST", gateway.url + "/v1/chat/completions", json=body, headers=headers, timeout=60) as first:
         assert first.status_code == 200
