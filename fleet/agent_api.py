@@ -15,7 +15,8 @@ from rest_framework.views import APIView
 
 from fleet.gguf import GgufFacts
 from fleet.models import Rig
-from fleet.rigs import RigRefused, rig_authenticate, rig_heartbeat, rig_register
+from fleet.rig_jobs import MAX_RESULT_CHARS, job_report, jobs_to_deliver
+from fleet.rigs import RigRefused, heartbeat_pace, rig_authenticate, rig_heartbeat, rig_register
 
 # Bounds on what an agent may report (docs/agent-api.md). Generous for any rig a school could
 # own; they stop nonsense (a 1-token context, a negative pid) and values the database's columns
@@ -254,5 +255,30 @@ class HeartbeatView(AgentView):
         body = HeartbeatRequest(data=request.data)
         if not body.is_valid():
             return _refused(body)
-        rig_heartbeat(rig=_rig(request), **body.validated_data)
-        return Response({"ok": True})
+        rig = _rig(request)
+        rig_heartbeat(rig=rig, **body.validated_data)
+        # The answer carries the rig's new jobs and the ids of cancelled ones (fleet/rig_jobs.py),
+        # and, while a run measures the rig, the pace of its next heartbeats.
+        return Response({"ok": True, **jobs_to_deliver(rig), **heartbeat_pace(rig)})
+
+
+class JobReport(serializers.Serializer):
+    state = serializers.ChoiceField(choices=["running", "done", "failed", "cancelled"])
+    result = serializers.DictField(required=False)
+    error = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+    def validate_result(self, value: dict[str, Any]) -> dict[str, Any]:
+        if len(json.dumps(value)) > MAX_RESULT_CHARS:
+            raise serializers.ValidationError(f"a job's result must fit in {MAX_RESULT_CHARS} characters")
+        return value
+
+
+class JobReportView(AgentView):
+    def post(self, request: Request, job_id: int) -> Response:
+        body = JobReport(data=request.data)
+        if not body.is_valid():
+            return _refused(body)
+        job = job_report(rig=_rig(request), job_id=job_id, **body.validated_data)
+        if job is None:  # another rig's job, or none: a rig agent sees only its own
+            return Response({"detail": "no such job for this rig"}, status=status.HTTP_404_NOT_FOUND)
+        return Response({"id": job.pk, "state": job.state})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import importlib.metadata
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -196,6 +197,22 @@ def die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
         pass
+
+
+def load_duration_s(log_path: Path | None) -> float | None:
+    """Seconds from llama-server's start to its "model loaded" line, from the log's own
+    timestamps (`M.SS.mmm.uuu` since the process started), of its latest start in the log; None
+    without a log or the line."""
+    if log_path is None or not log_path.is_file():
+        return None
+    found = None
+    for line in log_path.read_text(errors="replace").splitlines():  # the last start's line: logs are appended
+        if "model loaded" in line:
+            match = re.match(r"\s*(\d+)\.(\d{2})\.(\d{3})\.(\d{3}) ", line)
+            if match:
+                minutes, seconds, millis, micros = (int(part) for part in match.groups())
+                found = minutes * 60 + seconds + millis / 1000 + micros / 1_000_000
+    return found
 
 
 class LlamaServerProcess:

@@ -61,6 +61,10 @@ class Rig(models.Model):
         default=False,
         help_text="Its agent runs with NVML faked (telemetry = \"rehearsal\"): CPU workers and made-up GPU "
                   "readings, never rig evidence. Set by its heartbeats.")
+    measuring_until = models.DateTimeField(
+        null=True, blank=True,
+        help_text="A run measures this rig's workers until then (research's telemetry recorder keeps it a few "
+                  "seconds ahead): its agent is asked for a heartbeat, with GPU readings, every second.")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -171,3 +175,44 @@ class PoolEvent(models.Model):
 
     class Meta:
         ordering = ["-at"]
+
+
+class RigJob(models.Model):
+    """Work the control plane asks of a rig's agent (fleet/rig_jobs.py): delivered in the answer to
+    the agent's next heartbeat (the agent opens no port), done on the rig, reported back."""
+
+    class Kind(models.TextChoices):
+        LLAMA_BENCH = "llama-bench", "llama-bench on the worker's GPUs (the worker stopped meanwhile)"
+        RESTART = "restart", "Restart the worker (cold: --no-warmup if asked)"
+        STOP = "stop", "Stop the worker (it stays stopped)"
+        START = "start", "Start a stopped worker"
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        SENT = "sent", "Sent to the agent"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    rig = models.ForeignKey(Rig, on_delete=models.CASCADE, related_name="jobs")
+    worker = models.ForeignKey(Worker, on_delete=models.CASCADE, related_name="jobs")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    params = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
+    cancel_requested = models.BooleanField(default=False)
+    result = models.JSONField(default=dict, blank=True)
+    error = models.CharField(max_length=2000, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} on {self.worker.name} ({self.state})"
+
+    @property
+    def finished(self) -> bool:
+        return self.state in {self.State.DONE, self.State.FAILED, self.State.CANCELLED}

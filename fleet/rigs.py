@@ -11,12 +11,14 @@ from django.utils import timezone
 
 from core.keys import RIG_SCHEME, generate_key, hash_matches, parse_prefix
 from fleet.models import CatalogModel, Gpu, Pool, Rig, Worker
+from fleet.rig_jobs import jobs_orphaned
 from fleet.services import worker_process_started, worker_register, worker_set_state
 from fleet.worker_keys import worker_key_new
 
 PROCESS_DOWN_STATES = {"backoff", "crashed", "stopped"}
 PROCESS_UP_STATES = {"starting", "running"}
 ROUTABLE_OR_STARTING = {Worker.State.STARTING, Worker.State.HEALTHY, Worker.State.DEGRADED}
+MEASURING_HEARTBEAT_S = 1.0  # GPU readings during a run: one a second, whatever the rig's heartbeat_s
 
 
 def rig_create(*, name: str, address: str) -> tuple[Rig, str]:
@@ -81,6 +83,7 @@ def rig_register(*, rig: Rig, agent_version: str, workers: list[dict[str, Any]])
     rig.agent_version = agent_version[:50]
     rig.last_heartbeat_at = timezone.now()
     rig.save(update_fields=["agent_version", "last_heartbeat_at"])
+    jobs_orphaned(rig=rig, reason="the rig agent restarted before it finished; it starts every worker again")
     registered = []
     for spec in workers:
         existing = Worker.objects.filter(name=spec["name"]).first()
@@ -159,6 +162,21 @@ def rig_heartbeat(*, rig: Rig, gpu_status: str, gpus: list[dict[str, Any]], work
             worker_set_state(worker=worker, state=Worker.State.DOWN,
                              reason=f"rig agent: llama-server {process_state}"
                                     + (f" (exit code {code})" if code is not None else ""))
+
+
+def rig_measuring(*, rig_id: int, for_s: float) -> None:
+    """A run is measuring this rig's workers for at least `for_s` more seconds: its agent is asked
+    for readings every second meanwhile (`heartbeat_pace`). Kept ahead while the run goes on, so a
+    run that dies stops asking within `for_s`."""
+    Rig.objects.filter(pk=rig_id).update(measuring_until=timezone.now() + timedelta(seconds=for_s))
+
+
+def heartbeat_pace(rig: Rig) -> dict[str, float]:
+    """What the heartbeat's answer says of the next one: {"heartbeat_s": 1.0} while a run measures
+    the rig, else nothing (the agent keeps its config's heartbeat_s)."""
+    if rig.measuring_until is not None and rig.measuring_until > timezone.now():
+        return {"heartbeat_s": MEASURING_HEARTBEAT_S}
+    return {}
 
 
 def rig_workers_reset(*, rig: Rig, reason: str) -> list[str]:

@@ -26,6 +26,7 @@ urlpatterns = [
     re_path(r"^v1/(?P<rest>.*)$", api.not_found),
     path("agent/v1/register", agent_api.RegisterView.as_view()),
     path("agent/v1/heartbeat", agent_api.HeartbeatView.as_view()),
+    path("agent/v1/jobs/<int:job_id>", agent_api.JobReportView.as_view()),
     path("api/me/keys", me_api.KeyListView.as_view()),
     path("api/me/keys/<int:key_id>", me_api.KeyDetailView.as_view()),
     path("api/me/keys/<int:key_id>/revoke", me_api.KeyRevokeView.as_view()),

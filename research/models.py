@@ -28,6 +28,36 @@ class Experiment(models.Model):
         return self.title
 
 
+class Baseline(models.Model):
+    """One `rig_baseline` on a worker (research/rig_baseline.py): the whole sequence of
+    docs/research/rig-baseline.md. Its runs point here, each with its `baseline_kind`; `steps`
+    lists every step in order with its outcome, and holds the engine-only step's llama-bench rows
+    (done by the rig agent: no HTTP, so no stored requests)."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        ABORTED = "aborted", "Aborted"
+
+    worker = models.ForeignKey(Worker, on_delete=models.SET_NULL, null=True, blank=True, related_name="baselines")
+    worker_name = models.CharField(max_length=100)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    rehearsal = models.BooleanField(default=False, help_text="Measured on a rehearsal rig: never rig evidence.")
+    options = models.JSONField(default=dict, blank=True, help_text="The sizes it was run with.")
+    steps = models.JSONField(default=list, blank=True, help_text="[{kind, status, run_ids, result, error}] in order.")
+    report_path = models.CharField(max_length=300, blank=True)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(default=timezone.now, db_index=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"baseline {self.pk} of {self.worker_name} ({self.status})"
+
+
 class BenchmarkRun(models.Model):
     """One load level against one target. A sweep is several runs sharing `group`.
 
@@ -52,6 +82,21 @@ class BenchmarkRun(models.Model):
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.LEVEL, db_index=True,
                             help_text="class-replay: `summary` is the replay's JSON (research/class_metrics.py).")
     experiment = models.ForeignKey(Experiment, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
+
+    class BaselineKind(models.TextChoices):
+        ENGINE = "engine", "Engine only (llama-bench)"
+        COLD = "cold", "Cold start"
+        IDLE = "idle", "Cold after idle"
+        WARM = "warm", "Warm"
+        CONCURRENCY = "concurrency", "Concurrency sweep"
+        PROMPT_SIZE = "prompt-size", "Prompt-size sweep"
+        CONTEXT = "context", "Context sweep"
+        SPECULATIVE = "speculative", "Speculative on/off"
+        ALLOCATION = "allocation", "GPU allocation"
+
+    baseline = models.ForeignKey(Baseline, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
+    baseline_kind = models.CharField(max_length=16, choices=BaselineKind.choices, blank=True,
+                                     help_text="Which step of its baseline this run is.")
     group = models.CharField(max_length=64, db_index=True, help_text="Runs of one sweep share it.")
     scenario = models.CharField(max_length=64, blank=True)
     label = models.CharField(max_length=200, blank=True, help_text="What varies in this run, e.g. 'np=4'.")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import subprocess
 import tempfile
 import time
@@ -29,6 +28,7 @@ from fleet.local_worker import (
     find_default_model,
     find_llama_server,
     free_port,
+    load_duration_s,
 )
 from research.bench_levels import BenchOptions, Out, bench_levels
 from research.loadgen import Target, prompt_text, stream_one
@@ -159,20 +159,6 @@ def allocation(options: BenchOptions, out: Out) -> Report:
     engine = [{"threads": t, **llama_bench(pp=options.prompt_tokens, tg=options.output_tokens, threads=t)}
               for t in (1, 2)]
     return _merge(reports, "allocation", [{"engine_only": engine}])
-
-
-def load_duration_s(log_path: Path | None) -> float | None:
-    """Seconds from llama-server's start to its "model loaded" line, from the log's own
-    timestamps (`M.SS.mmm.uuu` since the process started); None without a log or the line."""
-    if log_path is None or not log_path.is_file():
-        return None
-    for line in log_path.read_text(errors="replace").splitlines():
-        if "model loaded" in line:
-            match = re.match(r"\s*(\d+)\.(\d{2})\.(\d{3})\.(\d{3}) ", line)
-            if match:
-                minutes, seconds, millis, micros = (int(part) for part in match.groups())
-                return minutes * 60 + seconds + millis / 1000 + micros / 1_000_000
-    return None
 
 
 def cold_vs_warm(options: BenchOptions, out: Out) -> Report:

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from fleet.models import Gpu, Pool, Worker
+from fleet.rigs import rig_measuring
 from fleet.services import worker_move
 from research.gate import BaselineShape, gate_decide
 from research.gpu_summary import summarize_gpus
@@ -81,11 +82,16 @@ def launch_from_props(props: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in found.items() if value not in (None, "", {})}
 
 
+MEASURING_AHEAD_S = 10.0  # a run that dies stops asking for fast readings within this
+
+
 class TelemetryRecorder:
     """Looks at the rig agent's latest GPU report (fleet.Gpu rows) every `interval_s` while a run
     goes on and keeps each reading once, dated by when the agent took it (`Gpu.sampled_at`);
-    readings taken before the run started are left out. The agent's heartbeat period bounds how
-    many readings a run gets. A row with no reading time (an older agent) is kept once."""
+    readings taken before the run started are left out. While it records, the rig's agent is asked
+    for a heartbeat (a reading) every second (fleet.rigs.rig_measuring), whatever its own
+    heartbeat_s; a run shorter than a second may get none. A row with no reading time (an older
+    agent) is kept once."""
 
     def __init__(self, *, worker: Worker | None, interval_s: float = 1.0) -> None:
         self.worker = worker
@@ -127,6 +133,8 @@ class TelemetryRecorder:
     def _loop(self) -> None:
         try:
             while not self._stop.is_set():
+                assert self.worker is not None and self.worker.rig_id is not None
+                rig_measuring(rig_id=self.worker.rig_id, for_s=MEASURING_AHEAD_S)  # readings every second
                 self.sample_once()
                 self._stop.wait(self.interval_s)
         finally:

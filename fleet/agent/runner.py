@@ -7,6 +7,7 @@ import os
 import shutil
 import ssl
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 import httpx
 
 from fleet.agent.config import AgentConfig
+from fleet.agent.jobs import JobRunner
 from fleet.agent.rehearsal import RehearsalRig, WorkerProcess
 from fleet.agent.supervisor import WorkerSupervisor
 from fleet.agent.telemetry import GpuSample, read_gpus
@@ -79,6 +81,9 @@ class RigAgentRunner:
             WorkerSupervisor(worker, host=config.address, binary=binary, log_dir=log_dir, key_dir=key_dir)
             for worker in config.workers
         ]
+        self.pace_s: float | None = None  # the control plane's heartbeat_s while it measures this rig
+        self._post_lock = threading.Lock()  # the jobs' thread reports beside the rounds
+        self.jobs = JobRunner(self.supervisors, self._report_job)
 
     def _rehearsal_telemetry(self) -> tuple[str, list[GpuSample]]:
         assert self.rehearsal_rig is not None
@@ -87,8 +92,11 @@ class RigAgentRunner:
                    for s in self.supervisors]
         return read_gpus(self.rehearsal_rig.nvml(workers))
 
-    def _heartbeat(self, *, gpu_status: str, gpus: list[GpuSample], workers: list[dict[str, Any]]) -> None:
-        self._post("/agent/v1/heartbeat", {
+    def _report_job(self, job_id: int, body: dict[str, Any]) -> None:
+        self._post(f"/agent/v1/jobs/{job_id}", body)
+
+    def _heartbeat(self, *, gpu_status: str, gpus: list[GpuSample], workers: list[dict[str, Any]]) -> httpx.Response:
+        return self._post("/agent/v1/heartbeat", {
             "gpu_status": gpu_status, "gpus": [g.as_dict() for g in gpus], "workers": workers,
             "sent_at": round(time.time(), 3),
             # A rehearsal rig says so in every heartbeat: the control plane marks it, and its
@@ -97,10 +105,11 @@ class RigAgentRunner:
         })
 
     def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
-        response = self.http.post(
-            self.config.control_plane_url + path, json=body,
-            headers={"Authorization": f"Bearer {self.config.token}"},
-        )
+        with self._post_lock:
+            response = self.http.post(
+                self.config.control_plane_url + path, json=body,
+                headers={"Authorization": f"Bearer {self.config.token}"},
+            )
         if response.is_client_error:
             raise ReportRefused(path=path, status_code=response.status_code, detail=_detail(response))
         response.raise_for_status()
@@ -142,16 +151,38 @@ class RigAgentRunner:
         reports = [s.report() for s in self.supervisors]
         if self.registered:
             try:
-                self._heartbeat(gpu_status=gpu_status, gpus=gpus, workers=reports)
+                answer = self._heartbeat(gpu_status=gpu_status, gpus=gpus, workers=reports)
             except httpx.HTTPError as exc:
                 errors.append(f"heartbeat: {exc}")
+            else:
+                self._take_jobs(answer)
         for error in errors:
             # A refusal will not pass by retrying: the rig's config must change. Say so loudly.
             log.log(logging.ERROR if " refused with " in error else logging.WARNING, "%s", error)
         return RoundResult(registered=self.registered, gpu_status=gpu_status, gpus=gpus, workers=reports,
                            errors=errors)
 
+    def _take_jobs(self, answer: httpx.Response) -> None:
+        """The heartbeat's answer carries jobs for this rig (fleet/agent/jobs.py); an older
+        control plane's answer has none."""
+        try:
+            body = answer.json()
+        except ValueError:
+            return
+        if isinstance(body, dict):
+            self.jobs.offer(body)
+            pace = body.get("heartbeat_s")
+            self.pace_s = float(pace) if isinstance(pace, (int, float)) and not isinstance(pace, bool) else None
+
+    def next_wait_s(self) -> float:
+        """Seconds until the next round: the config's heartbeat_s, or less (never under 0.2 s) while
+        the control plane measures this rig and asks for readings more often."""
+        if self.pace_s is None:
+            return self.config.heartbeat_s
+        return max(0.2, min(self.config.heartbeat_s, self.pace_s))
+
     def stop(self) -> None:
+        self.jobs.stop()
         for supervisor in self.supervisors:
             supervisor.stop()
         if self._own_key_dir is not None:

@@ -1,8 +1,10 @@
 """Keeps one logical worker's llama-server running on a rig: start, notice a crash, restart
 with exponential backoff. `tick()` does one step and never blocks for long, so the agent's
-round stays short; tests drive it directly."""
+round stays short; tests drive it directly. A job (fleet/agent/jobs.py, its own thread) may
+`hold` the worker stopped and `release` it, under the same lock as `tick`."""
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -13,7 +15,7 @@ import httpx
 
 from fleet.agent.config import WorkerConfig
 from fleet.gguf import gguf_report
-from fleet.local_worker import LlamaServerProcess, LlamaServerSpec, find_default_model
+from fleet.local_worker import LlamaServerProcess, LlamaServerSpec, find_default_model, load_duration_s
 from fleet.worker_keys import worker_key_write
 
 BACKOFF_FIRST_S = 1.0
@@ -66,6 +68,8 @@ class WorkerSupervisor:
         self.started_at: float | None = None  # clock() when the current process was launched
         self._gguf: dict[str, Any] | None = None
         self._gguf_read = False
+        self.lock = threading.RLock()
+        self.held = False  # a job stopped it: it stays stopped until the job releases it
 
     def gguf(self) -> dict[str, Any] | None:
         """The model file's facts (fleet/gguf.py), read once: what the control plane's roofline
@@ -79,6 +83,10 @@ class WorkerSupervisor:
         its 0600 file; a running llama-server, which read its file when it started, is restarted
         at once on the new key (the control plane already sends only the new one). "" (a control
         plane that sends none): launched without a key."""
+        with self.lock:
+            self._set_api_key(api_key)
+
+    def _set_api_key(self, api_key: str) -> None:
         if api_key == self.api_key:
             return
         if api_key:
@@ -88,15 +96,19 @@ class WorkerSupervisor:
         else:
             self.spec = replace(self.spec, api_key_file=None)
         self.api_key = api_key
-        if self.process is not None:
+        if self.process is not None and not self.held:
             self.process.stop()
             self.process = None
             self._start(self.clock())
 
     def tick(self) -> str:
+        with self.lock:
+            return self._tick()
+
+    def _tick(self) -> str:
         now = self.clock()
-        if self.api_key is None:
-            return self.state  # not registered yet: no key to launch it with
+        if self.api_key is None or self.held:
+            return self.state  # not registered yet (no key to launch it with), or a job holds it
         if self.process is None:
             if now >= self.next_start_at:
                 self._start(now)
@@ -111,8 +123,8 @@ class WorkerSupervisor:
             self.failures_in_a_row = 0
         return self.state
 
-    def _start(self, now: float) -> None:
-        self.process = LlamaServerProcess(self.spec, log_path=self.log_path, binary=self.binary,
+    def _start(self, now: float, spec: LlamaServerSpec | None = None) -> None:
+        self.process = LlamaServerProcess(spec or self.spec, log_path=self.log_path, binary=self.binary,
                                           gpus=self.worker.gpus).start()
         if self.state in {"backoff", "crashed"}:
             self.restarts += 1
@@ -131,6 +143,49 @@ class WorkerSupervisor:
             return httpx.get(self.spec.base_url + "/health", timeout=0.5).status_code == 200
         except httpx.HTTPError:
             return False
+
+    def hold(self) -> bool:
+        """Stop the llama-server and keep it stopped (a job needs the GPUs, or was asked to stop
+        it). Returns whether it was already held."""
+        with self.lock:
+            was_held, self.held = self.held, True
+            self.stop()
+            return was_held
+
+    def release(self, *, no_warmup: bool = False, speculative: bool = True) -> None:
+        """Start it now and supervise it again. This launch only: `no_warmup` adds llama-server's
+        `--no-warmup` (no warm-up decode at load: the first generation is the first request's),
+        `speculative=False` leaves out the draft model and n-gram mode. A crash relaunches the
+        configured worker."""
+        with self.lock:
+            self.held = False
+            self.stop()
+            if self.api_key is None:
+                return  # not registered yet: tick launches it once it has its key
+            options = self.spec.options
+            if not speculative:
+                options = replace(options, draft_model=None, spec_type=None)
+            if no_warmup:
+                options = replace(options, extra_args=(*options.extra_args, "--no-warmup"))
+            self._start(self.clock(), replace(self.spec, options=options))
+
+    def wait_healthy(self, *, timeout_s: float, cancelled: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+        """Blocks (a job's thread) until the process just started answers /health; returns the
+        seconds from its launch to healthy and its load duration from its log."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not cancelled():
+            with self.lock:
+                process, started_at = self.process, self.started_at
+            if process is None or process.process is None or process.process.poll() is not None:
+                raise RuntimeError(f"worker {self.worker.name}: llama-server exited while starting"
+                                   + (f"; see {self.log_path}" if self.log_path else ""))
+            if self._healthy():
+                return {"time_to_healthy_s": round(self.clock() - (started_at or self.clock()), 3),
+                        "load_duration_s": load_duration_s(self.log_path), "pid": process.pid,
+                        # as launched (its /metrics do not count a warm-up decode: only this says)
+                        "launched_no_warmup": "--no-warmup" in process.spec.options.extra_args}
+            time.sleep(0.05)
+        raise TimeoutError(f"worker {self.worker.name}: not healthy after {timeout_s:.0f} s")
 
     def stop(self) -> None:
         if self.process is not None:

@@ -160,6 +160,9 @@ def _shortened(argv: list[str], *, names: dict[str, str], tmp_path: Path) -> lis
         "--json": lambda v: str(tmp_path / v),
         "-p": lambda v: v.split(",")[0], "-n": lambda v: "8", "-r": lambda v: "1",  # llama-bench
         "-sm": lambda v: v.split(",")[0], "-fa": lambda v: v.split(",")[0],
+        "--prompt-sizes": lambda v: ",".join(v.split(",")[:2]), "--engine-prompt": lambda v: v.split(",")[0],  # rig_baseline
+        "--engine-repetitions": lambda v: "1", "--sweep-requests": lambda v: "1",
+        "--concurrency-prompt-tokens": lambda v: str(min(int(v), 32)),
     }
     out: list[str] = []
     args = iter(argv)
@@ -203,7 +206,7 @@ def _walk_rig_day(env: dict[str, str], demo_lines: list[str], tmp_path: Path) ->
     commands = [shlex.split(line) for line in rig_day_commands((ROOT / "docs/research/rig-baseline.md").read_text())]
     engine = [c for c in commands if c[0].startswith("CUDA_VISIBLE_DEVICES=")]
     control_plane = [c[2:] for c in commands if c[:2] == ["python", "manage.py"]]
-    assert len(engine) == 1 and [c[0] for c in control_plane][:1] == ["bench"], commands
+    assert len(engine) == 1 and [c[0] for c in control_plane][:2] == ["rig_baseline", "bench"], commands
     assert "promote_worker" in [c[0] for c in control_plane]
     devices, binary, *args = engine[0]
     llama_bench = subprocess.run(
@@ -212,13 +215,15 @@ def _walk_rig_day(env: dict[str, str], demo_lines: list[str], tmp_path: Path) ->
         timeout=120)
     assert llama_bench.returncode == 0 and "tg8" in llama_bench.stdout, llama_bench.stdout + llama_bench.stderr
     walk = [_shortened(c, names=names, tmp_path=tmp_path) for c in control_plane]
+    # rig_baseline: its report not into the checkout's docs; a context sweep a CPU runs in seconds
+    walk[0] += ["--report-dir", str(tmp_path / "reports"), "--contexts", "64,400"]
     step3 = next(c for c in walk if "--goodput" in c)
     through_gateway = [arg for arg in step3 if arg not in ("--worker", "rehearsal-rig-a")]
     through_gateway = [str(tmp_path / "gateway.json") if arg.endswith("baseline.json") else arg for arg in through_gateway]
     walk.insert(walk.index(step3) + 1, [*through_gateway, "--base-url", base_url, "--api-key", key])
     done = subprocess.run([sys.executable, "manage.py", "shell", "--no-imports", "-c", RIG_DAY + REHEARSAL_FACTS],
                           cwd=ROOT,
-                          env={**env, "RIG_DAY": json.dumps(walk)}, capture_output=True, text=True, timeout=300)
+                          env={**env, "RIG_DAY": json.dumps(walk)}, capture_output=True, text=True, timeout=480)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "passed" in done.stdout or "refused" in done.stdout  # the gate judged the run --bench made
     print("\n".join(line for line in done.stdout.splitlines() if line.startswith("$ ")))
@@ -230,8 +235,10 @@ import json
 from pathlib import Path
 from fleet.models import Gpu, Rig, Worker
 from lessons.research_bridge import benchmark_runs
-from research.models import BenchmarkRun
+from research.models import Baseline, BenchmarkRun
 rig = Rig.objects.get(name="rehearsal-rig")
+baseline = Baseline.objects.get()
+cold = BenchmarkRun.objects.get(baseline=baseline, baseline_kind="cold")
 run = BenchmarkRun.objects.filter(worker__name="rehearsal-rig-a").order_by("-id").first()
 from django.test import Client
 from accounts.models import User
@@ -242,6 +249,15 @@ print(json.dumps({
     "pages": [[r.launch.get("rehearsal"), 'id="rehearsal"' in client.get(f"/research/runs/{r.pk}/").content.decode()]
               for r in runs],
     "scenarios": sorted({r.scenario for r in runs}),
+    "baseline": {"status": baseline.status, "error": baseline.error, "rehearsal": baseline.rehearsal,
+                 "steps": [(step["kind"], step["status"]) for step in baseline.steps],
+                 "engine_tests": sorted((row["n_prompt"], row["n_gen"]) for row in baseline.steps[0]["result"]["rows"]),
+                 "cold": cold.summary["cold_start"], "report": Path(baseline.report_path).read_text(),
+                 "kinds": sorted({r.baseline_kind for r in baseline.runs.all()}),
+                 "roofline": [(r.summary.get("roofline") or {}).get("percent_of_ceiling") is not None
+                              for r in baseline.runs.all()],
+                 "gpus": [(len(r.summary.get("gpus") or []), (r.ended_at - r.started_at).total_seconds())
+                          for r in baseline.runs.all()]},
     "rehearsal": rig.rehearsal,
     "gpus": sorted(Gpu.objects.filter(rig=rig).values_list("name", "uuid")),
     "workers": {w.name: [w.gpu_indices, w.launch.get("model_path"), Path(w.launch.get("model_path", "")).is_file()]
@@ -295,6 +311,25 @@ def test_demo_again_reuses_the_database_issues_a_new_key_and_rehearses_rig_day(t
     # Every run the walk stored on the rig's workers says so on its page.
     assert len(facts["pages"]) >= 6 and all(page == [True, True] for page in facts["pages"]), facts["pages"]
     assert {"idle", "promotion"} <= set(facts["scenarios"]), facts["scenarios"]
+    # rig_baseline, from the control plane's directory without the GGUF: every step, the engine
+    # and the cold restart done by the rig's agent, the cold request the worker's first generation.
+    baseline = facts["baseline"]
+    assert (baseline["status"], baseline["rehearsal"]) == ("done", True), baseline["error"]
+    assert [tuple(step) for step in baseline["steps"]] == [("engine", "done"), ("cold", "done"), ("idle", "done"), ("warm", "done"),
+                                 ("concurrency", "done"), ("prompt-size", "done"), ("context", "done"),
+                                 ("speculative", "skipped")]
+    assert [tuple(test) for test in baseline["engine_tests"]] == [(0, 8), (20, 0)]
+    assert baseline["cold"]["decodes_before"] == 0 and baseline["cold"]["first_generation"] is True
+    assert baseline["cold"]["time_to_healthy_s"] > 0 and baseline["cold"]["no_warmup"] is True
+    assert baseline["kinds"] == ["cold", "concurrency", "context", "idle", "prompt-size", "warm"]
+    assert all(baseline["roofline"]), baseline
+    # The agent is asked for a reading every second while a run goes on: a run of 2 s or more has
+    # every card of its worker summarized (the shortest runs here end before the first reading).
+    assert any(seconds >= 2 for _, seconds in baseline["gpus"]), baseline["gpus"]  # the 400-token context run
+    assert all(count == 4 for count, seconds in baseline["gpus"] if seconds >= 2), baseline["gpus"]
+    assert "## GPUs during" in baseline["report"]
+    assert "REHEARSAL" in baseline["report"] and "## Engine only" in baseline["report"]
+    assert "the first generation the restarted worker performed" in baseline["report"]
     assert (tmp_path / "ocs.sqlite3").exists()
     count = subprocess.run(
         [sys.executable, "manage.py", "shell", "--no-imports", "-c",

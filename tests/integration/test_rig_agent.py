@@ -5,6 +5,10 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import openai
 import pytest
@@ -153,3 +157,105 @@ def test_an_agent_started_again_after_dying_serves_nothing_until_its_new_worker_
         assert cold_starts.count() == 2 and all(event.cold_start_s < 120 for event in cold_starts)
     finally:
         second.stop()
+
+
+@contextmanager
+def agent_in_a_loop(gateway_url: str) -> Iterator[object]:
+    """A registered real agent doing its rounds on a thread (as `rig_agent` does), its one worker
+    running; stopped after."""
+    from fleet.agent.config import parse_agent_config
+    from fleet.agent.runner import RigAgentRunner
+    from fleet.models import Worker
+
+    _rig, token = make_rig()
+    agent = RigAgentRunner(parse_agent_config(agent_toml(gateway_url, token, free_port())))
+    stop = threading.Event()
+
+    def rounds() -> None:
+        while not stop.is_set():
+            agent.run_round()
+            stop.wait(0.3)
+
+    looping = threading.Thread(target=rounds, daemon=True)
+    looping.start()
+    try:
+        assert wait_for(lambda: Worker.objects.filter(name="cpu-1", process_state="running").exists(), timeout_s=60)
+        yield agent
+    finally:
+        stop.set()
+        looping.join(10)
+        agent.stop()
+
+
+def test_agent_jobs_bench_the_engine_restart_cold_and_a_cancel_restores_the_worker(
+    gateway, transactional_db  # noqa: ANN001
+) -> None:
+    """Jobs from the control plane reach the real agent in its heartbeat answers (issue 19): a
+    llama-bench with the worker stopped and started after; a --no-warmup restart whose worker has
+    decoded nothing; a cancelled llama-bench that still gives the worker back."""
+    from fleet.models import Worker
+    from fleet.rig_jobs import job_cancel, job_request, job_wait
+    from research.rig_baseline import worker_decodes
+
+    with agent_in_a_loop(gateway.url) as agent:
+        worker = Worker.objects.get(name="cpu-1")
+        pid_before = agent.supervisors[0].process.pid
+
+        bench = job_wait(job_request(worker=worker, kind="llama-bench",
+                                     params={"prompt": [16], "generate": 4, "repetitions": 1}), timeout_s=120)
+        assert bench.state == "done", bench.error
+        tests = sorted((row["n_prompt"], row["n_gen"]) for row in bench.result["rows"])
+        assert tests == [(0, 4), (16, 0)] and all(row["avg_ts"] > 0 for row in bench.result["rows"])
+        assert bench.result["restored"]["time_to_healthy_s"] > 0  # the worker was started again after it
+        assert bench.result["restored"]["launched_no_warmup"] is False  # as configured
+        assert agent.supervisors[0].process.pid != pid_before and not agent.supervisors[0].held
+
+        cold = job_wait(job_request(worker=worker, kind="restart", params={"no_warmup": True}), timeout_s=120)
+        assert cold.state == "done", cold.error
+        assert cold.result["no_warmup"] is True and cold.result["launched_no_warmup"] is True
+        assert cold.result["time_to_healthy_s"] > 0
+        worker.refresh_from_db()
+        assert worker_decodes(worker) == 0  # nothing decoded before the first request
+
+        long = job_request(worker=worker, kind="llama-bench", params={"prompt": [512], "generate": 256,
+                                                                      "repetitions": 50})
+        assert wait_for(lambda: agent.supervisors[0].held, timeout_s=30)  # stopped for llama-bench
+        job_cancel(long)
+        long = job_wait(long, timeout_s=60)
+        assert long.state == "cancelled", (long.state, long.error)
+        assert not agent.supervisors[0].held and agent.supervisors[0].process is not None
+        assert wait_for(lambda: agent.supervisors[0].state == "running", timeout_s=30)
+
+
+def test_a_baseline_stopped_with_ctrl_c_during_llama_bench_gives_the_worker_back(
+    gateway, transactional_db, tmp_path  # noqa: ANN001
+) -> None:
+    """Ctrl-C while the agent runs llama-bench: the job is cancelled, the agent starts the worker
+    again, the worker returns to the monitor's care (not left drained), the baseline says aborted."""
+    import _thread
+
+    from fleet.models import Worker
+    from research.models import Baseline
+    from research.rig_baseline import BaselineOptions, BaselineRunner
+
+    with agent_in_a_loop(gateway.url) as agent:
+        worker = Worker.objects.select_related("model", "pool").get(name="cpu-1")
+
+        def ctrl_c_once_held() -> None:
+            if wait_for(lambda: agent.supervisors[0].held, timeout_s=60):
+                _thread.interrupt_main()
+
+        threading.Thread(target=ctrl_c_once_held, daemon=True).start()
+        runner = BaselineRunner(worker=worker, out=lambda line: None, report_dir=tmp_path,
+                                options=BaselineOptions(steps=("engine", "warm"), engine_prompt=(512,),
+                                                        engine_repetitions=50, output_tokens=256))
+        with pytest.raises(KeyboardInterrupt):
+            runner.run()
+        baseline = Baseline.objects.get()
+        assert baseline.status == "aborted" and baseline.steps == []  # stopped in its first step
+        assert not agent.supervisors[0].held
+        assert wait_for(lambda: agent.supervisors[0].state == "running", timeout_s=30)
+        worker.refresh_from_db()
+        assert worker.state != "draining"  # given back to the monitor
+        assert worker.jobs.get().state == "cancelled"
+        assert "aborted" in Path(baseline.report_path).read_text()

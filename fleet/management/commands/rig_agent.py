@@ -41,7 +41,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"{result.gpu_status}; {states or 'no workers'}"
                                   + (f"; errors: {'; '.join(result.errors)}" if result.errors else ""))
                 self.stdout.flush()
-                if options["once"] or stop.wait(config.heartbeat_s):
+                if options["once"] or stop.wait(agent.next_wait_s()):
                     break
         finally:
             agent.stop()

@@ -278,7 +278,7 @@ class Command(BaseCommand):
         try:
             while True:
                 agent.run_round()
-                if stop.wait(agent.config.heartbeat_s):
+                if stop.wait(agent.next_wait_s()):
                     break
         finally:
             agent.stop()
