@@ -29,10 +29,12 @@ from typing import Any
 import httpx
 from django.utils import timezone
 
-from fleet.models import RigJob, Worker
+from fleet.gguf import GgufFacts
+from fleet.models import Gpu, RigJob, Worker
 from fleet.rig_jobs import job_cancel, job_request, job_wait
 from fleet.services import worker_drain, worker_enable
-from research.bench_levels import BenchOptions, Out, bench_levels, format_level_line, idle_levels
+from research.bench_levels import BenchOptions, Out, bench_levels, format_level_line, idle_levels, model_facts
+from research.context_plan import context_plan, describe
 from research.loadgen import fit_prompt_words
 from research.metrics import Slo
 from research.models import Baseline, BenchmarkRun
@@ -97,6 +99,20 @@ def worker_decodes(worker: Worker) -> int | None:
         return None
     match = re.search(r"^llamacpp:n_decode_total\s+([0-9.e+]+)$", response.text, re.MULTILINE)
     return int(float(match.group(1))) if response.status_code == 200 and match else None
+
+
+def worker_plan_inputs(worker: Worker) -> tuple[GgufFacts | None, int | None, float | None]:
+    """What a context plan of a registered worker starts from: the GGUF facts its rig agent
+    reported (or its model file, when here), how many GPUs it spans, and its smallest card's memory
+    in GiB as the agent reports it; None for what is not known."""
+    facts, _source = model_facts(worker.launch or {})
+    gpus = len(worker.gpu_indices) if worker.gpu_indices else None
+    vram = None
+    if worker.rig_id and worker.gpu_indices:
+        totals = list(Gpu.objects.filter(rig_id=worker.rig_id, index__in=list(worker.gpu_indices))
+                      .values_list("memory_total_mib", flat=True))
+        vram = min(totals) / 1024 if totals and min(totals) > 0 else None
+    return facts, gpus, vram
 
 
 def refuse_last_healthy(worker: Worker, *, force: bool) -> None:
@@ -244,7 +260,7 @@ class BaselineRunner:
                              prompt_tokens=self.options.concurrency_prompt_tokens)
         self._levels("concurrency", bench_levels(options, out=self.out, scenario="baseline-concurrency"))
 
-    def _sweep(self, kind: str, sizes: list[int]) -> None:
+    def _sweep(self, kind: str, sizes: list[int], *, result: dict[str, Any] | None = None) -> None:
         ids: list[int] = []
         for size in sizes:
             options = self.bench(prompt_tokens=size, requests=self.options.sweep_requests, warmup=1)
@@ -252,7 +268,7 @@ class BaselineRunner:
             for level in report["levels"]:
                 self.out(format_level_line(level))
             ids += [level["run_id"] for level in report["levels"]]
-        self._record(kind, runs=ids)
+        self._record(kind, runs=ids, result=result)
 
     def _prompt_size(self) -> None:
         self._sweep("prompt-size", list(self.options.prompt_sizes))
@@ -261,10 +277,24 @@ class BaselineRunner:
         per_slot = int(self.worker.context_per_slot or 0)
         sizes = list(self.options.contexts) or context_sizes(per_slot, output_tokens=self.options.output_tokens)
         fits = [size for size in sizes if size + self.options.output_tokens + 64 <= per_slot]
+        plan = self._plan()
         if not fits:
-            self._record("context", status="skipped", note=f"no prompt of {sizes} fits a {per_slot}-token slot")
+            self._record("context", status="skipped", result=plan,
+                         note=f"no prompt of {sizes} fits a {per_slot}-token slot")
             return
-        self._sweep("context", fits)
+        self._sweep("context", fits, result=plan)
+
+    def _plan(self) -> dict[str, Any]:
+        """The context plan beside the sweep: KV per slot, the largest context that fits, 256k."""
+        facts, gpus, vram = worker_plan_inputs(self.worker)
+        if facts is None or not gpus or not vram:
+            return {}
+        try:
+            plan = context_plan(facts, gpus=gpus, vram_gib=vram, slots=self.worker.slots)
+        except ValueError:
+            return {}
+        self.out(f"  context plan: {describe(plan)}")
+        return {"plan": plan.as_dict(), "plan_line": describe(plan)}
 
     def _speculative(self) -> None:
         launch = self.worker.launch or {}

@@ -89,6 +89,9 @@ def write_report(baseline: Baseline, directory: Path, *, day: date) -> Path:
         elif levels:
             title = dict(BenchmarkRun.BaselineKind.choices).get(kind, kind)
             lines += [f"## {title}", "", tables.levels_table(levels), "", _roofline_line(levels), ""]
+            if step["result"].get("plan_line"):
+                lines += [f"The context plan for this worker (`context_plan --worker {baseline.worker_name}`): "
+                          f"{step['result']['plan_line']}.", ""]
             plot = None
             if kind == "concurrency":
                 plot = tables.throughput_vs_load(levels, title=f"{baseline.worker_name}: throughput vs concurrency")

@@ -330,6 +330,7 @@ def test_demo_again_reuses_the_database_issues_a_new_key_and_rehearses_rig_day(t
     assert "## GPUs during" in baseline["report"]
     assert "REHEARSAL" in baseline["report"] and "## Engine only" in baseline["report"]
     assert "the first generation the restarted worker performed" in baseline["report"]
+    assert "The context plan for this worker" in baseline["report"]  # from the agent's GGUF facts
     assert (tmp_path / "ocs.sqlite3").exists()
     count = subprocess.run(
         [sys.executable, "manage.py", "shell", "--no-imports", "-c",

@@ -14,9 +14,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from fleet.gguf import KV_BYTES_PER_ELEMENT, GgufFacts, read_gguf
-from fleet.models import Gpu, Worker
-from research.bench_levels import model_facts
+from fleet.models import Worker
 from research.context_plan import DEFAULT_RESERVE_MIB, GIB, context_plan, describe
+from research.rig_baseline import worker_plan_inputs
 
 CACHE_TYPES = ("f16", "q8_0", "q4_0")
 
@@ -88,17 +88,14 @@ class Command(BaseCommand):
             worker = Worker.objects.filter(name=options["worker"]).first()
             if worker is None:
                 raise CommandError(f"no worker named {options['worker']!r}")
-            found, _source = model_facts(worker.launch or {})
+            found, worker_gpus, worker_vram = worker_plan_inputs(worker)
             if found is None:
                 raise CommandError(f"worker {worker.name}: its rig agent reported no GGUF facts and its model file "
                                    "is not here; give --gguf")
             facts = found
-            gpus = gpus or ([len(worker.gpu_indices)] if worker.gpu_indices else None)
+            gpus = gpus or ([worker_gpus] if worker_gpus else None)
             slots = slots or [worker.slots]
-            if vram is None and worker.rig_id and worker.gpu_indices:
-                totals = list(Gpu.objects.filter(rig_id=worker.rig_id, index__in=list(worker.gpu_indices))
-                              .values_list("memory_total_mib", flat=True))
-                vram = min(totals) / 1024 if totals and min(totals) > 0 else None
+            vram = vram if vram is not None else worker_vram
         if vram is None:
             raise CommandError("give --vram-gb (memory per GPU, GiB)")
         return facts, gpus or [1], vram, slots or [1]
