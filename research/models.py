@@ -242,8 +242,17 @@ class WebRun(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
 
+    class What(models.TextChoices):
+        LEVEL = "level", "One load level"
+        BASELINE = "baseline", "The rig baseline (rig_baseline)"
+
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
                                      related_name="+")
+    what = models.CharField(max_length=16, choices=What.choices, default=What.LEVEL)
+    idle_s = models.JSONField(default=list, blank=True, help_text="A baseline's idle gaps, seconds.")
+    max_context = models.PositiveIntegerField(null=True, blank=True,
+                                              help_text="A baseline's largest context-sweep prompt (None: the slot's).")
+    baseline = models.ForeignKey(Baseline, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     worker = models.ForeignKey(Worker, on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
                                help_text="The worker measured directly, or through the gateway with `via_gateway`.")
     via_gateway = models.BooleanField(default=False)
@@ -268,7 +277,7 @@ class WebRun(models.Model):
 
     def progress(self) -> dict[str, Any]:
         return {"id": self.id, "status": self.status, "done": self.done_requests, "total": self.total_requests,
-                "run_id": self.run_id, "error": self.error}
+                "run_id": self.run_id, "baseline_id": self.baseline_id, "error": self.error}
 
 
 class Calibration(models.Model):

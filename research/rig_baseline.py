@@ -115,6 +115,11 @@ def worker_plan_inputs(worker: Worker) -> tuple[GgufFacts | None, int | None, fl
     return facts, gpus, vram
 
 
+def refuse_off_rig(worker: Worker) -> None:
+    if worker.rig_id is None:
+        raise BaselineRefused(f"{worker.name} is not on a rig: its agent does the engine and cold steps")
+
+
 def refuse_last_healthy(worker: Worker, *, force: bool) -> None:
     """A baseline takes the worker out of service for its whole length: not the last healthy one
     of its pool, unless forced."""
@@ -134,6 +139,7 @@ class BaselineRunner:
     out: Out
     report_dir: Path
     sleep: Callable[[float], Any] = time.sleep
+    progress: Callable[[int, int], Any] | None = None  # (steps done, steps)
     baseline: Baseline = field(init=False)
     _job: RigJob | None = field(default=None, init=False)
 
@@ -147,8 +153,7 @@ class BaselineRunner:
     # --- the sequence ---------------------------------------------------------------------
 
     def run(self) -> Baseline:
-        if self.worker.rig_id is None:
-            raise BaselineRefused(f"{self.worker.name} is not on a rig: its agent does the engine and cold steps")
+        refuse_off_rig(self.worker)
         self.baseline = Baseline.objects.create(
             worker=self.worker, worker_name=self.worker.name, options=self.options.as_dict(),
             rehearsal=bool(rehearsal_marks(self.worker)))
@@ -156,8 +161,12 @@ class BaselineRunner:
         steps = [step for step in STEPS if step in self.options.steps]
         try:
             for number, kind in enumerate(steps, start=1):
+                if self.progress is not None:
+                    self.progress(number - 1, len(steps))
                 self.out(f"[{number}/{len(steps)}] {kind}")
                 self._step(kind)
+            if self.progress is not None:
+                self.progress(len(steps), len(steps))
             self.baseline.status = Baseline.Status.DONE
         except KeyboardInterrupt:
             self.baseline.status, self.baseline.error = Baseline.Status.ABORTED, "stopped with Ctrl-C"

@@ -17,4 +17,5 @@ urlpatterns = [
     path("start/", views.start, name="start"),
     path("start/<int:web_run_id>/", views.web_run_detail, name="web_run"),
     path("start/<int:web_run_id>/progress.json", views.web_run_progress, name="web_run_progress"),
+    path("baselines/<int:baseline_id>/", views.baseline_detail, name="baseline"),
 ]

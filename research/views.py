@@ -18,9 +18,10 @@ from fleet.models import Worker
 from research import selectors
 from research.class_personas import PERSONAS
 from research.forms import PlanClassForm
-from research.models import BenchmarkRun, Experiment, WebRun
+from research.models import Baseline, BenchmarkRun, Experiment, WebRun
 from research.planner.report import sweep_chart, sweep_table
 from research.planner_services import class_plan, plan_class
+from research.rig_baseline import STEPS
 from research.web_runs import BOUNDS, RunAsk, WebRunRefused, web_run_start, web_runs_expire
 
 LOGIN_URL = "/accounts/login/"
@@ -144,8 +145,15 @@ def _ask_from(post: Any) -> RunAsk:
         worker_id = int(post.get("worker", ""))
     except ValueError:
         raise WebRunRefused("Pick a worker and give every size as a whole number.") from None
+    what = post.get("what") or WebRun.What.LEVEL
+    try:
+        idle = tuple(float(part) for part in str(post.get("idle", "")).split(",") if part.strip())
+        max_context = int(post["max_context"]) if post.get("max_context") else None
+    except ValueError:
+        raise WebRunRefused("Give the idle gaps as seconds separated by commas (60,300,900) and the largest "
+                            "sweep prompt as a whole number.") from None
     return RunAsk(worker_id=worker_id, via_gateway=post.get("via_gateway") == "on", label=post.get("label", ""),
-                  **numbers)
+                  what=what, idle_s=idle, max_context=max_context, **numbers)
 
 
 @staff_required
@@ -163,7 +171,8 @@ def start(request: HttpRequest) -> HttpResponse:
     web_runs_expire()
     workers = Worker.objects.exclude(state=Worker.State.DISABLED).select_related("model", "pool").order_by("name")
     return render(request, "research/start.html", {
-        "workers": workers, "bounds": BOUNDS, "web_runs": WebRun.objects.select_related("worker", "run")[:20]})
+        "workers": workers, "bounds": BOUNDS, "steps": ", ".join(STEPS),
+        "web_runs": WebRun.objects.select_related("worker", "run", "baseline")[:20]})
 
 
 @staff_required
@@ -172,6 +181,17 @@ def web_run_detail(request: HttpRequest, web_run_id: int) -> HttpResponse:
     web_runs_expire()
     web_run = get_object_or_404(WebRun.objects.select_related("worker", "run", "requested_by"), pk=web_run_id)
     return render(request, "research/web_run.html", {"web_run": web_run})
+
+
+@staff_required
+@require_GET
+def baseline_detail(request: HttpRequest, baseline_id: int) -> HttpResponse:
+    """One rig baseline: its steps in order, each with its runs, the engine-only rows and the cold
+    start's facts; the Markdown report's path."""
+    baseline = get_object_or_404(Baseline.objects.select_related("worker"), pk=baseline_id)
+    runs = {run.pk: run for run in baseline.runs.all()}
+    steps = [{**step, "runs": [runs[i] for i in step["run_ids"] if i in runs]} for step in baseline.steps]
+    return render(request, "research/baseline.html", {"baseline": baseline, "steps": steps})
 
 
 @staff_required

@@ -1,5 +1,5 @@
 // A web-started research run (/research/start/<id>/): read its progress once a second until it
-// is done or failed, then link the stored run.
+// is done or failed, then link the stored run (or, for a rig baseline, the baseline).
 (function () {
   "use strict";
   var box = document.getElementById("web-run");
@@ -20,10 +20,10 @@
     var strong = document.createElement("strong");
     strong.textContent = p.status;
     status.append("Status: ", strong, p.error ? ": " + p.error : "");
-    if (p.run_id && !result.querySelector("a")) {
+    if ((p.run_id || p.baseline_id) && !result.querySelector("a")) {
       var link = document.createElement("a");
-      link.href = "/research/runs/" + p.run_id + "/";
-      link.textContent = "See the stored run " + p.run_id;
+      link.href = p.run_id ? "/research/runs/" + p.run_id + "/" : "/research/baselines/" + p.baseline_id + "/";
+      link.textContent = p.run_id ? "See the stored run " + p.run_id : "See the baseline " + p.baseline_id;
       result.append(link);
     }
   }

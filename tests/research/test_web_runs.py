@@ -17,6 +17,15 @@ def test_sizes_outside_the_bounds_are_refused_with_what_is_allowed() -> None:
     with pytest.raises(WebRunRefused, match="concurrency must be between 1 and 64"):
         check_ask(RunAsk(worker_id=1, via_gateway=False, prompt_tokens=256, output_tokens=64, requests=8,
                          concurrency=500))
+    baseline = dict(worker_id=1, via_gateway=False, prompt_tokens=20, output_tokens=64, requests=8, concurrency=4,
+                    what="baseline")
+    check_ask(RunAsk(**baseline, idle_s=(60, 300, 900), max_context=8192))
+    with pytest.raises(WebRunRefused, match="idle gaps"):
+        check_ask(RunAsk(**baseline, idle_s=(86_400,)))  # a day of nothing ties up the runs cluster
+    with pytest.raises(WebRunRefused, match="largest sweep prompt"):
+        check_ask(RunAsk(**baseline, max_context=8))
+    with pytest.raises(WebRunRefused, match="one load level or the rig baseline"):
+        check_ask(RunAsk(**{**baseline, "what": "everything"}))
 
 
 @pytest.mark.django_db
@@ -78,6 +87,49 @@ def test_a_run_started_from_the_page_is_measured_by_the_runs_cluster_and_shows_o
 
     progress = client.get(f"/research/start/{direct.pk}/progress.json").json()
     assert progress == {"id": direct.pk, "status": "done", "done": 4, "total": 4, "run_id": direct.run.pk,
-                        "error": ""}
+                        "baseline_id": None, "error": ""}
     index = client.get("/research/").content.decode()
     assert "from the page" in index and f"/research/runs/{direct.run.pk}/" in index
+
+
+@pytest.mark.integration
+def test_a_rig_baseline_started_from_the_page_runs_every_step_through_the_agent(
+        client, teacher, gateway, runs_cluster, transactional_db) -> None:  # noqa: ANN001
+    """The baseline from the web (issue 19): the runs cluster runs rig_baseline against a worker a
+    real rig agent supervises; the page shows it step by step and links the stored baseline."""
+    from fleet.models import Worker
+    from research.models import Baseline, WebRun
+    from tests.integration.test_rig_agent import agent_in_a_loop
+
+    client.force_login(teacher)
+    with agent_in_a_loop(gateway.url) as agent:
+        worker = Worker.objects.get(name="cpu-1")
+        refused = client.post("/research/start/", {"worker": worker.pk, "what": "baseline", "via_gateway": "on",
+                                                   "prompt_tokens": 16, "output_tokens": 4, "requests": 1,
+                                                   "concurrency": 2}, follow=True)
+        assert "not through the gateway" in refused.content.decode() and not WebRun.objects.exists()
+        answer = client.post("/research/start/", {"worker": worker.pk, "what": "baseline", "prompt_tokens": 16,
+                                                  "output_tokens": 4, "requests": 1, "concurrency": 2,
+                                                  "idle": "0.1", "max_context": 64, "label": "web baseline"})
+        web_run = WebRun.objects.get(label="web baseline")
+        assert answer.status_code == 302 and web_run.total_requests == 8  # steps, not requests
+
+        def finished() -> bool:
+            web_run.refresh_from_db()
+            return web_run.status not in (WebRun.Status.QUEUED, WebRun.Status.RUNNING)
+
+        assert wait_for(finished, timeout_s=300, interval_s=0.5), runs_cluster.read_text()[-3000:]
+        assert web_run.status == WebRun.Status.DONE, (web_run.error, runs_cluster.read_text()[-3000:])
+        assert not agent.supervisors[0].held
+    baseline = Baseline.objects.get()
+    assert web_run.baseline_id == baseline.pk and baseline.status == "done"
+    assert [step["kind"] for step in baseline.steps] == ["engine", "cold", "idle", "warm", "concurrency",
+                                                         "prompt-size", "context", "speculative"]
+    assert baseline.steps[1]["result"]["first_generation"] is True
+    assert sorted(baseline.runs.filter(baseline_kind="concurrency").values_list("concurrency", flat=True)) == [1, 2]
+    assert baseline.runs.filter(baseline_kind="context").get().prompt_tokens == 64
+    progress = client.get(f"/research/start/{web_run.pk}/progress.json").json()
+    assert (progress["done"], progress["total"], progress["baseline_id"]) == (8, 8, baseline.pk)
+    page = client.get(f"/research/baselines/{baseline.pk}/").content.decode()
+    assert "the measured request was the worker's first generation" in page and 'data-kind="engine"' in page
+    assert f"/research/baselines/{baseline.pk}/" in client.get(f"/research/start/{web_run.pk}/").content.decode()
