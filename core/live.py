@@ -154,7 +154,6 @@ class LiveState(Protocol):
     # `affinity` (worker id, ttl s): a claim also records the conversation's worker, in the same round trip.
     async def claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
                          conversation: str, affinity: tuple[int, float] | None = None) -> SlotClaim | None: ...
-    async def renew(self, resource: str, lease_id: str, lease_s: float) -> None: ...
     async def renew_many(self, leases: list[tuple[str, str]], lease_s: float) -> None: ...
     # The waiting line of a (pool, model), one for every gateway process, and its service counters
     # (core/fair_share.py). A waiting entry lives `ttl_s` unless renewed.
@@ -300,15 +299,13 @@ class InProcessLiveState:
         """In process: reaches this process only (the embedded default runs one gateway process)."""
         self._fair_policy = None if policy is None else check_policy(policy)
 
-    async def renew(self, resource: str, lease_id: str, lease_s: float) -> None:
-        with self._lock:
-            leases = self._leases.get(resource, {})
-            if lease_id in leases:
-                leases[lease_id] = self._clock() + lease_s
-
     async def renew_many(self, leases: list[tuple[str, str]], lease_s: float) -> None:
-        for resource, lease_id in leases:
-            await self.renew(resource, lease_id, lease_s)
+        with self._lock:
+            until = self._clock() + lease_s
+            for resource, lease_id in leases:
+                held = self._leases.get(resource, {})
+                if lease_id in held:
+                    held[lease_id] = until
 
     async def release(self, resource: str, lease_id: str) -> None:
         with self._lock:
@@ -546,13 +543,6 @@ class RedisLiveState:
             self._sync.delete(self._k(FAIR_POLICY_KEY))
         else:
             self._sync.set(self._k(FAIR_POLICY_KEY), check_policy(policy))
-
-    @_guarded_async
-    async def renew(self, resource: str, lease_id: str, lease_s: float) -> None:
-        lease_ms = int(lease_s * 1000)
-        await self._client().eval(
-            _RENEW_LUA, 1, self._k("lease", resource), int(time.time() * 1000) + lease_ms, lease_id, lease_ms
-        )
 
     @_guarded_async
     async def renew_many(self, leases: list[tuple[str, str]], lease_s: float) -> None:

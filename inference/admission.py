@@ -29,7 +29,7 @@ from core import errors
 from core.db import fresh_connection
 from core.fair_share import POLICIES
 from core.lease import Lease
-from core.live import LiveStateUnavailable, live_state, worker_resource
+from core.live import LiveStateUnavailable, Settlement, live_state, worker_resource
 from fleet.models import PoolEvent
 from fleet.scheduler import Decision, WorkerView, rank_workers
 from fleet.selectors import fleet_snapshot
@@ -177,17 +177,12 @@ async def share_correction(want: Want, *, computed_prompt_tokens: int, output_to
                                  weight=want.weight)
 
 
-async def settle_share(want: Want, *, computed_prompt_tokens: int, output_tokens: int) -> None:
-    """Charge a served request's student what it really cost (share_correction), on its own.
-    A request's end does this within LiveState.finish (inference/pipeline.py); a failure is
-    logged, never raised."""
-    try:
-        policy, delta = await share_correction(want, computed_prompt_tokens=computed_prompt_tokens,
-                                               output_tokens=output_tokens)
-        if delta:
-            await live_state().fair_charge(want.line, policy, student=str(want.user_id), amount=delta)
-    except Exception:
-        log.warning("could not settle the fair-share counter of user %s", want.user_id, exc_info=True)
+async def fair_settlement(want: Want, *, computed_prompt_tokens: int, output_tokens: int) -> Settlement:
+    """A served request's fair-share correction (share_correction) as its part of the request's
+    Settlement, which LiveState.finish applies with the rest in one round trip."""
+    policy, amount = await share_correction(want, computed_prompt_tokens=computed_prompt_tokens,
+                                            output_tokens=output_tokens)
+    return Settlement(fair_line=want.line, fair_policy=policy, fair_student=str(want.user_id), fair_amount=amount)
 
 
 PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}"

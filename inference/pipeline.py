@@ -29,7 +29,7 @@ from core.redact import redact
 from fleet.scheduler import conversation_key
 from fleet.selectors import ModelView
 from inference import dispatch
-from inference.admission import Want, share_correction
+from inference.admission import Want, fair_settlement
 from inference.auth import authenticate
 from inference.catalogue import budget_fallback, resolve_model
 from inference.client_tools import client_tool
@@ -212,19 +212,18 @@ async def _settle(record: RequestContext) -> None:
     # when it leaves a worker for another (failover) or never handed the stream over.
     slot_lease = slot.detach() if slot is not None else None
     ticket = record.ticket.settlement(record.served_tokens()) if record.ticket is not None else Settlement()
-    fair_policy, fair_amount = "", 0.0
+    fair = Settlement()
     if slot is not None and record.want is not None:  # it ran: the fair share learns its cost
         usage = record.usage
         try:
-            fair_policy, fair_amount = await share_correction(
+            fair = await fair_settlement(
                 record.want, computed_prompt_tokens=max(0, usage.prompt_tokens - usage.cached_tokens),
                 output_tokens=usage.completion_tokens)
         except Exception:
             log.warning("could not work out the fair-share charge of user %s", record.want.user_id, exc_info=True)
     settlement = replace(ticket, leases=(*([slot_lease] if slot_lease else []), *ticket.leases),
-                         fair_line=record.want.line if record.want is not None else "", fair_policy=fair_policy,
-                         fair_student=str(record.want.user_id) if record.want is not None else "",
-                         fair_amount=fair_amount)
+                         fair_line=fair.fair_line, fair_policy=fair.fair_policy, fair_student=fair.fair_student,
+                         fair_amount=fair.fair_amount)
     if not settlement.empty:
         try:
             await live_state().finish(settlement)

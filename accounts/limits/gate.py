@@ -5,7 +5,7 @@ if it has caps of its own) and either raises a 429 in the client's envelope, wit
 `retry-after` and `x-ratelimit-*` headers, or returns a Ticket. The ticket holds the request's
 concurrency leases and its token reservation; `Ticket.settlement()` says how to free the one and
 settle the other with the tokens really served, which the request's end sends with the rest of
-its end in one round trip (`Ticket.finish()` does it on its own).
+its end in one round trip (`LiveState.finish`, inference/pipeline.py).
 
 The reservation is the request's worst case: its body size in bytes (a token is at least one
 byte of text, so this bounds the prompt, chat template included in practice) plus its output
@@ -156,19 +156,6 @@ class Ticket:
         delta = served_tokens - self.reserved if served_tokens is not None else 0
         return Settlement(leases=leases, token_scopes=tuple(self.scopes), token_periods=(self.day, *self.periods),
                           token_delta=delta)
-
-    async def finish(self, served_tokens: int | None) -> None:
-        """Free the concurrency leases and settle the reservation, on their own (see `settlement`).
-        If live state cannot be reached the leases expire by themselves and the reservation
-        stands as charged."""
-        settlement = self.settlement(served_tokens)
-        if settlement.empty:
-            return
-        try:
-            await live_state().finish(settlement)
-        except LiveStateUnavailable:
-            log.warning("could not free the leases or settle a token reservation (live state unavailable)")
-
 
 BUDGET_CODES = frozenset({"budget_exhausted", "tokens_per_day_exceeded"})
 

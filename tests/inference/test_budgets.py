@@ -17,6 +17,7 @@ from accounts.limits.resolution import Caps, LimitLevel, resolve
 from accounts.models import AuditEvent, Classroom, User
 from accounts.services import key_issue, limits_set
 from core import errors
+from core.live import live_state
 from core.quota import QuotaScope, QuotaVerdict
 from inference.protocols import anthropic
 from accounts.limits.gate import admit, refusal
@@ -55,9 +56,9 @@ def test_a_weekly_budget_runs_out_across_requests_and_settles_to_what_was_served
 
     async def scenario() -> errors.ApiError:
         first = await admit(identity, reserve=60)
-        await first.finish(10)  # served 10 of the 60 reserved: the week's counter settles too
+        await live_state().finish(first.settlement(10))  # served 10 of the 60 reserved: the week's counter settles too
         second = await admit(identity, reserve=60)
-        await second.finish(60)
+        await live_state().finish(second.settlement(60))
         with pytest.raises(errors.ApiError) as caught:
             await admit(identity, reserve=60)  # 70 used, 60 more would pass 100
         return caught.value

@@ -55,7 +55,8 @@ def test_a_classmate_waiting_in_another_process_is_served_in_the_shared_order(
             served.append(name)
         await asyncio.sleep(hold_s)
         await slot.release()
-        await admission.settle_share(want, computed_prompt_tokens=prompt_bytes // 4, output_tokens=10)
+        await live.finish(await admission.fair_settlement(want, computed_prompt_tokens=prompt_bytes // 4,
+                                                          output_tokens=10))
 
     async def burst_process() -> None:  # gateway process A: one student's backlog of agent turns
         await asyncio.gather(*(one(1, f"burst{n}", 8000, 0.3) for n in range(8)))

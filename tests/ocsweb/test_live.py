@@ -46,7 +46,7 @@ def test_a_lease_that_is_not_renewed_expires_and_a_renewed_one_stays(kind: str) 
         kept = await live.claim("key:1", 2, 0.2)
         dropped = await live.claim("key:1", 2, 0.2)
         assert kept and dropped
-        await live.renew("key:1", kept, 30)
+        await live.renew_many([("key:1", kept)], 30)
         await asyncio.sleep(0.4)  # `dropped` has now outlived its lease; `kept` has not
         assert (await live.busy(["key:1"])) == {"key:1": 1}
         assert await live.claim("key:1", 2, 30) is not None
