@@ -89,6 +89,16 @@ def context_sizes(context_per_slot: int, *, output_tokens: int, start: int = 819
     return sizes or sorted({room // 4, room // 2, room})
 
 
+def context_prompts(sizes: list[int], *, per_slot: int, output_tokens: int, trained: int,
+                    yarn: bool) -> tuple[list[int], list[int]]:
+    """The context sweep's sizes split into (measured, left out past the trained context): a
+    prompt and its answer must fit a slot, and past the model's trained context the answers are
+    garbage unless the worker runs YaRN (rope_scaling = "yarn" in the rig config)."""
+    fits = [size for size in sizes if size + output_tokens + 64 <= per_slot]
+    beyond = [size for size in fits if trained and size + output_tokens > trained and not yarn]
+    return [size for size in fits if size not in beyond], beyond
+
+
 def worker_decodes(worker: Worker) -> int | None:
     """How many decode calls the worker's llama-server has made since it started (its /metrics
     `llamacpp:n_decode_total`): 0 right after a --no-warmup start. None when it does not say."""
@@ -285,13 +295,27 @@ class BaselineRunner:
     def _context(self) -> None:
         per_slot = int(self.worker.context_per_slot or 0)
         sizes = list(self.options.contexts) or context_sizes(per_slot, output_tokens=self.options.output_tokens)
-        fits = [size for size in sizes if size + self.options.output_tokens + 64 <= per_slot]
+        trained = self._trained_context()
+        fits, beyond = context_prompts(sizes, per_slot=per_slot, output_tokens=self.options.output_tokens,
+                                       trained=trained,
+                                       yarn=str((self.worker.launch or {}).get("rope_scaling") or "") == "yarn")
         plan = self._plan()
+        if beyond:
+            plan["note"] = (f"not measured past the trained context ({trained:,} tokens) without YaRN: "
+                            f"{', '.join(str(size) for size in beyond)}")
+            self.out(f"  {plan['note']}")
         if not fits:
             self._record("context", status="skipped", result=plan,
-                         note=f"no prompt of {sizes} fits a {per_slot}-token slot")
+                         note=plan.get("note") or f"no prompt of {sizes} fits a {per_slot}-token slot")
             return
         self._sweep("context", fits, result=plan)
+        if plan.get("note"):
+            self.baseline.steps[-1]["note"] = plan["note"]
+            self.baseline.save(update_fields=["steps"])
+
+    def _trained_context(self) -> int:
+        facts, _gpus, _vram = worker_plan_inputs(self.worker)
+        return int(facts.context_length) if facts is not None and facts.context_length else 0
 
     def _plan(self) -> dict[str, Any]:
         """The context plan beside the sweep: KV per slot, the largest context that fits, 256k."""

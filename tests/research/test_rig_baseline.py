@@ -7,7 +7,7 @@ from django.core.management import CommandError, call_command
 
 from fleet.models import Worker
 from fleet.services import worker_register, worker_set_state
-from research.rig_baseline import BaselineRefused, context_sizes, refuse_last_healthy
+from research.rig_baseline import BaselineRefused, context_prompts, context_sizes, refuse_last_healthy
 
 
 def test_the_context_sweep_doubles_from_8k_while_a_prompt_and_its_answer_fit_a_slot() -> None:
@@ -15,6 +15,14 @@ def test_the_context_sweep_doubles_from_8k_while_a_prompt_and_its_answer_fit_a_s
     assert context_sizes(65_536, output_tokens=128) == [8192, 16384, 32768]
     assert context_sizes(2048, output_tokens=128) == [464, 928, 1856]  # a small slot: 1/4, 1/2, all of it
     assert context_sizes(200, output_tokens=128) == []
+
+
+def test_past_the_trained_context_the_sweep_measures_only_a_yarn_worker() -> None:
+    sizes = [8192, 16384, 32768]
+    assert context_prompts(sizes, per_slot=65_536, output_tokens=128, trained=8192, yarn=False) == (
+        [], [8192, 16384, 32768])  # 8192 + its answer is already past 8,192
+    assert context_prompts(sizes, per_slot=65_536, output_tokens=128, trained=8192, yarn=True) == (sizes, [])
+    assert context_prompts(sizes, per_slot=16_000, output_tokens=128, trained=32768, yarn=False) == ([8192], [])
 
 
 @pytest.mark.django_db
