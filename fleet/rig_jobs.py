@@ -19,7 +19,7 @@ from fleet.models import Rig, RigJob, Worker
 JOB_PARAMS: dict[str, dict[str, type | tuple[type, ...]]] = {
     RigJob.Kind.LLAMA_BENCH: {"prompt": list, "generate": int, "repetitions": int, "split_mode": list,
                               "flash_attn": list, "timeout_s": (int, float)},
-    RigJob.Kind.RESTART: {"no_warmup": bool, "speculative": bool, "timeout_s": (int, float)},
+    RigJob.Kind.RESTART: {"no_warmup": bool, "speculative": bool, "gpus": list, "timeout_s": (int, float)},
     RigJob.Kind.STOP: {},
     RigJob.Kind.START: {"timeout_s": (int, float)},
 }
@@ -50,6 +50,8 @@ def job_request(*, worker: Worker, kind: str, params: dict[str, Any] | None = No
                 raise JobRefused(f"{kind}: split_mode must list some of {', '.join(sorted(SPLIT_MODES))}")
         elif isinstance(value, list) and not (value and all(type(item) is int and item >= 0 for item in value)):
             raise JobRefused(f"{kind}: {name} must be a list of numbers, not {value!r}")
+    if "gpus" in params and not set(params["gpus"]) <= set(worker.gpu_indices or []):
+        raise JobRefused(f"{kind}: gpus {params['gpus']} are not some of {worker.name}'s {worker.gpu_indices}")
     return RigJob.objects.create(rig_id=worker.rig_id, worker=worker, kind=kind, params=params)
 
 

@@ -12,6 +12,8 @@ warm     single stream, warmed up
 concurrency, prompt-size, context   the sweeps
 speculative  on, then off (a restart without the draft / n-gram mode), then the worker restored;
          only where the worker has one
+allocation   the warm run again on half the worker's GPUs (a restart on those cards), where the
+         context plan says the model and its slots fit there; then the worker restored
 
 The worker is drained for the baseline (no student's request lands on it) and given back to the
 monitor after it; Ctrl-C or an error stops the sequence, cancels the agent's job in progress and
@@ -41,7 +43,7 @@ from research.models import Baseline, BenchmarkRun
 from research.rig_baseline_report import write_report
 from research.services import rehearsal_marks
 
-STEPS = ("engine", "cold", "idle", "warm", "concurrency", "prompt-size", "context", "speculative")
+STEPS = ("engine", "cold", "idle", "warm", "concurrency", "prompt-size", "context", "speculative", "allocation")
 ROUTABLE = {Worker.State.HEALTHY, Worker.State.DEGRADED, Worker.State.STARTING}
 
 
@@ -343,3 +345,27 @@ class BaselineRunner:
         finally:
             self._agent("restart", {})  # as configured again
         self._levels("speculative", {"levels": on["levels"] + off["levels"]})
+
+    def _allocation(self) -> None:
+        gpus = list(self.worker.gpu_indices or [])
+        if len(gpus) < 2:
+            self._record("allocation", status="skipped", note="the worker has one GPU or none: nothing to split")
+            return
+        half = gpus[: len(gpus) // 2]
+        facts, _gpus, vram = worker_plan_inputs(self.worker)
+        per_slot = int(self.worker.context_per_slot or 0)
+        if facts is not None and vram:
+            plan = context_plan(facts, gpus=len(half), vram_gib=vram, slots=self.worker.slots)
+            if plan.largest_context_per_slot < per_slot:
+                note = (f"the model and {self.worker.slots} slot(s) of {per_slot:,} tokens do not fit on {len(half)} "
+                        f"card(s): at most {plan.largest_context_per_slot:,} per slot (context plan)")
+                self.out(f"  skipped: {note}")
+                self._record("allocation", status="skipped", note=note)
+                return
+        self._agent("restart", {"gpus": half})
+        try:
+            report = bench_levels(self.bench(), out=self.out, scenario="baseline-allocation",
+                                  label_prefix=f"{len(half)} of {len(gpus)} GPUs", launch={"gpu_indices": half})
+        finally:
+            self._agent("restart", {})  # on all its cards again
+        self._levels("allocation", report, result={"gpus": half, "compare_with": "warm"})

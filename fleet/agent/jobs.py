@@ -154,16 +154,21 @@ class JobRunner:
 
     # --- the kinds ------------------------------------------------------------------------
 
-    def _started(self, job: AgentJob, supervisor: WorkerSupervisor, **launch: bool) -> dict[str, Any]:
+    def _started(self, job: AgentJob, supervisor: WorkerSupervisor, **launch: Any) -> dict[str, Any]:
         started_wall = time.time()
-        supervisor.release(**launch)
+        try:
+            supervisor.release(**launch)
+        except ValueError:
+            supervisor.release()  # a launch it refuses: the worker runs as configured
+            raise
         try:
             facts = supervisor.wait_healthy(timeout_s=job.timeout_s(), cancelled=job.cancel.is_set)
         except TimeoutError:
             if job.cancel.is_set():  # it goes on starting, supervised as ever
                 raise JobCancelled() from None
             raise
-        return {**facts, "started_at": round(started_wall, 3), **launch}
+        return {**facts, "started_at": round(started_wall, 3),
+                **{name: value for name, value in launch.items() if name != "gpus"}}
 
     def _stop(self, job: AgentJob, supervisor: WorkerSupervisor) -> dict[str, Any]:
         supervisor.hold()
@@ -173,9 +178,11 @@ class JobRunner:
         return self._started(job, supervisor)
 
     def _restart(self, job: AgentJob, supervisor: WorkerSupervisor) -> dict[str, Any]:
+        gpus = job.params.get("gpus")
         supervisor.hold()
         return self._started(job, supervisor, no_warmup=bool(job.params.get("no_warmup")),
-                             speculative=bool(job.params.get("speculative", True)))
+                             speculative=bool(job.params.get("speculative", True)),
+                             gpus=tuple(int(g) for g in gpus) if gpus is not None else None)
 
     def _llama_bench(self, job: AgentJob, supervisor: WorkerSupervisor) -> dict[str, Any]:
         binary = self.llama_bench or (supervisor.binary or find_llama_server()).with_name("llama-bench")

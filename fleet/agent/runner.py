@@ -87,7 +87,7 @@ class RigAgentRunner:
 
     def _rehearsal_telemetry(self) -> tuple[str, list[GpuSample]]:
         assert self.rehearsal_rig is not None
-        workers = [WorkerProcess(pid=s.process.pid if s.process is not None else None, gpus=s.worker.gpus,
+        workers = [WorkerProcess(pid=s.process.pid if s.process is not None else None, gpus=s.launched_gpus,
                                  threads=s.worker.options.threads or os.cpu_count() or 1)
                    for s in self.supervisors]
         return read_gpus(self.rehearsal_rig.nvml(workers))

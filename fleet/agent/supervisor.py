@@ -70,6 +70,7 @@ class WorkerSupervisor:
         self._gguf_read = False
         self.lock = threading.RLock()
         self.held = False  # a job stopped it: it stays stopped until the job releases it
+        self.launched_gpus: tuple[int, ...] = tuple(worker.gpus)  # the running process's cards
 
     def gguf(self) -> dict[str, Any] | None:
         """The model file's facts (fleet/gguf.py), read once: what the control plane's roofline
@@ -123,9 +124,10 @@ class WorkerSupervisor:
             self.failures_in_a_row = 0
         return self.state
 
-    def _start(self, now: float, spec: LlamaServerSpec | None = None) -> None:
+    def _start(self, now: float, spec: LlamaServerSpec | None = None, gpus: tuple[int, ...] | None = None) -> None:
+        self.launched_gpus = tuple(gpus) if gpus is not None else tuple(self.worker.gpus)
         self.process = LlamaServerProcess(spec or self.spec, log_path=self.log_path, binary=self.binary,
-                                          gpus=self.worker.gpus).start()
+                                          gpus=self.launched_gpus).start()
         if self.state in {"backoff", "crashed"}:
             self.restarts += 1
         self.state, self.running_since, self.started_at = "starting", None, now
@@ -152,11 +154,13 @@ class WorkerSupervisor:
             self.stop()
             return was_held
 
-    def release(self, *, no_warmup: bool = False, speculative: bool = True) -> None:
+    def release(self, *, no_warmup: bool = False, speculative: bool = True,
+                gpus: tuple[int, ...] | None = None) -> None:
         """Start it now and supervise it again. This launch only: `no_warmup` adds llama-server's
         `--no-warmup` (no warm-up decode at load: the first generation is the first request's),
-        `speculative=False` leaves out the draft model and n-gram mode. A crash relaunches the
-        configured worker."""
+        `speculative=False` leaves out the draft model and n-gram mode, `gpus` (some of the
+        worker's own) launches it on those cards alone, without its tensor split. A crash
+        relaunches the configured worker."""
         with self.lock:
             self.held = False
             self.stop()
@@ -167,7 +171,12 @@ class WorkerSupervisor:
                 options = replace(options, draft_model=None, spec_type=None)
             if no_warmup:
                 options = replace(options, extra_args=(*options.extra_args, "--no-warmup"))
-            self._start(self.clock(), replace(self.spec, options=options))
+            if gpus is not None:
+                if not gpus or not set(gpus) <= set(self.worker.gpus):
+                    raise ValueError(f"worker {self.worker.name}: GPUs {list(gpus)} are not some of its own "
+                                     f"{list(self.worker.gpus)}")
+                options = replace(options, tensor_split=())
+            self._start(self.clock(), replace(self.spec, options=options), gpus=gpus)
 
     def wait_healthy(self, *, timeout_s: float, cancelled: Callable[[], bool] = lambda: False) -> dict[str, Any]:
         """Blocks (a job's thread) until the process just started answers /health; returns the
@@ -183,7 +192,8 @@ class WorkerSupervisor:
                 return {"time_to_healthy_s": round(self.clock() - (started_at or self.clock()), 3),
                         "load_duration_s": load_duration_s(self.log_path), "pid": process.pid,
                         # as launched (its /metrics do not count a warm-up decode: only this says)
-                        "launched_no_warmup": "--no-warmup" in process.spec.options.extra_args}
+                        "launched_no_warmup": "--no-warmup" in process.spec.options.extra_args,
+                        "gpus": list(self.launched_gpus)}
             time.sleep(0.05)
         raise TimeoutError(f"worker {self.worker.name}: not healthy after {timeout_s:.0f} s")
 

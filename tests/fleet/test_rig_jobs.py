@@ -95,6 +95,7 @@ def test_a_cancel_before_delivery_is_final_and_after_it_reaches_the_agent(rigs) 
     ("llama-bench", {"generate": True}, "generate must be int"),
     ("llama-bench", {"split_mode": ["layer; rm -rf"]}, "split_mode must list"),
     ("llama-bench", {"prompt": [20, "512"]}, "list of numbers"),
+    ("restart", {"gpus": [0, 9]}, r"gpus \[0, 9\] are not some of rig1-a's"),  # rig1-a has 0-3
 ])
 def test_a_job_with_an_unknown_kind_or_parameter_is_refused(rigs, kind, params, reason) -> None:  # noqa: ANN001
     with pytest.raises(JobRefused, match=reason):

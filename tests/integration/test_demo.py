@@ -254,6 +254,8 @@ print(json.dumps({
                  "engine_tests": sorted((row["n_prompt"], row["n_gen"]) for row in baseline.steps[0]["result"]["rows"]),
                  "cold": cold.summary["cold_start"], "report": Path(baseline.report_path).read_text(),
                  "kinds": sorted({r.baseline_kind for r in baseline.runs.all()}),
+                 "allocation_gpus": BenchmarkRun.objects.get(baseline=baseline,
+                                                             baseline_kind="allocation").launch["gpu_indices"],
                  "roofline": [(r.summary.get("roofline") or {}).get("percent_of_ceiling") is not None
                               for r in baseline.runs.all()],
                  "gpus": [(len(r.summary.get("gpus") or []), (r.ended_at - r.started_at).total_seconds())
@@ -317,11 +319,12 @@ def test_demo_again_reuses_the_database_issues_a_new_key_and_rehearses_rig_day(t
     assert (baseline["status"], baseline["rehearsal"]) == ("done", True), baseline["error"]
     assert [tuple(step) for step in baseline["steps"]] == [("engine", "done"), ("cold", "done"), ("idle", "done"), ("warm", "done"),
                                  ("concurrency", "done"), ("prompt-size", "done"), ("context", "done"),
-                                 ("speculative", "skipped")]
+                                 ("speculative", "skipped"), ("allocation", "done")]
     assert [tuple(test) for test in baseline["engine_tests"]] == [(0, 8), (20, 0)]
     assert baseline["cold"]["decodes_before"] == 0 and baseline["cold"]["first_generation"] is True
     assert baseline["cold"]["time_to_healthy_s"] > 0 and baseline["cold"]["no_warmup"] is True
-    assert baseline["kinds"] == ["cold", "concurrency", "context", "idle", "prompt-size", "warm"]
+    assert baseline["kinds"] == ["allocation", "cold", "concurrency", "context", "idle", "prompt-size", "warm"]
+    assert baseline["allocation_gpus"] == [0, 1]  # half of rehearsal-rig-a's 4 cards, then all 4 again
     assert all(baseline["roofline"]), baseline
     # The agent is asked for a reading every second while a run goes on: a run of 2 s or more has
     # every card of its worker summarized (the shortest runs here end before the first reading).

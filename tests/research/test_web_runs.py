@@ -112,7 +112,7 @@ def test_a_rig_baseline_started_from_the_page_runs_every_step_through_the_agent(
                                                   "output_tokens": 4, "requests": 1, "concurrency": 2,
                                                   "idle": "0.1", "max_context": 64, "label": "web baseline"})
         web_run = WebRun.objects.get(label="web baseline")
-        assert answer.status_code == 302 and web_run.total_requests == 8  # steps, not requests
+        assert answer.status_code == 302 and web_run.total_requests == 9  # steps, not requests
 
         def finished() -> bool:
             web_run.refresh_from_db()
@@ -124,12 +124,12 @@ def test_a_rig_baseline_started_from_the_page_runs_every_step_through_the_agent(
     baseline = Baseline.objects.get()
     assert web_run.baseline_id == baseline.pk and baseline.status == "done"
     assert [step["kind"] for step in baseline.steps] == ["engine", "cold", "idle", "warm", "concurrency",
-                                                         "prompt-size", "context", "speculative"]
+                                                         "prompt-size", "context", "speculative", "allocation"]
     assert baseline.steps[1]["result"]["first_generation"] is True
     assert sorted(baseline.runs.filter(baseline_kind="concurrency").values_list("concurrency", flat=True)) == [1, 2]
     assert baseline.runs.filter(baseline_kind="context").get().prompt_tokens == 64
     progress = client.get(f"/research/start/{web_run.pk}/progress.json").json()
-    assert (progress["done"], progress["total"], progress["baseline_id"]) == (8, 8, baseline.pk)
+    assert (progress["done"], progress["total"], progress["baseline_id"]) == (9, 9, baseline.pk)
     page = client.get(f"/research/baselines/{baseline.pk}/").content.decode()
     assert "the measured request was the worker's first generation" in page and 'data-kind="engine"' in page
     assert f"/research/baselines/{baseline.pk}/" in client.get(f"/research/start/{web_run.pk}/").content.decode()
