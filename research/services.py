@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 from django.utils import timezone
 
 from accounts.models import User
@@ -21,6 +22,7 @@ from research.loadgen import LevelResult, ProgressFn, Sample, Target, prompt_tex
 from research.metrics import Slo, mean_or_none, summarize
 from research.models import BenchmarkRun, Experiment, GpuSample, PoolSlo, PromotionCheck, RequestSample
 
+log = logging.getLogger("ocs.research")
 Messages = list[dict[str, str]]
 
 
@@ -134,7 +136,10 @@ class TelemetryRecorder:
         try:
             while not self._stop.is_set():
                 assert self.worker is not None and self.worker.rig_id is not None
-                rig_measuring(rig_id=self.worker.rig_id, for_s=MEASURING_AHEAD_S)  # readings every second
+                try:
+                    rig_measuring(rig_id=self.worker.rig_id, for_s=MEASURING_AHEAD_S)  # readings every second
+                except DatabaseError:  # SQLite busy with the gateway's writes: the agent keeps its own pace
+                    log.debug("could not ask rig %s for readings every second", self.worker.rig_id)
                 self.sample_once()
                 self._stop.wait(self.interval_s)
         finally:
