@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
@@ -45,6 +45,7 @@ from research.services import rehearsal_marks
 
 STEPS = ("engine", "cold", "idle", "warm", "concurrency", "prompt-size", "context", "speculative", "allocation")
 ROUTABLE = {Worker.State.HEALTHY, Worker.State.DEGRADED, Worker.State.STARTING}
+RESTORE_WAIT_S = 120.0  # after Ctrl-C or an error: how long the agent may take to give the worker back
 
 
 class BaselineRefused(RuntimeError):
@@ -202,28 +203,31 @@ class BaselineRunner:
         try:
             if job is not None and not job.finished:
                 job_cancel(job)
-                job = job_wait(job, timeout_s=self.options.job_timeout_s)
+                job = job_wait(job, timeout_s=RESTORE_WAIT_S)
                 self.out(f"job {job.pk} ({job.kind}): {job.state}")
             self.worker.refresh_from_db()
             if self.worker.process_state == "stopped":
-                self._agent("start", {})
+                self._agent("start", {}, wait_s=RESTORE_WAIT_S)
+        except RuntimeError as exc:  # the agent away: it starts every worker when it comes back
+            self.out(f"could not have the worker started again: {exc}")
         finally:
             if drained:
                 self.worker.refresh_from_db()
                 worker_enable(worker=self.worker)
 
-    def _record(self, kind: str, *, runs: list[int] = (), result: dict[str, Any] | None = None,  # type: ignore[assignment]
+    def _record(self, kind: str, *, runs: Sequence[int] = (), result: dict[str, Any] | None = None,
                 status: str = "done", note: str = "") -> None:
         BenchmarkRun.objects.filter(pk__in=list(runs)).update(baseline=self.baseline, baseline_kind=kind)
         self.baseline.steps = [*self.baseline.steps, {"kind": kind, "status": status, "run_ids": list(runs),
                                                       "result": result or {}, "note": note}]
         self.baseline.save(update_fields=["steps"])
 
-    def _agent(self, kind: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Asks the worker's rig agent for a job and waits for it; its result, or RuntimeError."""
+    def _agent(self, kind: str, params: dict[str, Any], *, wait_s: float | None = None) -> dict[str, Any]:
+        """Asks the worker's rig agent for a job and waits for it (the job's own timeout and a
+        minute for its heartbeats, or `wait_s`); its result, or RuntimeError."""
         params = {**params, "timeout_s": self.options.job_timeout_s}
         self._job = job = job_request(worker=self.worker, kind=kind, params=params)
-        job = job_wait(job, timeout_s=self.options.job_timeout_s + 60)
+        job = job_wait(job, timeout_s=wait_s if wait_s is not None else self.options.job_timeout_s + 60)
         self._job = None
         if job.state != RigJob.State.DONE:
             if not job.finished:
