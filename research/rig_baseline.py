@@ -31,16 +31,16 @@ from typing import Any
 import httpx
 from django.utils import timezone
 
-from fleet.gguf import GgufFacts
-from fleet.models import Gpu, RigJob, Worker
+from fleet.models import RigJob, Worker
 from fleet.rig_jobs import job_cancel, job_request, job_wait
 from fleet.services import worker_drain, worker_enable
-from research.bench_levels import BenchOptions, Out, bench_levels, format_level_line, idle_levels, model_facts
+from research.bench_levels import BenchOptions, Out, bench_levels, format_level_line, idle_levels
 from research.context_plan import context_plan, describe
 from research.loadgen import fit_prompt_words
 from research.metrics import Slo
 from research.models import Baseline, BenchmarkRun
 from research.rig_baseline_report import write_report
+from research.selectors import worker_plan_inputs
 from research.services import rehearsal_marks
 
 STEPS = ("engine", "cold", "idle", "warm", "concurrency", "prompt-size", "context", "speculative", "allocation")
@@ -112,20 +112,6 @@ def worker_decodes(worker: Worker) -> int | None:
         return None
     match = re.search(r"^llamacpp:n_decode_total\s+([0-9.e+]+)$", response.text, re.MULTILINE)
     return int(float(match.group(1))) if response.status_code == 200 and match else None
-
-
-def worker_plan_inputs(worker: Worker) -> tuple[GgufFacts | None, int | None, float | None]:
-    """What a context plan of a registered worker starts from: the GGUF facts its rig agent
-    reported (or its model file, when here), how many GPUs it spans, and its smallest card's memory
-    in GiB as the agent reports it; None for what is not known."""
-    facts, _source = model_facts(worker.launch or {})
-    gpus = len(worker.gpu_indices) if worker.gpu_indices else None
-    vram = None
-    if worker.rig_id and worker.gpu_indices:
-        totals = list(Gpu.objects.filter(rig_id=worker.rig_id, index__in=list(worker.gpu_indices))
-                      .values_list("memory_total_mib", flat=True))
-        vram = min(totals) / 1024 if totals and min(totals) > 0 else None
-    return facts, gpus, vram
 
 
 def refuse_off_rig(worker: Worker) -> None:

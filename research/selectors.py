@@ -9,7 +9,10 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from fleet.gguf import GgufFacts
+from fleet.models import Gpu, Worker
 from research import svg
+from research.bench_levels import model_facts
 from research.models import BenchmarkRun, Experiment, GpuSample, PoolSlo, PromotionCheck, RequestSample
 
 # (label, summary key, stat, unit, True when higher is better)
@@ -238,3 +241,17 @@ def replay_charts(run: BenchmarkRun) -> list[str]:
                           title="Jain's index per 10 s window (students waiting)", x_label="seconds into the run",
                           y_label="index (1 = even)")
     return [ttft, share, jain]
+
+
+def worker_plan_inputs(worker: Worker) -> tuple[GgufFacts | None, int | None, float | None]:
+    """What a context plan of a registered worker starts from: the GGUF facts its rig agent
+    reported (or its model file, when here), how many GPUs it spans, and its smallest card's memory
+    in GiB as the agent reports it; None for what is not known."""
+    facts, _source = model_facts(worker.launch or {})
+    gpus = len(worker.gpu_indices) if worker.gpu_indices else None
+    vram = None
+    if worker.rig_id and worker.gpu_indices:
+        totals = list(Gpu.objects.filter(rig_id=worker.rig_id, index__in=list(worker.gpu_indices))
+                      .values_list("memory_total_mib", flat=True))
+        vram = min(totals) / 1024 if totals and min(totals) > 0 else None
+    return facts, gpus, vram

@@ -208,8 +208,10 @@ def baseline_options(web_run: WebRun, *, context_per_slot: int) -> BaselineOptio
     while levels[-1] * 2 <= web_run.concurrency:
         levels.append(levels[-1] * 2)
     ceiling = web_run.max_context or context_per_slot
-    contexts = [size for size in context_sizes(context_per_slot, output_tokens=web_run.output_tokens)
-                if size <= ceiling] or ([ceiling] if web_run.max_context else [])
+    # No ceiling asked: () lets the baseline size the context sweep from the worker's slot itself.
+    contexts = [] if not web_run.max_context else [
+        size for size in context_sizes(context_per_slot, output_tokens=web_run.output_tokens)
+        if size <= ceiling] or [ceiling]
     return BaselineOptions(
         requests=web_run.requests, warmup=WARMUP, prompt_tokens=web_run.prompt_tokens,
         output_tokens=web_run.output_tokens, concurrency=tuple(levels), concurrency_prompt_tokens=web_run.prompt_tokens,

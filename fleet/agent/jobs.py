@@ -7,12 +7,8 @@ after, whatever happens: an error, a cancel, a timeout. (An agent that dies mean
 worker when it starts again, and the control plane fails the job it lost.)"""
 from __future__ import annotations
 
-import json
 import logging
-import os
 import queue
-import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.agent.supervisor import WorkerSupervisor
-from fleet.local_worker import find_llama_server
+from fleet.local_worker import Cancelled, find_llama_bench, run_llama_bench
 
 log = logging.getLogger("ocs.agent")
 Report = Callable[[int, dict[str, Any]], None]
@@ -30,10 +26,6 @@ DEFAULT_TIMEOUT_S = 600.0
 BENCH_FIELDS = ("n_prompt", "n_gen", "avg_ts", "stddev_ts", "avg_ns", "split_mode", "flash_attn", "n_gpu_layers",
                 "n_threads", "model_size", "model_n_params", "model_type", "build_commit", "gpu_info",
                 "cpu_info", "backends", "test_time")
-
-
-class JobCancelled(Exception):
-    pass
 
 
 @dataclass
@@ -73,11 +65,9 @@ def bench_command(binary: Path, supervisor: WorkerSupervisor, params: dict[str, 
 
 
 class JobRunner:
-    def __init__(self, supervisors: list[WorkerSupervisor], report: Report, *,
-                 llama_bench: Path | None = None) -> None:
+    def __init__(self, supervisors: list[WorkerSupervisor], report: Report) -> None:
         self.supervisors = {s.worker.name: s for s in supervisors}
         self.report = report
-        self.llama_bench = llama_bench
         self._queue: queue.Queue[AgentJob | None] = queue.Queue()
         self._known: dict[int, AgentJob] = {}
         self._thread: threading.Thread | None = None
@@ -144,7 +134,7 @@ class JobRunner:
         log.info("job %s: %s on %s %s", job.id, job.kind, job.worker, job.params)
         try:
             result = handler(self, job, supervisor)
-        except JobCancelled:
+        except Cancelled:
             self._send(job, {"state": "cancelled", "error": "cancelled; the worker was restored"})
         except Exception as exc:
             log.warning("job %s failed: %s", job.id, exc)
@@ -165,7 +155,7 @@ class JobRunner:
             facts = supervisor.wait_healthy(timeout_s=job.timeout_s(), cancelled=job.cancel.is_set)
         except TimeoutError:
             if job.cancel.is_set():  # it goes on starting, supervised as ever
-                raise JobCancelled() from None
+                raise Cancelled() from None
             raise
         return {**facts, "started_at": round(started_wall, 3),
                 **{name: value for name, value in launch.items() if name != "gpus"}}
@@ -185,14 +175,11 @@ class JobRunner:
                              gpus=tuple(int(g) for g in gpus) if gpus is not None else None)
 
     def _llama_bench(self, job: AgentJob, supervisor: WorkerSupervisor) -> dict[str, Any]:
-        binary = self.llama_bench or (supervisor.binary or find_llama_server()).with_name("llama-bench")
-        if not binary.is_file():
-            raise RuntimeError(f"llama-bench not found at {binary}")
-        command = bench_command(binary, supervisor, job.params)
+        command = bench_command(find_llama_bench(supervisor.binary), supervisor, job.params)
         was_held = supervisor.hold()
         started = time.monotonic()
         try:
-            rows = _run_bench(command, gpus=supervisor.worker.gpus, cancel=job.cancel, timeout_s=job.timeout_s())
+            rows = run_llama_bench(command, gpus=supervisor.worker.gpus, cancel=job.cancel, timeout_s=job.timeout_s())
             wall_s = time.monotonic() - started
         finally:
             restored: dict[str, Any] = {}
@@ -202,36 +189,6 @@ class JobRunner:
         return {"rows": [{k: row.get(k) for k in BENCH_FIELDS if k in row} for row in rows],
                 "argv": command[1:], "gpus": list(supervisor.worker.gpus), "wall_s": round(wall_s, 3),
                 "restored": restored}
-
-
-def _run_bench(command: list[str], *, gpus: tuple[int, ...], cancel: threading.Event,
-               timeout_s: float) -> list[dict[str, Any]]:
-    """Runs llama-bench (its output in files: a full pipe would stall it) until it exits, is
-    cancelled or times out (then it is killed)."""
-    env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus)}
-    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
-        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, env=env)
-        deadline = time.monotonic() + timeout_s
-        try:
-            while process.poll() is None:
-                if cancel.wait(0.1):
-                    raise JobCancelled()
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"llama-bench still running after {timeout_s:.0f} s")
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-        stdout.seek(0)
-        stderr.seek(0)
-        out, err = stdout.read(), stderr.read()
-    if process.returncode != 0:
-        raise RuntimeError(f"llama-bench failed ({process.returncode}): {err[-500:]}")
-    try:
-        rows = json.loads(out)
-    except ValueError:
-        raise RuntimeError(f"llama-bench printed no JSON: {out[-300:]}") from None
-    return rows if isinstance(rows, list) else []
 
 
 HANDLERS: dict[str, Callable[[JobRunner, AgentJob, WorkerSupervisor], dict[str, Any]]] = {

@@ -181,21 +181,16 @@ class WorkerSupervisor:
     def wait_healthy(self, *, timeout_s: float, cancelled: Callable[[], bool] = lambda: False) -> dict[str, Any]:
         """Blocks (a job's thread) until the process just started answers /health; returns the
         seconds from its launch to healthy and its load duration from its log."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and not cancelled():
-            with self.lock:
-                process, started_at = self.process, self.started_at
-            if process is None or process.process is None or process.process.poll() is not None:
-                raise RuntimeError(f"worker {self.worker.name}: llama-server exited while starting"
-                                   + (f"; see {self.log_path}" if self.log_path else ""))
-            if self._healthy():
-                return {"time_to_healthy_s": round(self.clock() - (started_at or self.clock()), 3),
-                        "load_duration_s": load_duration_s(self.log_path), "pid": process.pid,
-                        # as launched (its /metrics do not count a warm-up decode: only this says)
-                        "launched_no_warmup": "--no-warmup" in process.spec.options.extra_args,
-                        "gpus": list(self.launched_gpus)}
-            time.sleep(0.05)
-        raise TimeoutError(f"worker {self.worker.name}: not healthy after {timeout_s:.0f} s")
+        with self.lock:
+            process, started_at = self.process, self.started_at
+        if process is None:
+            raise RuntimeError(f"worker {self.worker.name}: no llama-server was started")
+        process.wait_healthy(timeout_s, cancelled=cancelled)
+        return {"time_to_healthy_s": round(self.clock() - (started_at or self.clock()), 3),
+                "load_duration_s": load_duration_s(self.log_path), "pid": process.pid,
+                # as launched (its /metrics do not count a warm-up decode: only this says)
+                "launched_no_warmup": "--no-warmup" in process.spec.options.extra_args,
+                "gpus": list(self.launched_gpus)}
 
     def stop(self) -> None:
         if self.process is not None:

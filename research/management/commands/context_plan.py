@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from fleet.gguf import KV_BYTES_PER_ELEMENT, GgufFacts, read_gguf
 from fleet.models import Worker
 from research.context_plan import DEFAULT_RESERVE_MIB, GIB, context_plan, describe
-from research.rig_baseline import worker_plan_inputs
+from research.selectors import worker_plan_inputs
 
 CACHE_TYPES = ("f16", "q8_0", "q4_0")
 
