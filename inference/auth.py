@@ -15,14 +15,14 @@ from datetime import datetime
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.http import HttpRequest
 from django.utils import timezone
 
 from accounts.key_cache import KeyIdentity, Refusal, key_lookup, prefix_exists, verify_generation
 from accounts.models import ApiKey
 from accounts.pause import pause_text
 from core import errors
-from core.client_address import request_client_address
+from core.api_http import Request
+from core.client_address import client_address
 from core.db import fresh_connection
 from core.keys import parse_prefix
 from core.school_day import school_time
@@ -78,11 +78,12 @@ class BadKeyCounter:
 bad_keys = BadKeyCounter()
 
 
-def api_client_address(request: HttpRequest) -> str | None:
+def api_client_address(request: Request) -> str | None:
     """The real client behind the trusted proxies, else the peer."""
-    return request_client_address(request.META, trusted_proxies=settings.OCS["TRUSTED_PROXIES"],
-                                  client_header_name=settings.OCS["CLIENT_ADDRESS_HEADER"]) \
-        or request.META.get("REMOTE_ADDR") or None
+    header = settings.OCS["CLIENT_ADDRESS_HEADER"]
+    return client_address(remote_addr=request.peer, forwarded_for=request.headers.get("X-Forwarded-For"),
+                          trusted_proxies=settings.OCS["TRUSTED_PROXIES"],
+                          client_header=request.headers.get(header) if header else None) or request.peer or None
 
 
 async def _prefix_exists(raw_key: str | None) -> bool:
@@ -90,7 +91,7 @@ async def _prefix_exists(raw_key: str | None) -> bool:
     return prefix is not None and await prefix_exists(prefix, reload_stale=False)
 
 
-async def authenticate(raw_key: str | None, request: HttpRequest | None = None, *,
+async def authenticate(raw_key: str | None, request: Request | None = None, *,
                        generation: int | None = None) -> KeyIdentity:
     """The key's identity, or invalid_api_key (401); too_many_bad_keys (429) for a request from
     an address past its allowance of failures whose key's prefix does not exist; a key whose

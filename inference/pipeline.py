@@ -18,12 +18,11 @@ from contextlib import aclosing
 from dataclasses import replace
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 
 from accounts.key_cache import StaleIdentity, note_generation, seen_generation, verify_generation
 from accounts.limits.gate import admit, charge_refusal, check_access, reservation
 from core import errors
+from core.api_http import Request, Response
 from core.live import LiveStateUnavailable, Settlement, live_state
 from core.redact import redact
 from fleet.scheduler import conversation_key
@@ -47,15 +46,14 @@ CLIENT_CLOSED = 499  # nginx's code for "the client closed the connection": logg
 UNLOGGED_REFUSAL = "too_many_bad_keys"
 
 
-def error_response(protocol: Protocol, error: errors.ApiError) -> HttpResponse:
-    response = HttpResponse(protocol.error_body(error), status=protocol.error_status(error),
-                            content_type="application/json")
+def error_response(protocol: Protocol, error: errors.ApiError) -> Response:
+    response = Response(protocol.error_body(error), status=protocol.error_status(error))
     for name, value in error.headers.items():
         response[name] = value
     return response
 
 
-def failure_response(protocol: Protocol, exc: Exception, *, path: str) -> tuple[HttpResponse, str]:
+def failure_response(protocol: Protocol, exc: Exception, *, path: str) -> tuple[Response, str]:
     """The answer, in the client's envelope, to a request that ended with `exc`, and the error
     code its log row gets. Our own bugs are logged with their traceback and never sent."""
     if isinstance(exc, errors.ApiError):
@@ -64,36 +62,33 @@ def failure_response(protocol: Protocol, exc: Exception, *, path: str) -> tuple[
         return error_response(protocol, exc), exc.code or exc.type
     if isinstance(exc, LiveStateUnavailable):
         return error_response(protocol, errors.live_state_unavailable()), "live_state_unavailable"
-    if isinstance(exc, RequestDataTooBig):
-        return error_response(protocol, errors.ApiError(413, "The request body is too large.",
-                                                        code="request_too_large")), "request_too_large"
     log.exception("unhandled error on %s", path)
     return error_response(protocol, errors.ApiError(500, "The gateway hit an internal error; it has been logged.",
                                                     type="server_error")), "internal_error"
 
 
-def new_context(request: HttpRequest, protocol: Protocol) -> RequestContext:
+def new_context(request: Request, protocol: Protocol) -> RequestContext:
     return RequestContext(client=protocol.client, path=redact(request.path)[:100],  # /ollama/<key>/…
                          user_agent=request.headers.get("User-Agent", ""),
                          tool=client_tool(request.headers, path=request.path))
 
 
-async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None,
-                generates: bool = True) -> HttpResponseBase:
+async def serve(request: Request, protocol: Protocol, *, raw_key: str | None,
+                generates: bool = True) -> Response:
     """Answer one API request in `protocol`'s dialect. `generates`: False for requests that
     need no generation slot (count_tokens): they pass the same checks and limits, and the
     best-ranked worker answers them without claiming a slot."""
     record = new_context(request, protocol)
     streaming = False
     status, error_code = 500, "internal_error"  # until the request ends otherwise
-    response: HttpResponseBase
+    response: Response
     try:
         # authenticate, check, admit (again, from the database, if a key or a limit changed meanwhile)
         call, plan = await _admitted(request, protocol, raw_key, record, generates=generates)
         # choose and claim a worker, relay
         if not generates:
             status, content = await dispatch.forward_light(path=plan.path, body=plan.body, record=record)
-            response = HttpResponse(content, status=status, content_type="application/json")
+            response = Response(content, status=status)
         elif call.stream:
             response = await _stream(plan, record, protocol)
             streaming = True
@@ -101,7 +96,7 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
             status, content = await dispatch.forward_json(path=plan.path, body=plan.body, record=record)
             if plan.convert is not None:
                 content = json.dumps(plan.convert(json.loads(content))).encode()
-            response = HttpResponse(content, status=status, content_type="application/json")
+            response = Response(content, status=status)
         status, error_code = response.status_code, ""
     except asyncio.CancelledError:  # the client left, or the gateway is stopping
         status, error_code = CLIENT_CLOSED, "client_closed"
@@ -116,7 +111,7 @@ async def serve(request: HttpRequest, protocol: Protocol, *, raw_key: str | None
     return response
 
 
-async def _admitted(request: HttpRequest, protocol: Protocol, raw_key: str | None, record: RequestContext, *,
+async def _admitted(request: Request, protocol: Protocol, raw_key: str | None, record: RequestContext, *,
                     generates: bool) -> tuple[Call, Plan]:
     """authenticate -> check -> admit. The key is checked against the "keys" generation this
     process saw last, which the admission reads again in its own round trip: if a key or a limit
@@ -130,7 +125,7 @@ async def _admitted(request: HttpRequest, protocol: Protocol, raw_key: str | Non
         return await _admit_once(request, protocol, raw_key, record, generates=generates, generation=None)
 
 
-async def _admit_once(request: HttpRequest, protocol: Protocol, raw_key: str | None, record: RequestContext, *,
+async def _admit_once(request: Request, protocol: Protocol, raw_key: str | None, record: RequestContext, *,
                       generates: bool, generation: int | None) -> tuple[Call, Plan]:
     # authenticate
     identity = await authenticate(raw_key, request, generation=generation)
@@ -178,8 +173,8 @@ def _planned(protocol: Protocol, call: Call, model: ModelView) -> tuple[Call, Ta
     return call, target, protocol.plan(call, target)
 
 
-def _headers(response: HttpResponseBase, record: RequestContext) -> None:
-    # The hot paths skip SecurityMiddleware (ocsweb/asgi.py); HSTS comes from the HTTPS proxy.
+def _headers(response: Response, record: RequestContext) -> None:
+    # The API is not served by Django's middleware (ocsweb/asgi.py); HSTS comes from the HTTPS proxy.
     response["X-Content-Type-Options"] = "nosniff"
     if record.fallback:
         response["x-ocs-fallback"] = record.fallback  # the answer's `model` names the model that answered
@@ -234,7 +229,7 @@ async def _settle(record: RequestContext) -> None:
         slot.freed()
 
 
-async def _stream(plan: Plan, record: RequestContext, protocol: Protocol) -> HttpResponseBase:
+async def _stream(plan: Plan, record: RequestContext, protocol: Protocol) -> Response:
     """Wait briefly for the first chunk so that refusals keep their HTTP status; past the grace
     period, start the event stream and keep the client informed while the request queues."""
     transform = plan.stream_transform() if plan.stream_transform is not None else None
@@ -273,8 +268,8 @@ async def _ended_when_done(chunks: AsyncGenerator[bytes, None], record: RequestC
         await end(record, status=status, error_code=record.stream_error or ("" if completed else "client_closed"))
 
 
-def event_stream(chunks: AsyncGenerator[bytes, None], record: RequestContext) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(_ended_when_done(chunks, record), content_type="text/event-stream")
+def event_stream(chunks: AsyncGenerator[bytes, None], record: RequestContext) -> Response:
+    response = Response(stream=_ended_when_done(chunks, record), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response

@@ -1,6 +1,7 @@
-"""The public API's routes. Thin: each names its dialect (inference/protocols/) and hands the
-request to the pipeline (inference/pipeline.py), or, for the few routes that generate nothing
-(model lists, Copilot's Ollama discovery, unknown routes), answers from the catalogue."""
+"""The public API's handlers, served by the lean path (core/lean_asgi.py; the route table is
+inference/routes.py). Thin: each names its dialect (inference/protocols/) and hands the request
+to the pipeline (inference/pipeline.py), or, for the few routes that generate nothing (model
+lists, Copilot's Ollama discovery, unknown routes), answers from the catalogue."""
 from __future__ import annotations
 
 import asyncio
@@ -8,11 +9,9 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from django.http import HttpRequest, HttpResponseBase, JsonResponse
-from django.views.decorators.csrf import csrf_exempt
-
 from accounts.key_cache import KeyIdentity
 from core import errors
+from core.api_http import Request, Response, json_response
 from fleet.selectors import ModelView, fleet_snapshot, models_for_pool
 from inference import pipeline
 from inference.auth import authenticate, key_from_headers
@@ -21,10 +20,10 @@ from inference.protocols import anthropic, ollama, openai_chat, openai_completio
 from inference.protocols.base import Protocol
 from inference.request_context import RequestContext
 
-View = Callable[..., Coroutine[Any, Any, HttpResponseBase]]
+View = Callable[..., Coroutine[Any, Any, Response]]
 
 
-def _method_not_allowed(request: HttpRequest, protocol: Protocol, methods: tuple[str, ...]) -> HttpResponseBase:
+def _method_not_allowed(request: Request, protocol: Protocol, methods: tuple[str, ...]) -> Response:
     error = errors.ApiError(405, f"Method {request.method} is not allowed here; use {' or '.join(methods)}.")
     response = pipeline.error_response(protocol, error)
     response["Allow"] = ", ".join(methods)
@@ -32,8 +31,8 @@ def _method_not_allowed(request: HttpRequest, protocol: Protocol, methods: tuple
     return response
 
 
-async def _generate(request: HttpRequest, protocol: Protocol, *, raw_key: str | None,
-                    methods: tuple[str, ...] = ("POST",), generates: bool = True) -> HttpResponseBase:
+async def _generate(request: Request, protocol: Protocol, *, raw_key: str | None,
+                    methods: tuple[str, ...] = ("POST",), generates: bool = True) -> Response:
     """A request that goes through the pipeline (inference/pipeline.py serve())."""
     if request.method not in methods:
         return _method_not_allowed(request, protocol, methods)
@@ -45,9 +44,8 @@ def answering(protocol: Protocol, *methods: str) -> Callable[[View], View]:
     and logged like any other request."""
 
     def decorate(handler: View) -> View:
-        @csrf_exempt
         @functools.wraps(handler)
-        async def view(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponseBase:
+        async def view(request: Request, *args: object, **kwargs: object) -> Response:
             if request.method not in methods:
                 return _method_not_allowed(request, protocol, methods)
             record = pipeline.new_context(request, protocol)
@@ -71,7 +69,7 @@ def answering(protocol: Protocol, *methods: str) -> Callable[[View], View]:
     return decorate
 
 
-async def visible_models(request: HttpRequest, record: RequestContext, raw_key: str | None) -> list[ModelView]:
+async def visible_models(request: Request, record: RequestContext, raw_key: str | None) -> list[ModelView]:
     """The catalogue models this key may use."""
     identity = await authenticate(raw_key, request)
     record.identify(identity)
@@ -85,58 +83,53 @@ async def models_of(identity: KeyIdentity) -> list[ModelView]:
 
 # --- OpenAI ----------------------------------------------------------------------------------
 
-@csrf_exempt
-async def chat_completions(request: HttpRequest) -> HttpResponseBase:
+async def chat_completions(request: Request) -> Response:
     """POST /v1/chat/completions"""
     return await _generate(request, openai_chat.PROTOCOL, raw_key=key_from_headers(request.headers))
 
 
-@csrf_exempt
-async def completions(request: HttpRequest) -> HttpResponseBase:
+async def completions(request: Request) -> Response:
     """POST /v1/completions"""
     return await _generate(request, openai_completions.PROTOCOL, raw_key=key_from_headers(request.headers))
 
 
-@csrf_exempt
-async def responses_create(request: HttpRequest) -> HttpResponseBase:
+async def responses_create(request: Request) -> Response:
     """POST /v1/responses"""
     return await _generate(request, responses.PROTOCOL, raw_key=key_from_headers(request.headers))
 
 
 @answering(openai_chat.PROTOCOL, "GET")
-async def models_list(request: HttpRequest, record: RequestContext) -> HttpResponseBase:
-    return JsonResponse(ollama.openai_model_list(await visible_models(request, record, key_from_headers(request.headers))))
+async def models_list(request: Request, record: RequestContext) -> Response:
+    return json_response(ollama.openai_model_list(await visible_models(request, record, key_from_headers(request.headers))))
 
 
-async def openapi(request: HttpRequest) -> HttpResponseBase:
+async def openapi(request: Request) -> Response:
     """Public: clients and tools read it before they have a key, and then it names no model.
     With a key, its `model` fields name the models that key may use (as /v1/models lists them);
     a wrong key gets 401."""
     raw_key = key_from_headers(request.headers)
     if raw_key is None:
-        return JsonResponse(openapi_document())
+        return json_response(openapi_document())
     try:
         identity = await authenticate(raw_key, request)
     except errors.ApiError as error:
         return pipeline.error_response(openai_chat.PROTOCOL, error)
-    return JsonResponse(openapi_document([m.public_id for m in await models_of(identity)]))
+    return json_response(openapi_document([m.public_id for m in await models_of(identity)]))
 
 
 @answering(openai_chat.PROTOCOL, "GET", "POST", "PUT", "PATCH", "DELETE")
-async def not_found(request: HttpRequest, record: RequestContext, rest: str = "", key: str = "") -> HttpResponseBase:
+async def not_found(request: Request, record: RequestContext, rest: str = "", key: str = "") -> Response:
     raise errors.ApiError(404, f"Unknown API route: {request.method} {record.path}", code="unknown_url")
 
 
 # --- Anthropic -------------------------------------------------------------------------------
 
-@csrf_exempt
-async def messages(request: HttpRequest) -> HttpResponseBase:
+async def messages(request: Request) -> Response:
     """POST /v1/messages"""
     return await _generate(request, anthropic.PROTOCOL, raw_key=key_from_headers(request.headers))
 
 
-@csrf_exempt
-async def count_tokens(request: HttpRequest) -> HttpResponseBase:
+async def count_tokens(request: Request) -> Response:
     """POST /v1/messages/count_tokens: the prompt is measured by a worker, nothing is generated."""
     return await _generate(request, anthropic.COUNT_TOKENS, raw_key=key_from_headers(request.headers),
                            generates=False)
@@ -144,30 +137,29 @@ async def count_tokens(request: HttpRequest) -> HttpResponseBase:
 
 # --- Copilot's Ollama provider, under /ollama/<key>/ (no auth header: the key is in the path) ---
 
-@csrf_exempt
-async def ollama_chat_completions(request: HttpRequest, key: str) -> HttpResponseBase:
+async def ollama_chat_completions(request: Request, key: str) -> Response:
     """POST /ollama/<key>/v1/chat/completions"""
     return await _generate(request, openai_chat.OLLAMA_CHAT, raw_key=key)
 
 
 @answering(openai_chat.OLLAMA_API, "GET")
-async def ollama_version(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
+async def ollama_version(request: Request, record: RequestContext, key: str) -> Response:
     identity = await authenticate(key, request)
     record.identify(identity)
-    return JsonResponse(ollama.version())
+    return json_response(ollama.version())
 
 
 @answering(openai_chat.OLLAMA_API, "GET")
-async def ollama_tags(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
-    return JsonResponse(ollama.tags(await visible_models(request, record, key)))
+async def ollama_tags(request: Request, record: RequestContext, key: str) -> Response:
+    return json_response(ollama.tags(await visible_models(request, record, key)))
 
 
 @answering(openai_chat.OLLAMA_API, "POST")
-async def ollama_show(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
+async def ollama_show(request: Request, record: RequestContext, key: str) -> Response:
     models = {m.public_id: m for m in await visible_models(request, record, key)}
-    return JsonResponse(ollama.show(request.body, models))
+    return json_response(ollama.show(request.body, models))
 
 
 @answering(openai_chat.OLLAMA_CHAT, "GET")
-async def ollama_models_list(request: HttpRequest, record: RequestContext, key: str) -> HttpResponseBase:
-    return JsonResponse(ollama.openai_model_list(await visible_models(request, record, key)))
+async def ollama_models_list(request: Request, record: RequestContext, key: str) -> Response:
+    return json_response(ollama.openai_model_list(await visible_models(request, record, key)))

@@ -1,29 +1,14 @@
+"""The pages, the portal's and the agents' JSON, the admin. The public API (/v1/*, /ollama/*) and
+the probes are not here: the lean path serves them (ocsweb/asgi.py, inference/routes.py)."""
 from django.contrib import admin
-from django.urls import include, path, re_path
+from django.urls import include, path
 
 from fleet import agent_api
-from inference import views as api
 from ocsweb import views
 from portal import api as me_api
 
 urlpatterns = [
-    path("healthz", views.healthz),
-    path("readyz", views.readyz),
     path("metrics", views.metrics),
-    path("v1/models", api.models_list),
-    path("v1/openapi.json", api.openapi),
-    path("v1/chat/completions", api.chat_completions),
-    path("v1/completions", api.completions),
-    path("v1/responses", api.responses_create),
-    path("v1/messages", api.messages),
-    path("v1/messages/count_tokens", api.count_tokens),
-    path("ollama/<str:key>/api/version", api.ollama_version),
-    path("ollama/<str:key>/api/tags", api.ollama_tags),
-    path("ollama/<str:key>/api/show", api.ollama_show),
-    path("ollama/<str:key>/v1/chat/completions", api.ollama_chat_completions),
-    path("ollama/<str:key>/v1/models", api.ollama_models_list),
-    re_path(r"^ollama/(?P<key>[^/]+)/(?P<rest>.*)$", api.not_found),
-    re_path(r"^v1/(?P<rest>.*)$", api.not_found),
     path("agent/v1/register", agent_api.RegisterView.as_view()),
     path("agent/v1/heartbeat", agent_api.HeartbeatView.as_view()),
     path("agent/v1/jobs/<int:job_id>", agent_api.JobReportView.as_view()),

@@ -1,34 +1,15 @@
-"""Liveness and readiness probes, and Prometheus metrics, for load balancers and the operator."""
+"""Prometheus metrics, for the operator (the probes are on the lean path: ocsweb/probes.py)."""
 from __future__ import annotations
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from core.live import LiveStateUnavailable, live_state
+from core.live import live_state
 from core.private_access import private_access_allowed
-from fleet.scheduler import ROUTABLE_STATES
 from fleet.selectors import fleet_snapshot
 from inference.prometheus import QUEUE_DEPTH, WORKER_BUSY, WORKER_SLOTS, WORKER_STATE
-
-
-async def healthz(request: HttpRequest) -> JsonResponse:
-    return JsonResponse({"status": "ok"})
-
-
-async def readyz(request: HttpRequest) -> JsonResponse:
-    """200 when this gateway can serve: its live state answers and some worker is routable;
-    503 with the reason otherwise."""
-    try:
-        await live_state().check()
-    except LiveStateUnavailable as exc:
-        return JsonResponse({"status": "live state unavailable", "reason": str(exc)}, status=503)
-    snapshot = await fleet_snapshot()
-    healthy = [w.name for w in snapshot.workers if w.state in ROUTABLE_STATES]
-    status = 200 if healthy else 503
-    return JsonResponse({"status": "ready" if healthy else "no healthy worker", "healthy_workers": len(healthy)},
-                        status=status)
 
 
 async def metrics(request: HttpRequest) -> HttpResponse:

@@ -17,8 +17,21 @@ def documented_form(route: str) -> str:
     return "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"<\1>", route)
 
 
+def lean_routes() -> list[str]:
+    """The routes of the lean path (the API and the probes), `(?P<key>[^/]+)` written `<key>`;
+    its catch-alls (404s) left out."""
+    from inference.routes import ROUTES
+    from ocsweb.probes import ROUTES as PROBES
+
+    routes = [*ROUTES.exact, *PROBES.exact]
+    for pattern, _ in [*ROUTES.patterns, *PROBES.patterns]:
+        if ".*" not in pattern.pattern:
+            routes.append(re.sub(r"\(\?P<(\w+)>\[\^/\]\+\)", r"<\1>", pattern.pattern))
+    return routes
+
+
 def served_routes() -> list[str]:
-    routes = []
+    routes = lean_routes()
     for entry in get_resolver().url_patterns:
         if isinstance(entry, URLResolver):  # admin/
             routes.append(documented_form(str(entry.pattern)))

@@ -3,7 +3,7 @@ refused with 429 in the route's own envelope; valid keys are never slowed (issue
 from __future__ import annotations
 
 import pytest
-from django.test import Client
+from tests.api_client import ApiClient
 
 from accounts import key_cache
 from core.keys import generate_key
@@ -51,7 +51,7 @@ def random_key() -> str:
 
 
 def test_well_formed_unknown_keys_cost_no_query_each(fresh, student_key) -> None:  # noqa: ANN001
-    client = Client()
+    client = ApiClient()
     for n in range(150):
         answer = client.get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {random_key()}",
                             HTTP_X_FORWARDED_FOR=f"198.51.100.{n % 100}")  # never over one address's allowance
@@ -66,7 +66,7 @@ def test_a_key_issued_after_the_prefixes_were_loaded_works_at_once(student, sett
     from accounts.services import key_issue
 
     settings.OCS = {**settings.OCS, "KEY_CACHE_TTL_S": 3600.0}  # only the issue's announcement can refresh it
-    client = Client()
+    client = ApiClient()
     assert client.get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {random_key()}").status_code == 401
     _, raw = key_issue(user=student, name="new")
     assert client.get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 200
@@ -74,7 +74,7 @@ def test_a_key_issued_after_the_prefixes_were_loaded_works_at_once(student, sett
 
 def test_past_its_allowance_an_address_gets_429_in_the_routes_envelope_and_valid_keys_still_pass(
         student_key) -> None:  # noqa: ANN001
-    attacker = Client(REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="203.0.113.66")
+    attacker = ApiClient(REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="203.0.113.66")
     for _ in range(20):
         assert attacker.get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {random_key()}").status_code == 401
     refused = attacker.get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {random_key()}")
@@ -99,7 +99,7 @@ def test_past_its_allowance_an_address_gets_429_in_the_routes_envelope_and_valid
     _, raw = student_key
     assert attacker.get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 200
     # Another address is not touched.
-    other = Client(REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="198.51.100.7")
+    other = ApiClient(REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="198.51.100.7")
     assert other.get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {random_key()}").status_code == 401
 
 
@@ -126,7 +126,7 @@ def test_a_key_issued_by_another_process_without_redis_works_at_once(student, se
     from core.live import live_state
 
     settings.OCS = {**settings.OCS, "KEY_CACHE_TTL_S": 3600.0}
-    client = Client()
+    client = ApiClient()
     assert client.get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {random_key()}").status_code == 401
     monkeypatch.setattr(type(live_state()), "bump_generation", lambda self, name: 0)  # another process's bump
     _, raw = key_issue(user=student, name="from-the-command-line")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.test import Client
+from tests.api_client import ApiClient
 
 from accounts.services import key_issue
 from fleet.services import worker_register
@@ -39,7 +39,7 @@ def model_enum(document: dict) -> list[str] | None:  # type: ignore[type-arg]
 
 
 def test_without_a_key_the_document_names_no_model(catalogue) -> None:  # noqa: ANN001
-    answer = Client().get("/v1/openapi.json")
+    answer = ApiClient().get("/v1/openapi.json")
     assert answer.status_code == 200
     text = answer.content.decode()
     for name in ("prod-model", "forbidden-model", "dev-only-model"):
@@ -53,16 +53,16 @@ def test_with_a_key_the_document_names_only_the_models_that_key_may_use(catalogu
     student.allowed_models = "prod-model"
     student.save(update_fields=["allowed_models"])
     _, raw = key_issue(user=student, name="laptop")
-    answer = Client().get("/v1/openapi.json", HTTP_AUTHORIZATION=f"Bearer {raw}")
+    answer = ApiClient().get("/v1/openapi.json", HTTP_AUTHORIZATION=f"Bearer {raw}")
     assert answer.status_code == 200
     assert model_enum(answer.json()) == ["prod-model"]
     assert "dev-only-model" not in answer.content.decode() and "forbidden-model" not in answer.content.decode()
     # The same models as /v1/models lists for that key.
-    listed = Client().get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {raw}").json()
+    listed = ApiClient().get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {raw}").json()
     assert [m["id"] for m in listed["data"]] == ["prod-model"]
 
 
 def test_a_wrong_key_gets_401_in_the_openai_envelope(catalogue) -> None:  # noqa: ANN001
-    answer = Client().get("/v1/openapi.json", HTTP_AUTHORIZATION="Bearer ocs-aaaaaaaaaa-" + "b" * 40)
+    answer = ApiClient().get("/v1/openapi.json", HTTP_AUTHORIZATION="Bearer ocs-aaaaaaaaaa-" + "b" * 40)
     assert answer.status_code == 401
     assert answer.json()["error"]["code"] == "invalid_api_key"

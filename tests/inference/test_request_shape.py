@@ -2,8 +2,7 @@
 `x-request-id`, and the shape (tools, system text, turns, conversation) the lessons' editor step reads."""
 from __future__ import annotations
 
-from django.http import HttpResponse
-
+from core.api_http import Response
 from inference.pipeline import _headers
 from inference.protocols.base import Shape
 from inference.request_context import RequestContext
@@ -12,7 +11,7 @@ from inference.request_context import RequestContext
 def test_every_record_has_its_own_id_and_the_response_carries_it() -> None:
     first, second = RequestContext(client="openai", path="/v1/chat/completions"), RequestContext(client="openai", path="/")
     assert len(first.request_id) == 32 and first.request_id != second.request_id
-    response = HttpResponse()
+    response = Response()
     _headers(response, first)
     assert response["X-Request-Id"] == first.request_id
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.test import Client
+from tests.api_client import ApiClient
 
 from accounts import key_cache
 from accounts.models import ApiKey, Classroom
@@ -29,7 +29,7 @@ def _a_model_no_worker_can_serve_now() -> None:
 
 
 def chat(raw: str) -> tuple[int, str]:
-    response = Client().post("/v1/chat/completions", json.dumps({"model": "m", "max_tokens": 4, "messages": [
+    response = ApiClient().post("/v1/chat/completions", json.dumps({"model": "m", "max_tokens": 4, "messages": [
         {"role": "user", "content": "hi"}]}), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {raw}")
     return response.status_code, response.json()["error"]["code"]
 

@@ -6,7 +6,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from django.test import Client
+from tests.api_client import ApiClient
 from django.utils import timezone
 
 from accounts.services import key_issue, user_set_active
@@ -64,7 +64,7 @@ ROUTES = {
 
 def ask(route: str, raw: str) -> tuple[int, dict]:
     method, path, how = ROUTES[route]
-    client = Client()
+    client = ApiClient()
     headers = {"HTTP_AUTHORIZATION": f"Bearer {raw}"} if how == "bearer" else (
         {"HTTP_X_API_KEY": raw} if how == "x-api-key" else {})
     body = json.dumps({"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})

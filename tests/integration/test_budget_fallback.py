@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.test import Client
+from tests.api_client import ApiClient
 
 from tests.conftest import FIXTURE_WORKER_KEY, MODEL_ID
 
@@ -16,7 +16,7 @@ SMALL = "smollm2-small"
 
 
 def ask(raw: str) -> tuple[int, dict, str]:
-    response = Client().post("/v1/chat/completions", json.dumps({
+    response = ApiClient().post("/v1/chat/completions", json.dumps({
         "model": MODEL_ID, "max_tokens": 4, "messages": [{"role": "user", "content": "Say hi."}]}),
         content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {raw}")
     return response.status_code, response.json(), response.headers.get("x-ocs-fallback", "")

@@ -6,9 +6,11 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-from django.test import Client
 
+from core.api_http import Request, Response
 from core.keys import generate_key
+from core.lean_asgi import LeanApp, Routes
+from tests.api_client import ApiClient
 
 
 def _every_handler() -> list[logging.Handler]:
@@ -42,14 +44,27 @@ def emitted() -> Iterator[list[str]]:
             handler.removeFilter(spy)
 
 
-@pytest.mark.urls("tests.ocsweb.boom_urls")
+async def boom(request: Request, key: str) -> Response:
+    raise RuntimeError(f"failed while serving key {key}")
+
+
+def site_with_a_failing_route() -> LeanApp:
+    """The gateway's lean path plus one route under /ollama/<key>/ that fails."""
+    from inference import routes
+    from ocsweb import probes
+    from ocsweb.asgi import django_asgi_app
+
+    failing = Routes({}, [(r"/ollama/(?P<key>[^/]+)/boom", boom)])
+    return LeanApp(failing + routes.ROUTES + probes.ROUTES, on_error=routes.unhandled, fallback=django_asgi_app)
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("debug", [False, True])
 def test_a_key_in_an_ollama_path_never_reaches_a_log_line(settings, emitted, debug) -> None:  # noqa: ANN001
     settings.DEBUG = debug
     raw = generate_key().raw
     typo = raw[:-1]
-    client = Client(raise_request_exception=False)
+    client = ApiClient(site_with_a_failing_route())
     statuses = [
         client.get(f"/ollama/{raw}/api/tags").status_code,  # an unknown key: 401
         client.get(f"/ollama/{raw}/no/such/route").status_code,  # 404

@@ -38,7 +38,7 @@ def test_redis_going_away_raises_live_state_unavailable_and_service_resumes_when
 
 @pytest.mark.django_db(transaction=True)
 def test_readyz_says_why_while_redis_is_down_and_recovers(own_redis, monkeypatch) -> None:  # noqa: ANN001
-    from django.test import Client
+    from tests.api_client import ApiClient
 
     import core.live
     from fleet.services import worker_register
@@ -46,13 +46,13 @@ def test_readyz_says_why_while_redis_is_down_and_recovers(own_redis, monkeypatch
     worker_register(name="ready-w", base_url="http://127.0.0.1:9", model_id="m", pool_name="production",
                     state="healthy")
     monkeypatch.setattr(core.live, "_live_state", RedisLiveState(own_redis.url, namespace="outage-test"))
-    ready = Client().get("/readyz")
+    ready = ApiClient().get("/readyz")
     assert ready.status_code == 200, ready.content
     own_redis.stop()
-    down = Client().get("/readyz")
+    down = ApiClient().get("/readyz")
     assert down.status_code == 503
     assert down.json()["status"] == "live state unavailable"
     assert f"Redis at 127.0.0.1:{own_redis.port} is unavailable" in down.json()["reason"]
     own_redis.start()
-    again = Client().get("/readyz")
+    again = ApiClient().get("/readyz")
     assert again.status_code == 200, again.content

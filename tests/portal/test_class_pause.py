@@ -15,6 +15,7 @@ from django.utils import timezone
 from accounts.key_cache import key_authenticate
 from accounts.models import AuditEvent, Classroom, User
 from accounts.services import class_pause, class_pause_window_add, class_resume, key_issue
+from tests.api_client import ApiClient
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,7 +31,7 @@ def room(student: User, other_student: User) -> Classroom:
 
 def refusals(raw: str) -> dict[str, tuple[int, str]]:
     """Every route's (status, text that carries the code) for this key."""
-    client = Client()
+    client = ApiClient()
     bearer = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
     answers = {
         "chat": client.post("/v1/chat/completions", BODY, content_type="application/json", **bearer),
