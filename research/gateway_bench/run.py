@@ -41,6 +41,7 @@ from research.gateway_bench.client import ChatTarget, Endpoint, run_requests, ru
 from research.gateway_bench.replay import DEFAULT_MODEL as REPLAY_MODEL
 from research.gateway_bench.replay import new_event_loop
 from research.gateway_bench.summary import (
+    CONSUMER_HOP,
     DIRECT,
     REFERENCE,
     LevelStats,
@@ -80,6 +81,7 @@ class BenchOptions:
     rss_requests: int = 0
     embedded: bool = False
     reference: bool = True  # measure the reference hop in the same rounds
+    consumer_hop: bool = False  # and the same hop as a Channels AsyncHttpConsumer (consumer_hop.py)
 
     def levels(self, upstream: str) -> tuple[int, ...]:
         return self.streams or DEFAULT_STREAMS[upstream]
@@ -113,6 +115,8 @@ class Upstream:
     extra_body: dict[str, object] = field(default_factory=dict)
     hop: subprocess.Popen[bytes] | None = None  # its reference hop's process
     hop_port: int = 0
+    consumer_hop: subprocess.Popen[bytes] | None = None  # the same hop as a Channels consumer
+    consumer_hop_port: int = 0
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -388,7 +392,8 @@ class BenchRun:
         self.report.setup = {
             "backend": self.backend.describe(),
             "upstreams": [{"name": u.name, "url": u.base_url, "model": u.model, "slots": u.slots,
-                           "reference_hop_port": u.hop_port or None} for u in self.upstreams],
+                           "reference_hop_port": u.hop_port or None,
+                           "consumer_hop_port": u.consumer_hop_port or None} for u in self.upstreams],
             "gateways": [{"name": g.name, "server": g.server, "ports": g.ports, "server_header": g.server_header}
                          for g in self.gateways],
             "tokens": options.tokens, "token_ms": options.token_ms, "rounds": options.rounds,
@@ -450,22 +455,32 @@ class BenchRun:
             self.upstreams.append(Upstream("llama", spec.base_url, LLAMA_MODEL, slots, {"ignore_eos": True}))
 
     def _start_reference_hops(self) -> None:
-        """One bare pass-through (research/gateway_bench/reference_hop.py) in front of each upstream."""
+        """One bare pass-through (research/gateway_bench/reference_hop.py) in front of each
+        upstream; with --consumer-hop, the same as a Channels consumer (consumer_hop.py) too."""
         for upstream in self.upstreams:
-            port = free_port()
-            log = self.var_dir / f"reference-hop-{upstream.name}.log"
-            process = subprocess.Popen(
-                [sys.executable, "-m", "research.gateway_bench.reference_hop", "--port", str(port),
-                 "--upstream", upstream.base_url],
-                cwd=ROOT, stdout=self.stack.enter_context(open(log, "ab")), stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
-            self.stack.callback(stop, process)
-            try:
-                wait_answering(f"http://127.0.0.1:{port}/healthz", process, log, timeout_s=20)
-            except RuntimeError as exc:
-                self.note(f"the reference hop for {upstream.name} did not start: {exc}")
-                continue
-            upstream.hop, upstream.hop_port = process, port
+            started = self._start_hop("reference_hop", upstream)
+            if started is not None:
+                upstream.hop, upstream.hop_port = started
+            if self.options.consumer_hop:
+                started = self._start_hop("consumer_hop", upstream)
+                if started is not None:
+                    upstream.consumer_hop, upstream.consumer_hop_port = started
+
+    def _start_hop(self, module: str, upstream: Upstream) -> tuple[subprocess.Popen[bytes], int] | None:
+        port = free_port()
+        log = self.var_dir / f"{module}-{upstream.name}.log"
+        process = subprocess.Popen(
+            [sys.executable, "-m", f"research.gateway_bench.{module}", "--port", str(port),
+             "--upstream", upstream.base_url],
+            cwd=ROOT, stdout=self.stack.enter_context(open(log, "ab")), stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        self.stack.callback(stop, process)
+        try:
+            wait_answering(f"http://127.0.0.1:{port}/healthz", process, log, timeout_s=20)
+        except RuntimeError as exc:
+            self.note(f"the {module.replace('_', ' ')} for {upstream.name} did not start: {exc}")
+            return None
+        return process, port
 
     def _start_gateways(self, env: dict[str, str]) -> None:
         for server in self.options.servers:
@@ -512,10 +527,12 @@ class BenchRun:
         gateways = [ChatTarget(group.name, group.endpoints, body=body, api_key=key) for group in self.gateways]
         return direct, gateways
 
-    def _reference(self, upstream: Upstream) -> ChatTarget | None:
-        if upstream.hop is None:
-            return None
-        return ChatTarget(REFERENCE, [Endpoint("127.0.0.1", upstream.hop_port)], body=self._body(upstream))
+    def _hops(self, upstream: Upstream) -> list[tuple[ChatTarget, list[int]]]:
+        """The hops measured beside each gateway round (the reference hop first), with their pids."""
+        hops = [(REFERENCE, upstream.hop, upstream.hop_port), (CONSUMER_HOP, upstream.consumer_hop,
+                                                                upstream.consumer_hop_port)]
+        return [(ChatTarget(name, [Endpoint("127.0.0.1", port)], body=self._body(upstream)), process_tree(process.pid))
+                for name, process, port in hops if process is not None]
 
     async def _measured_round(self, target: ChatTarget, streams: int, pids: list[int] | None,
                               ports: list[int] | None = None) -> RoundStats:
@@ -536,19 +553,17 @@ class BenchRun:
             if upstream.name not in options.upstreams:
                 continue
             direct, gateways = self._targets(upstream, key)
-            reference = self._reference(upstream)
-            hop_pids = process_tree(upstream.hop.pid) if upstream.hop is not None else []
+            hops = self._hops(upstream)
             try:
                 for streams in options.levels(upstream.name):
                     results: dict[str, list[RoundStats]] = {
-                        t.name: [] for t in [direct, *([reference] if reference else []), *gateways]}
+                        t.name: [] for t in [direct, *(hop for hop, _ in hops), *gateways]}
                     for _ in range(options.rounds):
                         for gateway, group in zip(gateways, self.gateways):
-                            # Side by side: direct, the reference hop, then the gateway, every round.
+                            # Side by side: direct, the reference hop(s), then the gateway, every round.
                             results[direct.name].append(await self._measured_round(direct, streams, None))
-                            if reference is not None:
-                                results[reference.name].append(await self._measured_round(reference, streams,
-                                                                                          hop_pids))
+                            for hop, hop_pids in hops:
+                                results[hop.name].append(await self._measured_round(hop, streams, hop_pids))
                             pids = [pid for process in group.processes for pid in process_tree(process.pid)]
                             results[gateway.name].append(await self._measured_round(gateway, streams, pids,
                                                                                     group.ports))
@@ -565,7 +580,7 @@ class BenchRun:
                             for sample in stats.error_samples:
                                 self.say(f"  error ({level.target}): {sample}")
             finally:
-                for target in (direct, *([reference] if reference else []), *gateways):
+                for target in (direct, *(hop for hop, _ in hops), *gateways):
                     target.close()
         if options.rss_requests:
             await self._measure_rss(key)

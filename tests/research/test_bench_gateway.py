@@ -21,6 +21,7 @@ from django.core.management import call_command
 from fleet.local_worker import free_port
 from research.gateway_bench.client import ChatTarget, Endpoint, RoundResult, run_requests, run_round
 from research.gateway_bench.summary import (
+    CONSUMER_HOP,
     DIRECT,
     REFERENCE,
     LevelStats,
@@ -128,9 +129,11 @@ def _level(target: str, *rounds: tuple[float, float, float], upstream: str = "re
         for p50, p99, rate in rounds))
 
 
-def test_the_reference_hop_streams_the_upstreams_answer_to_the_openai_sdk(replay: str) -> None:
+@pytest.mark.parametrize("module", ["reference_hop", "consumer_hop"])
+def test_the_reference_hops_stream_the_upstreams_answer_to_the_openai_sdk(replay: str, module: str) -> None:
+    """The bare ASGI hop, and the same hop as a Channels AsyncHttpConsumer (--consumer-hop)."""
     port = free_port()
-    hop = subprocess.Popen([sys.executable, "-m", "research.gateway_bench.reference_hop", "--port", str(port),
+    hop = subprocess.Popen([sys.executable, "-m", f"research.gateway_bench.{module}", "--port", str(port),
                             "--upstream", replay], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(100):
@@ -158,16 +161,19 @@ def test_the_reference_hop_streams_the_upstreams_answer_to_the_openai_sdk(replay
 def test_gateways_are_compared_with_direct_and_with_the_reference_hop() -> None:
     direct = _level(DIRECT, (5.0, 6.0, 100.0))
     hop = _level(REFERENCE, (5.5, 7.0, 99.0), cpu=20.0)
+    consumer = _level(CONSUMER_HOP, (5.8, 8.0, 98.0), cpu=25.0)
     gateway = _level("gateway uvicorn x1", (6.2, 9.0, 97.0), cpu=30.0)
-    found = {(r.target, r.baseline): r for r in ratios([direct, hop, gateway])}
-    assert set(found) == {(REFERENCE, DIRECT), ("gateway uvicorn x1", DIRECT), ("gateway uvicorn x1", REFERENCE)}
+    found = {(r.target, r.baseline): r for r in ratios([direct, hop, consumer, gateway])}
+    assert set(found) == {(REFERENCE, DIRECT), (CONSUMER_HOP, DIRECT), (CONSUMER_HOP, REFERENCE),
+                          ("gateway uvicorn x1", DIRECT), ("gateway uvicorn x1", REFERENCE)}
+    assert found[(CONSUMER_HOP, REFERENCE)].ttft_added_p50_ms == pytest.approx(0.3)  # the consumer, over the bare hop
     over_hop = found[("gateway uvicorn x1", REFERENCE)]
     assert over_hop.ttft_added_p50_ms == pytest.approx(0.7) and over_hop.completions_ratio == pytest.approx(97 / 99)
     assert over_hop.cpu_per_chunk_ratio == pytest.approx((30.0 / (97 * 64)) / (20.0 / (99 * 64)))
     checks = {(c.ratio.target, c.goal.what): c.met for c in check_goals(list(found.values()))}
     assert checks[("gateway uvicorn x1", "TTFT added over the reference hop p50")] is False  # 0.7 > 0.5
     assert checks[("gateway uvicorn x1", "TTFT added over the reference hop p99")] is True  # 2.0 ≤ 3
-    assert not any(target == REFERENCE for target, _ in checks)  # the hop itself is not judged
+    assert not any(target in (REFERENCE, CONSUMER_HOP) for target, _ in checks)  # the hops are not judged
     assert any("of reference hop" in line and "CPU per chunk" in line for line in ratio_lines(list(found.values())))
 
 

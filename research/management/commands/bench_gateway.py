@@ -64,6 +64,9 @@ class Command(BaseCommand):
         parser.add_argument("--no-reference", action="store_true",
                             help="Leave out the reference hop (a bare pass-through on the same server and upstream "
                                  "client, measured in the same rounds as direct and the gateway).")
+        parser.add_argument("--consumer-hop", action="store_true",
+                            help="Also measure the reference hop's work as a Channels AsyncHttpConsumer under "
+                                 "URLRouter (research/gateway_bench/consumer_hop.py), in the same rounds.")
         parser.add_argument("--json", default=None, help="Write every number to this file.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -79,6 +82,7 @@ class Command(BaseCommand):
             processes=_positive_ints("--processes", options["processes"]),
             rss_requests=options["rss_requests"], embedded=options["embedded"],
             reference=not options["no_reference"],
+            consumer_hop=options["consumer_hop"] and not options["no_reference"],
         )
 
         def say(line: str) -> None:
