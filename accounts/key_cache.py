@@ -19,6 +19,7 @@ KEY_CACHE_TTL_S per process; a key that exists never waits for a reload.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -95,6 +96,10 @@ def site_defaults() -> Caps:
 
 
 _cache: dict[str, tuple[KeyIdentity, float, int]] = {}
+# Loads in flight, by (prefix, generation): when a key's entry expires, every request that
+# carries it at that moment waits for one query (a class's agents send many at once; 32 streams
+# made 32 identical queries a second on PostgreSQL, 13 % of the gateway's time: docs/performance.md).
+_loading: dict[tuple[str, int], asyncio.Future[KeyIdentity | None]] = {}
 
 
 def class_pause_rule(room: Classroom | None) -> PauseRule | None:
@@ -271,7 +276,7 @@ async def key_lookup(raw: str, *, generation: int | None = None) -> KeyIdentity 
     else:
         if not await prefix_exists(prefix):
             return None
-        identity = await sync_to_async(_load, thread_sensitive=False)(prefix)
+        identity = await _load_once(prefix, generation)
         if identity is None:
             _cache.pop(prefix, None)
             return None
@@ -279,6 +284,25 @@ async def key_lookup(raw: str, *, generation: int | None = None) -> KeyIdentity 
     if not hash_matches(raw, identity.secret_hash):
         return None
     return identity
+
+
+async def _load_once(prefix: str, generation: int) -> KeyIdentity | None:
+    """_load(prefix), once for all the requests of this event loop that need it now. A request
+    that leaves while it waits does not cancel the load for the others."""
+    key, loop = (prefix, generation), asyncio.get_running_loop()
+    pending = _loading.get(key)
+    if pending is None or pending.done() or pending.get_loop() is not loop:
+        pending = asyncio.ensure_future(sync_to_async(_load, thread_sensitive=False)(prefix))
+        _loading[key] = pending
+
+        def forget(done: asyncio.Future[KeyIdentity | None]) -> None:
+            if _loading.get(key) is done:
+                del _loading[key]
+            if not done.cancelled():
+                done.exception()  # retrieved: a failure is raised to its waiters, not logged as lost
+
+        pending.add_done_callback(forget)
+    return await asyncio.shield(pending)
 
 
 def key_cache_invalidate(*, prefix: str | None = None) -> None:
