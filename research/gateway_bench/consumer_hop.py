@@ -12,12 +12,11 @@ of its own and listens on it for the request's whole life.
 """
 from __future__ import annotations
 
-import argparse
-
 import aiohttp
 import django
 from django.conf import settings
 
+from research.gateway_bench import reference_hop
 from research.gateway_bench.reference_hop import ReferenceHop
 
 
@@ -66,15 +65,7 @@ urlpatterns: list[object] = []  # ROOT_URLCONF: the URLRouter above does the rou
 
 
 def main(argv: list[str] | None = None) -> None:
-    import uvicorn
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--upstream", required=True, help="The upstream's root URL.")
-    args = parser.parse_args(argv)
-    uvicorn.run(application(args.upstream), host=args.host, port=args.port, loop="uvloop", http="httptools",
-                lifespan="off", access_log=False, log_level="warning", proxy_headers=False, server_header=False)
+    reference_hop.main(argv, app_for=application, description=__doc__.split("\n\n")[0])
 
 
 if __name__ == "__main__":

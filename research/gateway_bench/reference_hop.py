@@ -14,6 +14,7 @@ No Django imported.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -76,15 +77,17 @@ class ReferenceHop:
                 response.close()
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, app_for: Callable[[str], Any] = ReferenceHop,
+         description: str = __doc__.split("\n\n")[0]) -> None:
+    """Serve `app_for(upstream)` (an ASGI application) as the hop: consumer_hop.py serves its own."""
     import uvicorn
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True, help="The upstream's root URL.")
     args = parser.parse_args(argv)
-    uvicorn.run(ReferenceHop(args.upstream), host=args.host, port=args.port, loop="uvloop", http="httptools",
+    uvicorn.run(app_for(args.upstream), host=args.host, port=args.port, loop="uvloop", http="httptools",
                 lifespan="off", access_log=False, log_level="warning", proxy_headers=False, server_header=False)
 
 
