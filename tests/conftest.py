@@ -258,6 +258,17 @@ def worker(transactional_db, llama_server):  # noqa: ANN001, ANN201
 
 
 @pytest.fixture
+def request_log_written():  # noqa: ANN201
+    """The API logs each request in batches, from a thread: write this test's rows before its
+    database goes (else a later test's thread meets a database it may not use)."""
+    yield
+    from inference import request_log
+
+    if request_log._writer is not None:
+        request_log._writer.flush()
+
+
+@pytest.fixture
 def student_key(transactional_db, student):  # noqa: ANN001, ANN201
     """(ApiKey row, raw key) for alice, in the production pool."""
     from accounts.services import key_issue

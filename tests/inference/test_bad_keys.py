@@ -10,17 +10,7 @@ from core.keys import generate_key
 from inference import auth
 from inference.auth import BadKeyCounter
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def _request_log_written():  # noqa: ANN202
-    """The routes log each request in batches: write them while this test's database exists."""
-    yield
-    from inference import request_log
-
-    if request_log._writer is not None:
-        request_log._writer.flush()
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("request_log_written")]
 
 
 @pytest.fixture(autouse=True)

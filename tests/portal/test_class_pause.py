@@ -17,7 +17,7 @@ from accounts.models import AuditEvent, Classroom, User
 from accounts.services import class_pause, class_pause_window_add, class_resume, key_issue
 from tests.api_client import ApiClient
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("request_log_written")]
 
 BODY = json.dumps({"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
 
