@@ -27,10 +27,6 @@ class Headers(Mapping[str, str]):
             values[key] = f"{values[key]}, {text}" if key in values else text
         self._values = values
 
-    @classmethod
-    def of(cls, headers: Mapping[str, str]) -> Headers:
-        return cls((name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items())
-
     def __getitem__(self, name: str) -> str:
         return self._values[name.lower()]
 
@@ -50,19 +46,17 @@ class Headers(Mapping[str, str]):
 class Request:
     """One API request: its body read in full (the entry point caps its size first)."""
 
-    __slots__ = ("method", "path", "headers", "body", "peer", "query_string")
+    __slots__ = ("method", "path", "headers", "body", "peer")
 
-    def __init__(self, *, method: str, path: str, headers: Headers, body: bytes = b"", peer: str = "",
-                 query_string: bytes = b"") -> None:
+    def __init__(self, *, method: str, path: str, headers: Headers, body: bytes = b"", peer: str = "") -> None:
         self.method, self.path, self.headers, self.body = method, path, headers, body
         self.peer = peer  # the TCP peer (the HTTPS proxy, in production); see core/client_address.py
-        self.query_string = query_string
 
     @classmethod
     def from_scope(cls, scope: Mapping[str, Any], body: bytes) -> Request:
         client = scope.get("client")
         return cls(method=scope["method"], path=scope["path"], headers=Headers(scope.get("headers", ())),
-                   body=body, peer=client[0] if client else "", query_string=scope.get("query_string", b""))
+                   body=body, peer=client[0] if client else "")
 
 
 class Response:
@@ -79,18 +73,11 @@ class Response:
         self.stream = stream
         self._headers: dict[str, tuple[str, str]] = {"content-type": ("Content-Type", content_type)}
 
-    @property
-    def streaming(self) -> bool:
-        return self.stream is not None
-
     def __setitem__(self, name: str, value: str) -> None:
         self._headers[name.lower()] = (name, str(value))
 
     def __getitem__(self, name: str) -> str:
         return self._headers[name.lower()][1]
-
-    def __delitem__(self, name: str) -> None:
-        del self._headers[name.lower()]
 
     def __contains__(self, name: str) -> bool:
         return name.lower() in self._headers
