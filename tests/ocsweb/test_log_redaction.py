@@ -10,6 +10,9 @@ import pytest
 from core.api_http import Request, Response
 from core.keys import generate_key
 from core.lean_asgi import LeanApp, Routes
+from inference import routes
+from ocsweb import probes
+from ocsweb.asgi import django_asgi_app  # at import: building it sets Django up, which configures logging anew
 from tests.api_client import ApiClient
 
 
@@ -50,10 +53,6 @@ async def boom(request: Request, key: str) -> Response:
 
 def site_with_a_failing_route() -> LeanApp:
     """The gateway's lean path plus one route under /ollama/<key>/ that fails."""
-    from inference import routes
-    from ocsweb import probes
-    from ocsweb.asgi import django_asgi_app
-
     failing = Routes({}, [(r"/ollama/(?P<key>[^/]+)/boom", boom)])
     return LeanApp(failing + routes.ROUTES + probes.ROUTES, on_error=routes.unhandled, fallback=django_asgi_app)
 
