@@ -15,6 +15,7 @@ class GatewaySettings(TypedDict):
     KEEPALIVE_S: float
     SUSPECT_S: float
     AFFINITY_TTL_S: float
+    SLOT_FILES: bool
     UPSTREAM_CONNECT_TIMEOUT_S: float
     UPSTREAM_READ_TIMEOUT_S: float
     UPSTREAM_MAX_STREAM_S: float

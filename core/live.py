@@ -41,7 +41,17 @@ from core.quota import (
     lua_args,
     verdict_from_lua,
 )
-from core.slot_owners import CLAIM_SLOT_LUA, SlotClaim, SlotOwner, holds_own_prefix, lease_slot, pick_slot
+from core.slot_owners import (
+    CLAIM_SLOT_LUA,
+    CONFIRM_SLOT_LUA,
+    PENDING,
+    SlotClaim,
+    SlotOwner,
+    handover,
+    holds_own_prefix,
+    lease_slot,
+    pick_slot,
+)
 
 
 class LiveStateUnavailable(RuntimeError):
@@ -154,6 +164,8 @@ class LiveState(Protocol):
     # `affinity` (worker id, ttl s): a claim also records the conversation's worker, in the same round trip.
     async def claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
                          conversation: str, affinity: tuple[int, float] | None = None) -> SlotClaim | None: ...
+    # After a handover: the worker has processed `student`'s prompt in slot `index`; they own it now.
+    async def confirm_slot(self, resource: str, index: int, *, student: str, conversation: str) -> None: ...
     async def renew_many(self, leases: list[tuple[str, str]], lease_s: float) -> None: ...
     # The waiting line of a (pool, model), one for every gateway process, and its service counters
     # (core/fair_share.py). A waiting entry lives `ttl_s` unless renewed.
@@ -194,6 +206,7 @@ class InProcessLiveState:
         self._suspects: dict[int, float] = {}
         self._affinity: dict[str, tuple[int, float]] = {}
         self._slot_owners: dict[str, dict[int, SlotOwner]] = {}
+        self._slot_files: dict[str, set[str]] = {}
         self._fair_waiting: dict[str, dict[str, tuple[Waiting, float]]] = {}
         self._fair_counters: dict[tuple[str, str], dict[str, float]] = {}
         self._fair_policy: str | None = None
@@ -240,9 +253,20 @@ class InProcessLiveState:
             lease_id = f"{index}.{uuid.uuid4().hex}"
             now = self._clock()
             leases[lease_id] = now + lease_s
+            files = self._slot_files.setdefault(resource, set())
+            keep, restore = handover(previous, student, files)
+            if not holds_own_prefix(previous, student):
+                owners[index] = SlotOwner(student=PENDING, conversation="", last_used_ms=int(now * 1000))
+                if keep:
+                    files.add(keep)
+                return SlotClaim(lease_id=lease_id, index=index, own_prefix=False, previous=keep, restore=restore)
             owners[index] = SlotOwner(student=student, conversation=conversation, last_used_ms=int(now * 1000))
-            return SlotClaim(lease_id=lease_id, index=index,
-                             own_prefix=holds_own_prefix(previous, student))
+            return SlotClaim(lease_id=lease_id, index=index, own_prefix=True)
+
+    async def confirm_slot(self, resource: str, index: int, *, student: str, conversation: str) -> None:
+        with self._lock:
+            self._slot_owners.setdefault(resource, {})[index] = SlotOwner(
+                student=student, conversation=conversation, last_used_ms=int(self._clock() * 1000))
 
     def _waiting(self, line: str) -> dict[str, tuple[Waiting, float]]:
         waiting = self._fair_waiting.setdefault(line, {})
@@ -483,10 +507,17 @@ class RedisLiveState:
         if affinity is not None and conversation and affinity[1] > 0:
             keys.append(self._k("affinity", conversation))
             args += [affinity[0], int(affinity[1] * 1000)]
-        index, own = await self._client().eval(CLAIM_SLOT_LUA, len(keys), *keys, *args)
+        index, own, previous, restore = await self._client().eval(CLAIM_SLOT_LUA, len(keys), *keys, *args)
         if int(index) < 0:
             return None
-        return SlotClaim(lease_id=f"{int(index)}.{token}", index=int(index), own_prefix=int(own) == 1)
+        previous = previous.decode() if isinstance(previous, bytes) else str(previous or "")
+        return SlotClaim(lease_id=f"{int(index)}.{token}", index=int(index), own_prefix=int(own) == 1,
+                         previous=previous, restore=int(restore) == 1)
+
+    @_guarded_async
+    async def confirm_slot(self, resource: str, index: int, *, student: str, conversation: str) -> None:
+        await self._client().eval(CONFIRM_SLOT_LUA, 1, self._k("slot_owners", resource), str(index),
+                                  f"{student}|{conversation}|{int(time.time() * 1000)}", int(SLOT_OWNER_TTL_S * 1000))
 
     def _fair_keys(self, line: str, policy: str) -> list[str]:
         return [self._k("fair", "wait", line), self._k("fair", "alive", line), self._k("fair", "ctr", policy, line)]

@@ -8,9 +8,19 @@ slot, the student who last sent a prompt to it (the owner). A request may reuse 
 only when it is the owner's; on a handover the worker is told not to reuse (`cache_prompt:
 false`): it computes the whole prompt, which then stays in the slot for the new owner's next turn.
 
-The owner is recorded when the slot is claimed, before the prompt is sent: the record is always
-the last student who may have written the slot, so a failure in between can only cost a reuse,
-never allow a foreign one. A slot with no record (new worker, live state reset) counts as foreign.
+A claim of the owner's own slot keeps the record. A claim of any other slot (a handover) first
+records nobody (PENDING): the slot holds no one's usable prefix until the worker has processed the
+new student's prompt, and only then (its first byte) is the new owner confirmed
+(`confirm_slot`). A request that fails or leaves in between leaves the slot owned by nobody, so
+whatever it still holds is never reused. A slot with no record (new worker, live state reset)
+counts as foreign.
+
+A handover need not cost the previous owner their prefix (inference/slot_files.py). Where the
+worker keeps slot files (`--slot-save-path`), the claim says whose prompt the slot held
+(`previous`: save it to that student's file before use) and whether the new student has a file of
+their own on this worker (`restore`: load it into the slot, then reuse). One file per student and
+worker, named by the gateway, restored only for its own student: a partition of the worker's
+prompt cache by student that no prompt can cross.
 
 Which free slot: the one this conversation used last, else one this student used last (their
 prefix is there), else one nobody has used, else the least recently used (evicting the prefix
@@ -18,6 +28,7 @@ least likely to be wanted again).
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 # A lease id on a worker resource starts with its slot's index: "<index>.<random hex>".
@@ -31,14 +42,29 @@ class SlotOwner:
     last_used_ms: int
 
 
+# The owner recorded for a slot between a handover's claim and its confirmation: nobody.
+PENDING = ""
+# The field, in a worker's owner record, that says a student has a slot file on that worker.
+FILE_PREFIX = "file:"
+
+
 @dataclass(frozen=True)
 class SlotClaim:
     """A claimed slot: its lease id (release it with that), its index (llama-server's
-    `id_slot`), and whether its cache holds this student's own prompt (`cache_prompt` may be on)."""
+    `id_slot`), and whether its cache holds this student's own prompt (`cache_prompt` may be on).
+    On a handover: `previous`, the classmate whose prompt it holds ("" for none), and `restore`,
+    whether this student has a slot file on the worker."""
 
     lease_id: str
     index: int
     own_prefix: bool
+    previous: str = ""
+    restore: bool = False
+
+    @property
+    def handover(self) -> bool:
+        """The slot's owner is confirmed only once the worker has processed this prompt."""
+        return not self.own_prefix
 
 
 def lease_slot(lease_id: str) -> int | None:
@@ -70,49 +96,76 @@ def pick_slot(*, capacity: int, used: set[int], owners: dict[int, SlotOwner], st
 
 def holds_own_prefix(previous: SlotOwner | None, student: str) -> bool:
     """Whether a slot last held by `previous` holds `student`'s own prompt (its cache may be reused)."""
-    return previous is not None and previous.student == student
+    return previous is not None and previous.student != PENDING and previous.student == student
+
+
+def handover(previous: SlotOwner | None, student: str, files: Collection[str]) -> tuple[str, bool]:
+    """On claiming a slot last held by `previous`: (whose prompt to save to their file first, ""
+    for none; whether to restore `student`'s own file). `files`: the students with a slot file on
+    this worker. Nothing to do when the slot holds the student's own prompt."""
+    if holds_own_prefix(previous, student):
+        return "", False
+    keep = previous.student if previous is not None and previous.student != PENDING else ""
+    return keep, student in files
 
 
 # The same choice in Redis, atomic with the claim. KEYS[1] = the worker's lease zset, KEYS[2] = its
-# owner hash (field = slot index, value = "student|conversation|last_used_ms").
-# ARGV = capacity, now_ms, expires_ms, random part of the lease id, student, conversation, owner ttl ms.
-# Returns {index, own (1/0)} or {-1, 0} when every slot is in use.
+# owner hash (field = slot index, value = "student|conversation|last_used_ms"; field "file:<student>"
+# = when that student's slot file was last written). ARGV = capacity, now_ms, expires_ms, random part
+# of the lease id, student, conversation, owner ttl ms. Returns {index, own (1/0), previous owner to
+# save ("" none), restore (1/0)}, or {-1, 0, '', 0} when every slot is in use.
 CLAIM_SLOT_LUA = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
 local capacity = tonumber(ARGV[1])
-if redis.call('ZCARD', KEYS[1]) >= capacity then return {-1, 0} end
+if redis.call('ZCARD', KEYS[1]) >= capacity then return {-1, 0, '', 0} end
 local used = {}
 for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   local index = string.match(member, '^(%d+)%.')
   if index then used[tonumber(index)] = true end
 end
 local student, conversation = ARGV[5], ARGV[6]
-local chosen, best_class, best_order, chosen_own = -1, 99, 0, 0
+local chosen, best_class, best_order, chosen_own, chosen_owner = -1, 99, 0, 0, ''
 for index = 0, capacity - 1 do
   if not used[index] then
     local value = redis.call('HGET', KEYS[2], tostring(index))
-    local class, order, own = 2, 0, 0
+    local class, order, own, owner = 2, 0, 0, ''
     if value then
-      local owner, owner_conversation, last = string.match(value, '^([^|]*)|([^|]*)|(%d+)$')
+      local owner_conversation, last
+      owner, owner_conversation, last = string.match(value, '^([^|]*)|([^|]*)|(%d+)$')
+      owner = owner or ''
       last = tonumber(last) or 0
-      if owner == student and conversation ~= '' and owner_conversation == conversation then
+      if owner ~= '' and owner == student and conversation ~= '' and owner_conversation == conversation then
         class, order, own = 0, -last, 1
-      elseif owner == student then
+      elseif owner ~= '' and owner == student then
         class, order, own = 1, -last, 1
       else
         class, order = 3, last
       end
     end
     if class < best_class or (class == best_class and order < best_order) then
-      chosen, best_class, best_order, chosen_own = index, class, order, own
+      chosen, best_class, best_order, chosen_own, chosen_owner = index, class, order, own, owner
     end
   end
 end
-if chosen < 0 then return {-1, 0} end
+if chosen < 0 then return {-1, 0, '', 0} end
 redis.call('ZADD', KEYS[1], ARGV[3], tostring(chosen) .. '.' .. ARGV[4])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) - tonumber(ARGV[2]) + 60000)
-redis.call('HSET', KEYS[2], tostring(chosen), student .. '|' .. conversation .. '|' .. ARGV[2])
+local previous, restore = '', 0
+if chosen_own == 1 then
+  redis.call('HSET', KEYS[2], tostring(chosen), student .. '|' .. conversation .. '|' .. ARGV[2])
+else
+  redis.call('HSET', KEYS[2], tostring(chosen), '||' .. ARGV[2])
+  previous = chosen_owner
+  if redis.call('HEXISTS', KEYS[2], 'file:' .. student) == 1 then restore = 1 end
+  if previous ~= '' then redis.call('HSET', KEYS[2], 'file:' .. previous, ARGV[2]) end
+end
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[7]))
 if KEYS[3] then redis.call('SET', KEYS[3], ARGV[8], 'PX', tonumber(ARGV[9])) end
-return {chosen, chosen_own}
+return {chosen, chosen_own, previous, restore}
+"""
+# KEYS[1] = the worker's owner hash; ARGV = slot index, "student|conversation|now_ms", owner ttl ms.
+CONFIRM_SLOT_LUA = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))
+return 1
 """

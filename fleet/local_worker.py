@@ -12,6 +12,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -171,7 +172,9 @@ class LlamaServerSpec:
     # the machine can read. None: a server that answers anyone who reaches it.
     api_key_file: Path | None = None
 
-    def command(self, binary: Path) -> list[str]:
+    def command(self, binary: Path, *, slot_dir: Path | None = None) -> list[str]:
+        """The command line. `slot_dir`: where the worker keeps slot files, the per-student
+        prompt states the gateway saves and restores on a slot handover (inference/slot_files.py)."""
         args = [
             str(binary),
             "--model", str(self.model_path),
@@ -187,6 +190,8 @@ class LlamaServerSpec:
         ]
         if self.api_key_file is not None:
             args += ["--api-key-file", str(self.api_key_file)]
+        if slot_dir is not None:
+            args += ["--slot-save-path", f"{slot_dir}{os.sep}"]
         return args + self.options.args()
 
     @property
@@ -289,13 +294,18 @@ class LlamaServerProcess:
         self.binary = binary
         self.gpus = gpus
         self.process: subprocess.Popen[bytes] | None = None
+        self.slot_dir: Path | None = None
 
     def start(self) -> "LlamaServerProcess":
         binary = self.binary or find_llama_server()
         env = dict(os.environ) if self.gpus is None else gpu_environment(self.gpus)
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        # Slot files hold students' prompts: a private directory (0700) per process, removed when
+        # it stops, so a restarted worker starts with none (a stale file is never restored).
+        self._remove_slot_dir()
+        self.slot_dir = Path(tempfile.mkdtemp(prefix="ocs-slots-"))
         self.process = subprocess.Popen(
-            self.spec.command(binary),
+            self.spec.command(binary, slot_dir=self.slot_dir),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -334,6 +344,7 @@ class LlamaServerProcess:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         if self.process is None or self.process.poll() is not None:
+            self._remove_slot_dir()
             return
         self.process.terminate()
         try:
@@ -341,3 +352,9 @@ class LlamaServerProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self._remove_slot_dir()
+
+    def _remove_slot_dir(self) -> None:
+        if self.slot_dir is not None:
+            shutil.rmtree(self.slot_dir, ignore_errors=True)
+            self.slot_dir = None

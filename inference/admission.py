@@ -61,13 +61,18 @@ POLICY_REFRESH_S = 1.0  # the live policy override is read at most this often pe
 class Slot:
     """A claimed worker slot. `index` is llama-server's slot (`id_slot`; None: not pinned, only in
     tests); `own_prefix`: that slot's cache holds this student's own prompt, so the worker may
-    reuse it (core/slot_owners.py). Otherwise the request must not reuse the cache at all."""
+    reuse it (core/slot_owners.py). Otherwise the request must not reuse the cache at all, unless
+    its own slot file is restored into it first (inference/slot_files.py: `previous`, `restore`).
+    `handover`: the slot's owner is confirmed once the worker has processed this prompt."""
 
     worker: WorkerView
     lease: Lease
     reason: str
     index: int | None = None
     own_prefix: bool = False
+    previous: str = ""
+    restore: bool = False
+    handover: bool = False
 
     async def release(self) -> None:
         await self.lease.release()
@@ -253,7 +258,8 @@ async def try_claim(want: Want, *, fair: tuple[str, str] | None = None) -> Slot 
             if decision.lent_by:
                 _record_lent(want.pool_id, decision.lent_by, candidate.worker)
             return Slot(worker=candidate.worker, lease=Lease(resource, claim.lease_id).keep(), reason=candidate.reason,
-                        index=claim.index, own_prefix=claim.own_prefix)
+                        index=claim.index, own_prefix=claim.own_prefix, previous=claim.previous,
+                        restore=claim.restore, handover=claim.handover)
     return None
 
 

@@ -23,10 +23,10 @@ from typing import Any
 from django.conf import settings
 
 from core import errors
-from core.live import live_state
+from core.live import LiveStateUnavailable, live_state, worker_resource
 from fleet.scheduler import ROUTABLE_STATES, WorkerView
 from fleet.selectors import fleet_snapshot, usable_pool_ids
-from inference import upstream
+from inference import slot_files, upstream
 from inference.admission import Slot, Want, acquire_slot, rank
 from inference.prometheus import FIRST_BYTE, count_tokens
 from inference.protocols.base import Protocol, StreamTransform
@@ -132,6 +132,25 @@ def for_slot(path: str, body: dict[str, Any], slot: Slot) -> dict[str, Any]:
     return {**body, "id_slot": slot.index, "cache_prompt": slot.own_prefix}
 
 
+async def _prepare(path: str, slot: Slot, want: Want) -> None:
+    """A handover of a pinned slot: the previous owner's prompt saved, this student's restored
+    (inference/slot_files.py)."""
+    if path in PINNED_ROUTES:
+        await slot_files.prepare(slot, str(want.user_id))
+
+
+async def _confirm(path: str, slot: Slot, want: Want) -> None:
+    """The worker has processed this prompt in a handed-over slot: it is this student's now
+    (core/slot_owners.py). A failure here only costs the next turn its reuse."""
+    if slot.handover and slot.index is not None and path in PINNED_ROUTES:
+        slot.handover = False
+        try:
+            await live_state().confirm_slot(worker_resource(slot.worker.id), slot.index, student=str(want.user_id),
+                                            conversation=want.conversation or "")
+        except LiveStateUnavailable:
+            log.warning("could not confirm slot %s of %s as its student's", slot.index, slot.worker.name)
+
+
 async def forward_json(*, path: str, body: dict[str, Any], record: RequestContext) -> tuple[int, bytes]:
     """Non-streaming request. Returns (status, body bytes) of a successful answer."""
     want = record.want
@@ -141,6 +160,7 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestContex
         record.slot = slot
         answered = False
         try:
+            await _prepare(path, slot, want)
             status, content = await _post_whole(slot.worker.base_url + path, for_slot(path, body, slot),
                                                 slot.worker.upstream_headers)
             answered = status < 400
@@ -170,6 +190,7 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestContex
             await _worker_failed(want, slot, "answered something that is not a JSON object")
             continue
         _first_byte(want, record, slot)
+        await _confirm(path, slot, want)
         record.usage.absorb(answer)
         count_tokens(want.model_id, record.usage)
         return status, content
@@ -280,6 +301,7 @@ async def open_stream(*, path: str, body: dict[str, Any], record: RequestContext
         handed_over = False
         loading = False
         try:
+            await _prepare(path, slot, want)
             response = await upstream.post(slot.worker.base_url + path, for_slot(path, body, slot),
                                            slot.worker.upstream_headers)
             if response.status_code == 503:
@@ -299,6 +321,7 @@ async def open_stream(*, path: str, body: dict[str, Any], record: RequestContext
                 await _worker_failed(want, slot, "closed the stream before the first chunk")
                 continue
             _first_byte(want, record, slot)
+            await _confirm(path, slot, want)
             stream = OpenStream(slot=slot, response=response, first_chunk=first, chunks=chunks,
                                 model_id=want.model_id, record=record, protocol=protocol, end_marker=end_marker)
             handed_over = True

@@ -179,6 +179,9 @@ OCS: GatewaySettings = {
     "SUSPECT_S": env_float("OCS_SUSPECT_S", 10.0, minimum=0.0),
     # How long a conversation prefers the worker that holds its prompt in cache.
     "AFFINITY_TTL_S": env_float("OCS_AFFINITY_TTL_S", 600.0, minimum=0.0),
+    # On a slot handover, save the previous student's prompt to their slot file on the worker and
+    # restore the new student's own (inference/slot_files.py); 0 turns it off (for comparisons).
+    "SLOT_FILES": env_int("OCS_SLOT_FILES", 1, minimum=0) > 0,
     # Connect / first-byte timeout towards a worker, and how many workers one request may try.
     "UPSTREAM_CONNECT_TIMEOUT_S": env_float("OCS_UPSTREAM_CONNECT_TIMEOUT_S", 3.0, minimum=0.1),
     "UPSTREAM_READ_TIMEOUT_S": env_float("OCS_UPSTREAM_READ_TIMEOUT_S", 600.0, minimum=1.0),

@@ -11,8 +11,10 @@ to one, or a test's monkeypatch of one, changes the prediction):
   the conversation's affinity (the worker that served it last, for AFFINITY_TTL_S), tried in
   `inference.admission_rules.claim_order`; a request no worker could serve is refused by
   `no_worker_refusal`;
-- which slot, and whether its cache may be reused: `core.slot_owners.pick_slot` and
-  `holds_own_prefix` (a slot last used by a classmate is recomputed from scratch);
+- which slot, and whether its cache may be reused: `core.slot_owners.pick_slot`,
+  `holds_own_prefix` and `handover` (a slot last used by a classmate is recomputed from scratch,
+  unless the student's own slot file on that worker is restored into it first: FleetPlan.slot_files;
+  the save and the restore are taken as free, a few ms on the CPU demo);
 - who is served next while every slot is busy: `core.fair_share.pick` and `lifted`, charged
   `admission_rules.estimate_charge` when leaving the line and settled with `settle_amount`;
 - barging, waiting and refusing: `may_claim_directly`, `wait_deadline`, `timed_out`,
@@ -95,6 +97,7 @@ class FleetPlan:
     max_wait_s: float = 30.0  # OCS_QUEUE_MAX_WAIT_S
     slot_lease_s: float = 30.0  # OCS_SLOT_LEASE_S (the retry-after of a queue timeout)
     affinity_ttl_s: float = 600.0  # OCS_AFFINITY_TTL_S
+    slot_files: bool = True  # OCS_SLOT_FILES: a handover saves the previous owner's prompt, restores the new one's
     cache_type: str | None = None  # the KV cache type planned; None: the cost model's own
     model_id: str = "planned"
 
@@ -136,6 +139,7 @@ class _Worker:
     claimed: dict[int, _Request] = field(default_factory=dict)  # slot index -> its request
     cache: dict[int, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     owners: dict[int, slot_owners.SlotOwner] = field(default_factory=dict)
+    files: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)  # student -> saved prompt
     running: list[_Request] = field(default_factory=list)  # in llama-server's loop
     stepping: bool = False
     step: list[tuple[_Request, int]] = field(default_factory=list)  # (request, prompt tokens this step; 0: decode)
@@ -251,7 +255,14 @@ class Simulation:
                                           student=student, conversation=conversation)
             if index is None:
                 continue
-            own = slot_owners.holds_own_prefix(worker.owners.get(index), student)
+            previous = worker.owners.get(index)
+            own = slot_owners.holds_own_prefix(previous, student)
+            if not own and self.plan.slot_files:
+                keep, restore = slot_owners.handover(previous, student, worker.files)
+                if keep:
+                    worker.files[keep] = worker.cache.get(index, ())
+                if restore:
+                    worker.cache[index], own = worker.files[student], True
             worker.owners[index] = slot_owners.SlotOwner(student=student, conversation=conversation,
                                                          last_used_ms=int(self.now * 1000))
             if conversation:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from core.slot_owners import SlotOwner, lease_slot, pick_slot
+from core.slot_owners import PENDING, SlotOwner, handover, lease_slot, pick_slot
 from tests.ocsweb.test_live import BACKENDS, make_backends
 
 
@@ -30,17 +30,23 @@ def test_a_slot_holds_only_its_owner_s_cache(kind: str) -> None:
     async def scenario() -> None:
         first = await live.claim_slot("worker:9", 1, 30, student="1", conversation="c")
         assert first is not None and first.index == 0 and lease_slot(first.lease_id) == 0
-        assert not first.own_prefix  # a slot nobody owned yet may hold anything: no reuse
+        assert not first.own_prefix and first.handover  # a slot nobody owned yet may hold anything: no reuse
+        assert (first.previous, first.restore) == ("", False)  # nobody's prompt to save, no file to restore
         assert await live.claim_slot("worker:9", 1, 30, student="2", conversation="d") is None  # full
+        await live.confirm_slot("worker:9", 0, student="1", conversation="c")  # the worker processed her prompt
         await live.release("worker:9", first.lease_id)
         again = await live.claim_slot("worker:9", 1, 30, student="1", conversation="c")
         assert again is not None and again.own_prefix  # alice's own next turn reuses her prompt
+        assert not again.handover and (again.previous, again.restore) == ("", False)
         await live.release("worker:9", again.lease_id)
         other = await live.claim_slot("worker:9", 1, 30, student="2", conversation="d")
         assert other is not None and not other.own_prefix  # bob takes over: no reuse of alice's prompt
+        assert (other.previous, other.restore) == ("1", False)  # alice's prompt is saved to her file first
+        await live.confirm_slot("worker:9", 0, student="2", conversation="d")
         await live.release("worker:9", other.lease_id)
         back = await live.claim_slot("worker:9", 1, 30, student="1", conversation="c")
         assert back is not None and not back.own_prefix  # bob's prompt is in it now
+        assert (back.previous, back.restore) == ("2", True)  # bob's saved, alice's own file restored
         assert (await live.busy(["worker:9"])) == {"worker:9": 1}
 
     asyncio.run(scenario())
@@ -54,6 +60,8 @@ def test_each_student_keeps_their_own_slot_while_it_is_free(kind: str) -> None:
         alice = await live.claim_slot("worker:4", 3, 30, student="1", conversation="a")
         bob = await live.claim_slot("worker:4", 3, 30, student="2", conversation="b")
         assert alice and bob and alice.index != bob.index
+        await live.confirm_slot("worker:4", alice.index, student="1", conversation="a")
+        await live.confirm_slot("worker:4", bob.index, student="2", conversation="b")
         await live.release("worker:4", alice.lease_id)
         await live.release("worker:4", bob.lease_id)
         carol = await live.claim_slot("worker:4", 3, 30, student="3", conversation="c")
@@ -63,3 +71,36 @@ def test_each_student_keeps_their_own_slot_while_it_is_free(kind: str) -> None:
         assert all(c and c.own_prefix for c in again)
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_handover_that_never_reached_the_worker_leaves_the_slot_nobody_s(kind: str) -> None:
+    """Bob claims alice's slot and leaves before his prompt reached the worker: the slot still
+    holds alice's prompt, so it must not count as bob's (his next claim would reuse her prefix),
+    nor as alice's (bob might have written part of it). Nobody reuses it until a prompt is confirmed."""
+    (live,) = make_backends(kind)
+
+    async def scenario() -> None:
+        alice = await live.claim_slot("worker:5", 1, 30, student="1", conversation="a")
+        assert alice is not None
+        await live.confirm_slot("worker:5", 0, student="1", conversation="a")
+        await live.release("worker:5", alice.lease_id)
+        bob = await live.claim_slot("worker:5", 1, 30, student="2", conversation="b")
+        assert bob is not None and bob.previous == "1"
+        await live.release("worker:5", bob.lease_id)  # gone before the worker saw his prompt: no confirm
+        for student, conversation in (("2", "b"), ("1", "a")):
+            claim = await live.claim_slot("worker:5", 1, 30, student=student, conversation=conversation)
+            assert claim is not None and not claim.own_prefix, student
+            assert claim.previous == ""  # nobody's prompt to save: its content is nobody's
+            await live.release("worker:5", claim.lease_id)
+
+    asyncio.run(scenario())
+
+
+def test_handover_saves_a_classmate_s_prompt_and_restores_only_one_s_own_file() -> None:
+    assert handover(SlotOwner("alice", "a", 1), "alice", {"alice"}) == ("", False)  # her own slot: nothing to do
+    assert handover(SlotOwner("alice", "a", 1), "bob", set()) == ("alice", False)
+    assert handover(SlotOwner("alice", "a", 1), "bob", {"alice", "bob"}) == ("alice", True)
+    assert handover(SlotOwner("alice", "a", 1), "bob", {"alice", "carol"}) == ("alice", False)  # never carol's
+    assert handover(SlotOwner(PENDING, "", 1), "bob", {"bob"}) == ("", True)  # an unconfirmed slot: nothing saved
+    assert handover(None, "bob", set()) == ("", False)
