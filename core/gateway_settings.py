@@ -16,6 +16,7 @@ class GatewaySettings(TypedDict):
     SUSPECT_S: float
     AFFINITY_TTL_S: float
     SLOT_FILES: bool
+    LIGHT_LANE_TOKENS: int
     UPSTREAM_CONNECT_TIMEOUT_S: float
     UPSTREAM_READ_TIMEOUT_S: float
     UPSTREAM_MAX_STREAM_S: float

@@ -162,8 +162,10 @@ class Settlement:
 class LiveState(Protocol):
     async def claim(self, resource: str, capacity: int, lease_s: float) -> str | None: ...
     # `affinity` (worker id, ttl s): a claim also records the conversation's worker, in the same round trip.
+    # `first`, `prefer`: the light lane (inference/admission_rules.py lane()).
     async def claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
-                         conversation: str, affinity: tuple[int, float] | None = None) -> SlotClaim | None: ...
+                         conversation: str, affinity: tuple[int, float] | None = None, first: int = 0,
+                         prefer: int | None = None) -> SlotClaim | None: ...
     # After a handover: the worker has processed `student`'s prompt in slot `index`; they own it now.
     async def confirm_slot(self, resource: str, index: int, *, student: str, conversation: str) -> None: ...
     async def renew_many(self, leases: list[tuple[str, str]], lease_s: float) -> None: ...
@@ -231,22 +233,25 @@ class InProcessLiveState:
             return lease_id
 
     async def claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
-                         conversation: str, affinity: tuple[int, float] | None = None) -> SlotClaim | None:
+                         conversation: str, affinity: tuple[int, float] | None = None, first: int = 0,
+                         prefer: int | None = None) -> SlotClaim | None:
         """A lease on one slot of a worker (core/slot_owners.py: which one, and whose cache it holds)."""
-        claim = self._claim_slot(resource, capacity, lease_s, student=student, conversation=conversation)
+        claim = self._claim_slot(resource, capacity, lease_s, student=student, conversation=conversation,
+                                 first=first, prefer=prefer)
         if claim is not None and affinity is not None and conversation:
             await self.set_affinity(conversation, *affinity)
         return claim
 
     def _claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
-                    conversation: str) -> SlotClaim | None:
+                    conversation: str, first: int = 0, prefer: int | None = None) -> SlotClaim | None:
         with self._lock:
             leases = self._live_leases(resource)
             if len(leases) >= capacity:
                 return None
             used = {index for index in map(lease_slot, leases) if index is not None}
             owners = self._slot_owners.setdefault(resource, {})
-            index = pick_slot(capacity=capacity, used=used, owners=owners, student=student, conversation=conversation)
+            index = pick_slot(capacity=capacity, used=used, owners=owners, student=student, conversation=conversation,
+                              first=first, prefer=prefer)
             if index is None:
                 return None
             previous = owners.get(index)
@@ -498,12 +503,13 @@ class RedisLiveState:
 
     @_guarded_async
     async def claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
-                         conversation: str, affinity: tuple[int, float] | None = None) -> SlotClaim | None:
+                         conversation: str, affinity: tuple[int, float] | None = None, first: int = 0,
+                         prefer: int | None = None) -> SlotClaim | None:
         now_ms = int(time.time() * 1000)
         token = uuid.uuid4().hex
         keys = [self._k("lease", resource), self._k("slot_owners", resource)]
         args: list[object] = [capacity, now_ms, now_ms + int(lease_s * 1000), token, student, conversation,
-                              int(SLOT_OWNER_TTL_S * 1000)]
+                              int(SLOT_OWNER_TTL_S * 1000), first, -1 if prefer is None else prefer]
         if affinity is not None and conversation and affinity[1] > 0:
             keys.append(self._k("affinity", conversation))
             args += [affinity[0], int(affinity[1] * 1000)]

@@ -73,11 +73,14 @@ def lease_slot(lease_id: str) -> int | None:
 
 
 def pick_slot(*, capacity: int, used: set[int], owners: dict[int, SlotOwner], student: str,
-              conversation: str) -> int | None:
-    """The free slot index to claim (0 <= index < capacity), or None when all are in use."""
+              conversation: str, first: int = 0, prefer: int | None = None) -> int | None:
+    """The free slot index to claim (first <= index < capacity), or None when all are in use.
+    `prefer`: a slot taken first whenever it is free (the light lane, inference/admission_rules.py)."""
+    if prefer is not None and first <= prefer < capacity and prefer not in used:
+        return prefer
     best: tuple[int, int] | None = None
     chosen: int | None = None
-    for index in range(capacity):
+    for index in range(first, capacity):
         if index in used:
             continue
         owner = owners.get(index)
@@ -112,7 +115,8 @@ def handover(previous: SlotOwner | None, student: str, files: Collection[str]) -
 # The same choice in Redis, atomic with the claim. KEYS[1] = the worker's lease zset, KEYS[2] = its
 # owner hash (field = slot index, value = "student|conversation|last_used_ms"; field "file:<student>"
 # = when that student's slot file was last written). ARGV = capacity, now_ms, expires_ms, random part
-# of the lease id, student, conversation, owner ttl ms. Returns {index, own (1/0), previous owner to
+# of the lease id, student, conversation, owner ttl ms, first claimable index, preferred index (-1:
+# none) [, affinity worker, affinity ttl ms with KEYS[3]]. Returns {index, own (1/0), previous owner to
 # save ("" none), restore (1/0)}, or {-1, 0, '', 0} when every slot is in use.
 CLAIM_SLOT_LUA = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
@@ -124,8 +128,9 @@ for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   if index then used[tonumber(index)] = true end
 end
 local student, conversation = ARGV[5], ARGV[6]
+local first, prefer = tonumber(ARGV[8]), tonumber(ARGV[9])
 local chosen, best_class, best_order, chosen_own, chosen_owner = -1, 99, 0, 0, ''
-for index = 0, capacity - 1 do
+for index = first, capacity - 1 do
   if not used[index] then
     local value = redis.call('HGET', KEYS[2], tostring(index))
     local class, order, own, owner = 2, 0, 0, ''
@@ -142,6 +147,7 @@ for index = 0, capacity - 1 do
         class, order = 3, last
       end
     end
+    if index == prefer then class, order = -1, 0 end
     if class < best_class or (class == best_class and order < best_order) then
       chosen, best_class, best_order, chosen_own, chosen_owner = index, class, order, own, owner
     end
@@ -160,7 +166,7 @@ else
   if previous ~= '' then redis.call('HSET', KEYS[2], 'file:' .. previous, ARGV[2]) end
 end
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[7]))
-if KEYS[3] then redis.call('SET', KEYS[3], ARGV[8], 'PX', tonumber(ARGV[9])) end
+if KEYS[3] then redis.call('SET', KEYS[3], ARGV[10], 'PX', tonumber(ARGV[11])) end
 return {chosen, chosen_own, previous, restore}
 """
 # KEYS[1] = the worker's owner hash; ARGV = slot index, "student|conversation|now_ms", owner ttl ms.

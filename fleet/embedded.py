@@ -23,6 +23,12 @@ from fleet.services import RESTARTABLE_STATES, worker_register, worker_set_state
 from fleet.worker_keys import worker_key_headers, worker_key_new, worker_key_write
 
 PER_SLOT_CONTEXT = 4096
+# Prompt tokens per step of the local worker's loop. llama-server builds each step from every
+# slot's prompt chunks, in slot order, and sends a first token only when its step ends: with its
+# default of 2,048 a short question beside agents' prefills waited a 2,048-token step (~15 s on
+# one CPU thread); with 256 it waits at most a 256-token step, and the prefills' total time is
+# the same (measured, docs/classroom.md). The light lane's slot 0 is prefilled first in each step.
+BATCH_SIZE = 256
 
 
 def local_worker_spec(*, port: int, slots: int, model_id: str = DEFAULT_MODEL_ID,
@@ -33,7 +39,7 @@ def local_worker_spec(*, port: int, slots: int, model_id: str = DEFAULT_MODEL_ID
         port=port,
         slots=slots,
         context=context_per_slot * slots,
-        options=context_options(context_per_slot, base=LaunchOptions(threads=local_threads())),
+        options=context_options(context_per_slot, base=LaunchOptions(threads=local_threads(), batch_size=BATCH_SIZE)),
     )
 
 

@@ -108,6 +108,7 @@ class LaunchOptions:
     None leaves llama-server's default. Flags checked against the pinned build's --help."""
 
     threads: int | None = None
+    batch_size: int | None = None  # prompt tokens per step of llama-server's loop (its default: 2048)
     n_gpu_layers: int | None = None
     split_mode: str | None = None
     tensor_split: tuple[float, ...] = ()
@@ -122,6 +123,7 @@ class LaunchOptions:
     def args(self) -> list[str]:
         flags: list[tuple[str, object]] = [
             ("--threads", self.threads),
+            ("--batch-size", self.batch_size),
             ("--n-gpu-layers", self.n_gpu_layers),
             ("--split-mode", self.split_mode),
             ("--tensor-split", ",".join(f"{share:g}" for share in self.tensor_split) or None),

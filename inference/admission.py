@@ -36,6 +36,7 @@ from fleet.selectors import fleet_snapshot
 from inference.admission_rules import (
     claim_order,
     estimate_charge,
+    lane,
     may_claim_directly,
     no_worker_refusal,
     prompt_tokens_estimate,
@@ -233,9 +234,10 @@ async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Deci
     ), view.fair_turn
 
 
-async def try_claim(want: Want, *, fair: tuple[str, str] | None = None) -> Slot | None:
+async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: str = "") -> Slot | None:
     """Claim a slot on the best worker with one free, or None if all are busy. With `fair`
     (line, policy): None also when someone waits in that shared line (the newcomer queues).
+    `policy` (or fair's): the sharing policy, which says whether the light lane holds.
     Raises when no worker could ever serve (none routable)."""
     decision, turn = await rank(want, fair=fair)
     if fair is not None and not may_claim_directly(waiting_here=0, turn=turn):
@@ -247,13 +249,17 @@ async def try_claim(want: Want, *, fair: tuple[str, str] | None = None) -> Slot 
         raise errors.upstream_failed(detail) if code == "upstream_error" else errors.no_worker_available(want.model_id)
     lease_s = settings.OCS["SLOT_LEASE_S"]
     affinity_s = settings.OCS["AFFINITY_TTL_S"]  # 0: affinity off (nothing recorded, nothing steers)
+    policy = fair[1] if fair is not None else policy
     for candidate in claim_order(decision):
         resource = worker_resource(candidate.worker.id)
+        first, prefer = lane(policy=policy, slots=candidate.worker.slots, prompt_bytes=want.prompt_bytes,
+                             light_tokens=settings.OCS["LIGHT_LANE_TOKENS"])
         # The claim records the conversation's worker too (one round trip). If this worker then
         # fails before its first byte, the next claim (failover) records the one that served.
         claim = await live.claim_slot(resource, candidate.worker.slots, lease_s, student=str(want.user_id),
                                       conversation=want.conversation or "",
-                                      affinity=(candidate.worker.id, affinity_s) if affinity_s > 0 else None)
+                                      affinity=(candidate.worker.id, affinity_s) if affinity_s > 0 else None,
+                                      first=first, prefer=prefer)
         if claim is not None:
             if decision.lent_by:
                 _record_lent(want.pool_id, decision.lent_by, candidate.worker)
@@ -361,7 +367,7 @@ async def _pump(line: _Line) -> None:
                 await live.fair_leave(line.name, turn)
                 continue
             try:
-                slot = await try_claim(waiter.want)
+                slot = await try_claim(waiter.want, policy=policy)
             except errors.ApiError as error:
                 line.waiters.pop(turn, None)
                 await live.fair_leave(line.name, turn)

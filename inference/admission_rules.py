@@ -8,7 +8,8 @@ so a change here changes both the gateway and its prediction:
 - the fair-share charge of a request before it ran (its prompt by that estimate, nothing cached);
 - whether a request may claim a slot at once (nobody waiting: no barging past classmates);
 - which ranked workers to try, in order, and the refusal when none could ever serve;
-- how long a request may wait, and the `retry-after` of a request that waited too long.
+- how long a request may wait, and the `retry-after` of a request that waited too long;
+- the light lane: which of a worker's slots a request may claim (`lane`).
 
 Times are seconds on one monotonic clock the caller chooses.
 """
@@ -41,6 +42,28 @@ def may_claim_directly(*, waiting_here: int, turn: str | None) -> bool:
     this process (`waiting_here`) nor anywhere (`turn`: the shared line's next request, None
     when empty); otherwise it joins the line behind them."""
     return waiting_here == 0 and turn is None
+
+
+# The light lane. Under the token-fair policy, slot 0 of a worker with LANE_MIN_SLOTS slots or more
+# is kept for light requests (a prompt of at most OCS_LIGHT_LANE_TOKENS by the byte estimate: a
+# question, not an agent's turn), and a light request takes it first. llama-server fills each
+# batch with prompt chunks in slot order, so slot 0 is also prefilled first: a short question
+# neither waits for an agent's turn to free a slot nor for its prefill (with a batch of a few
+# hundred tokens, fleet/embedded.py). Measured on the demo: a 40-token question beside three
+# 1,500-token prefills, 20.8 s to its first token in any slot with the default batch, 2.6 s in
+# slot 0 with a batch of 256, the prefills' own time unchanged (docs/classroom.md).
+LANE_MIN_SLOTS = 4
+LANE_SLOT = 0
+
+
+def lane(*, policy: str, slots: int, prompt_bytes: int, light_tokens: int) -> tuple[int, int | None]:
+    """(the first slot index this request may claim, the slot it takes first when free). Off
+    (0, None) under the request round-robin, with light_tokens 0, or on a worker of few slots."""
+    if policy != "tokens" or light_tokens <= 0 or slots < LANE_MIN_SLOTS:
+        return 0, None
+    if prompt_tokens_estimate(prompt_bytes) <= light_tokens:
+        return 0, LANE_SLOT
+    return LANE_SLOT + 1, None
 
 
 def claim_order(decision: Decision) -> list[Candidate]:

@@ -100,6 +100,9 @@ def _worker(table: dict[str, Any], index: int) -> WorkerConfig:
     threads = _get(table, "threads", int, where, None)
     if threads is not None and threads < 1:
         raise AgentConfigError(f"{where}: `threads` must be >= 1")
+    batch_size = _get(table, "batch_size", int, where, None)
+    if batch_size is not None and batch_size < 32:
+        raise AgentConfigError(f"{where}: `batch_size` must be >= 32")
     return WorkerConfig(
         name=name,
         model_id=_get(table, "model_id", str, where),
@@ -111,6 +114,7 @@ def _worker(table: dict[str, Any], index: int) -> WorkerConfig:
         slots=slots,
         options=LaunchOptions(
             threads=threads,
+            batch_size=batch_size,
             n_gpu_layers=_get(table, "n_gpu_layers", int, where, None),
             split_mode=split_mode,
             tensor_split=tensor_split,

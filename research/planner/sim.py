@@ -17,6 +17,7 @@ to one, or a test's monkeypatch of one, changes the prediction):
   the save and the restore are taken as free, a few ms on the CPU demo);
 - who is served next while every slot is busy: `core.fair_share.pick` and `lifted`, charged
   `admission_rules.estimate_charge` when leaving the line and settled with `settle_amount`;
+- the light lane (slot 0 kept for short prompts under the token-fair policy): `admission_rules.lane`;
 - barging, waiting and refusing: `may_claim_directly`, `wait_deadline`, `timed_out`,
   `queue_timeout_retry_after_s`.
 
@@ -97,6 +98,7 @@ class FleetPlan:
     max_wait_s: float = 30.0  # OCS_QUEUE_MAX_WAIT_S
     slot_lease_s: float = 30.0  # OCS_SLOT_LEASE_S (the retry-after of a queue timeout)
     affinity_ttl_s: float = 600.0  # OCS_AFFINITY_TTL_S
+    light_lane_tokens: int = 512  # OCS_LIGHT_LANE_TOKENS (the light lane holds under the "tokens" policy)
     slot_files: bool = True  # OCS_SLOT_FILES: a handover saves the previous owner's prompt, restores the new one's
     cache_type: str | None = None  # the KV cache type planned; None: the cost model's own
     model_id: str = "planned"
@@ -251,8 +253,11 @@ class Simulation:
         for candidate in admission_rules.claim_order(decision):
             worker = self.workers[candidate.worker.id]
             student = request.student.name
+            first, prefer = admission_rules.lane(policy=self.plan.policy, slots=worker.view.slots,
+                                                 prompt_bytes=request.shape.prompt_bytes,
+                                                 light_tokens=self.plan.light_lane_tokens)
             index = slot_owners.pick_slot(capacity=worker.view.slots, used=set(worker.claimed), owners=worker.owners,
-                                          student=student, conversation=conversation)
+                                          student=student, conversation=conversation, first=first, prefer=prefer)
             if index is None:
                 continue
             previous = worker.owners.get(index)
