@@ -24,11 +24,18 @@ from fleet.worker_keys import worker_key_headers, worker_key_new, worker_key_wri
 
 PER_SLOT_CONTEXT = 4096
 # Prompt tokens per step of the local worker's loop. llama-server builds each step from every
-# slot's prompt chunks, in slot order, and sends a first token only when its step ends: with its
-# default of 2,048 a short question beside agents' prefills waited a 2,048-token step (~15 s on
-# one CPU thread); with 256 it waits at most a 256-token step, and the prefills' total time is
-# the same (measured, docs/classroom.md). The light lane's slot 0 is prefilled first in each step.
-BATCH_SIZE = 256
+# slot's prompt chunks, in slot order, and a slot's first token, and each next token, comes only
+# when a step ends. Measured on one CPU thread, a 40-token question in slot 0 beside three
+# 1,400-token prefills (docs/classroom.md): first token after 20.8 s with the default 2,048
+# tokens a step, 2.6 s with 256; 12 tokens of answer in 21.9 s with 256, 6.9 s with 64, for 6 %
+# more time on the three prefills. The light lane's slot 0 is prefilled first in each step.
+BATCH_SIZE = 64
+
+
+def local_launch_options(context_per_slot: int) -> LaunchOptions:
+    """How a worker on this machine is launched (the demo's, the tests'): threads beside the
+    gateway, BATCH_SIZE, YaRN past the native context (ValueError past its reach)."""
+    return context_options(context_per_slot, base=LaunchOptions(threads=local_threads(), batch_size=BATCH_SIZE))
 
 
 def local_worker_spec(*, port: int, slots: int, model_id: str = DEFAULT_MODEL_ID,
@@ -39,7 +46,7 @@ def local_worker_spec(*, port: int, slots: int, model_id: str = DEFAULT_MODEL_ID
         port=port,
         slots=slots,
         context=context_per_slot * slots,
-        options=context_options(context_per_slot, base=LaunchOptions(threads=local_threads(), batch_size=BATCH_SIZE)),
+        options=local_launch_options(context_per_slot),
     )
 
 

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.fair_share import OUTPUT_TOKEN_COST, PROMPT_TOKEN_COST
 from research.metrics import percentile
 
 WINDOW_S = 10.0
@@ -75,8 +76,8 @@ class Turn:
 class Weights:
     """What a token costs the worker, and a student's share (1 unless a teacher set another)."""
 
-    prompt_token: float = 1.0
-    output_token: float = 2.0
+    prompt_token: float = PROMPT_TOKEN_COST
+    output_token: float = OUTPUT_TOKEN_COST
     students: Mapping[str, float] = field(default_factory=dict)
 
     def of(self, student: str) -> float:
@@ -88,8 +89,9 @@ class Weights:
 
 
 def parse_weights(text: str) -> Weights:
-    """`prompt:1,output:2` -> Weights(1, 2). Raises ValueError with a plain message."""
-    values = {"prompt": 1.0, "output": 2.0}
+    """`prompt:1,output:2` -> Weights(1, 2); a weight left out is the fair-sharing rule's own
+    (core/fair_share.py: what a token costs the worker). Raises ValueError with a plain message."""
+    values = {"prompt": PROMPT_TOKEN_COST, "output": OUTPUT_TOKEN_COST}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, sep, number = part.partition(":")
         if not sep or name.strip() not in values:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from core import fair_share
+
 from research.class_metrics import (Turn, Weights, aggregate, class_report, jain, jain_index, jain_windows,
                                     parse_weights, service_parts, turn_from_row, turn_row, under_load)
 
@@ -102,6 +104,10 @@ def test_chat_under_load_needs_three_agents_and_a_burst_running() -> None:
 
 def test_weights_parse_and_refuse_nonsense() -> None:
     assert parse_weights("prompt:1,output:4") == Weights(prompt_token=1, output_token=4)
+    # Left out: what the fair-sharing rule charges, so the index weighs service as the scheduler does.
+    assert parse_weights("") == Weights() == Weights(prompt_token=fair_share.PROMPT_TOKEN_COST,
+                                                     output_token=fair_share.OUTPUT_TOKEN_COST)
+    assert parse_weights("output:2") == Weights(prompt_token=fair_share.PROMPT_TOKEN_COST, output_token=2)
     for bad in ("prompt", "decode:1", "output:x", "output:-1"):
         with pytest.raises(ValueError):
             parse_weights(bad)

@@ -36,12 +36,11 @@ from accounts.services import key_issue, key_revoke, user_ensure
 from fleet.agent.config import AgentConfig, WorkerConfig
 from fleet.agent.rehearsal import GPU_COUNT as REHEARSAL_GPU_COUNT
 from fleet.agent.runner import RigAgentRunner
-from fleet.embedded import PER_SLOT_CONTEXT
+from fleet.embedded import BATCH_SIZE, PER_SLOT_CONTEXT, local_launch_options
 from fleet.local_worker import (
     DEFAULT_MODEL_ID,
     NATIVE_CONTEXT,
     LaunchOptions,
-    context_options,
     die_with_parent,
     find_default_model,
     find_llama_server,
@@ -96,7 +95,7 @@ class Command(BaseCommand):
         if rehearsal and worker_count > REHEARSAL_GPU_COUNT:
             raise CommandError(f"--rehearsal: at most {REHEARSAL_GPU_COUNT} workers, one GPU or more each")
         try:
-            launch = context_options(context, base=LaunchOptions(threads=local_threads()))
+            launch = local_launch_options(context)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         if worker_count:
@@ -390,6 +389,7 @@ def rehearsal_rig_files(*, rig_dir: Path, control_plane: str, token: str, model:
             f"context = {context * slots}",
             f"slots = {slots}",
             f"threads = {threads}",
+            f"batch_size = {launch.batch_size or BATCH_SIZE}",
             'split_mode = "layer"',
         ]
         if launch.rope_scaling:

@@ -81,8 +81,9 @@ class Command(BaseCommand):
         parser.add_argument("--policy", choices=POLICIES, default="tokens",
                             help="Fair sharing while slots are scarce: tokens (least weighted service first) or "
                                  "requests (round-robin).")
-        parser.add_argument("--weights", default="prompt:1,output:2",
-                            help="Service weights for Jain's index: prompt:W (per computed prompt token), output:W.")
+        parser.add_argument("--weights", default="",
+                            help="Service weights for Jain's index: prompt:W (per computed prompt token), output:W; "
+                                 "default: the fair-sharing rule's own (prompt:1,output:4, core/fair_share.py).")
         parser.add_argument("--limits", default="",
                             help="The replay class's limits, over rpm:600,tokens_per_day:1000000000,concurrency:2.")
         parser.add_argument("--pool", default="", help="Pool of the replay keys (default: the default pool).")
