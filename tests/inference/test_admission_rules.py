@@ -50,3 +50,15 @@ def test_the_estimate_and_the_settlement_add_up_to_the_real_cost() -> None:
     assert rules.settle_amount("tokens", charged_policy="requests", charged=1.0, computed_prompt_tokens=200,
                                output_tokens=10) == pytest.approx(240.0)
     assert rules.estimate_charge("requests", prompt_bytes=4000) == 1.0
+
+
+def test_the_light_lane_keeps_slot_0_for_short_prompts_under_the_token_fair_policy() -> None:
+    light, heavy = 4 * 200, 4 * 2000  # bodies of ~200 and ~2,000 prompt tokens by the byte estimate
+    assert rules.lane(policy="tokens", slots=4, prompt_bytes=light, light_tokens=512) == (0, rules.LANE_SLOT)
+    assert rules.lane(policy="tokens", slots=4, prompt_bytes=heavy, light_tokens=512) == (rules.LANE_SLOT + 1, None)
+    assert rules.lane(policy="tokens", slots=4, prompt_bytes=4 * 512, light_tokens=512) == (0, rules.LANE_SLOT)
+    # off: under today's round-robin, when turned off, and on a worker of few slots (it would
+    # take half of a 2-slot worker from agents, and all of a 1-slot one)
+    assert rules.lane(policy="requests", slots=4, prompt_bytes=heavy, light_tokens=512) == (0, None)
+    assert rules.lane(policy="tokens", slots=4, prompt_bytes=heavy, light_tokens=0) == (0, None)
+    assert rules.lane(policy="tokens", slots=rules.LANE_MIN_SLOTS - 1, prompt_bytes=heavy, light_tokens=512) == (0, None)

@@ -23,6 +23,37 @@ def test_pick_prefers_the_conversation_then_the_student_then_an_unused_then_the_
     assert pick(set(), conversation="") == 1  # no conversation: the student's latest slot
 
 
+def test_pick_keeps_below_first_and_takes_the_preferred_slot_when_free() -> None:
+    owners = {0: SlotOwner("alice", "a1", 300), 2: SlotOwner("bob", "b1", 100)}
+    pick = lambda used, **lane: pick_slot(capacity=4, used=used, owners=owners, student="alice",  # noqa: E731
+                                          conversation="a1", **lane)
+    assert pick(set(), first=1) == 1  # her slot 0 is the lane's: a slot nobody used instead
+    assert pick({1, 3}, first=1) == 2  # then bob's, the only one left above the lane
+    assert pick({1, 2, 3}, first=1) is None  # only slot 0 is free: not for this request
+    assert pick({0}, prefer=0) == 1 and pick(set(), prefer=0) == 0
+    carol = pick_slot(capacity=4, used=set(), owners=owners, student="carol", conversation="c", prefer=0)
+    assert carol == 0  # a short question takes the lane even over a slot nobody used
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_the_lane_holds_in_the_claim_itself(kind: str) -> None:
+    (live,) = make_backends(kind)
+
+    async def scenario() -> None:
+        heavy = [await live.claim_slot("worker:6", 4, 30, student=str(n), conversation=f"c{n}", first=1)
+                 for n in range(4)]
+        assert sorted(c.index for c in heavy if c) == [1, 2, 3] and heavy[3] is None  # slot 0 stays free
+        light = await live.claim_slot("worker:6", 4, 30, student="9", conversation="q", prefer=0)
+        assert light is not None and light.index == 0
+        for claim in heavy[:3]:
+            assert claim is not None
+            await live.release("worker:6", claim.lease_id)
+        again = await live.claim_slot("worker:6", 4, 30, student="8", conversation="q2", prefer=0)
+        assert again is not None and again.index != 0  # the lane is busy: any other free slot
+
+    asyncio.run(scenario())
+
+
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_a_slot_holds_only_its_owner_s_cache(kind: str) -> None:
     (live,) = make_backends(kind)

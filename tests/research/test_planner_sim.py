@@ -88,6 +88,39 @@ def test_a_slot_last_used_by_a_classmate_is_recomputed_whole() -> None:
     assert [t.reused_prompt_tokens for t in sorted(turns, key=lambda t: t.sent_s)] == [0, 0]
 
 
+def test_a_slot_file_brings_a_students_prefix_back_after_a_classmate_took_the_slot() -> None:
+    """inference/slot_files: b's turn saves a's prompt to a's file, a's next turn restores it (and
+    only a's: b's identical system prompt is still computed whole). Off, a computes it again."""
+    def students() -> list[Scripted]:
+        a = Scripted("a", [shape(("sys", 100), output=2, conversation="ca"),
+                           shape(("sys", 100), ("tool", 30), output=2, conversation="ca")], pauses=[10.0])
+        b = Scripted("b", [shape(("sys", 100), output=2, conversation="cb")], arrival_s=5.0)
+        return [a, b]
+
+    def reused(**overrides: object) -> list[int]:
+        turns, _ = simulate(plan=plan(**overrides), costs=[COST], students=students())
+        return [t.reused_prompt_tokens for t in sorted(turns, key=lambda t: t.sent_s)]
+
+    assert reused() == [0, 0, 100]  # a, b, a again: her prefix restored from her file
+    assert reused(slot_files=False) == [0, 0, 0]
+
+
+def test_the_light_lane_keeps_slot_0_for_a_question_while_agents_hold_the_rest() -> None:
+    """admission_rules.lane, called by the simulator: under "tokens", three agent turns take slots
+    1-3 and a fourth waits although slot 0 is free; a question arriving later takes slot 0 at once.
+    Under round-robin the fourth agent takes slot 0 and the question waits."""
+    def students() -> list[Scripted]:
+        agents = [Scripted(f"a{n}", [shape((f"a{n}", 1000), output=2, conversation=f"c{n}")]) for n in range(4)]
+        return [*agents, Scripted("q", [shape(("q", 40), output=2, conversation="cq")], arrival_s=1.0, persona="chat")]
+
+    def question_wait(policy: str) -> float:
+        turns, _ = simulate(plan=plan(slots=4, policy=policy), costs=[COST], students=students())
+        return next(t.queue_wait_s for t in turns if t.student == "q")
+
+    assert question_wait("tokens") == 0.0
+    assert question_wait("requests") > 5.0
+
+
 def test_decode_slows_with_the_batch_and_prompts_wait_for_the_decoding_slots() -> None:
     cost = CostModel(prefill_s_per_token=0.01, decode_s_per_token=0.1, decode_s_per_extra_slot=0.05,
                      request_overhead_s=0.0, batch_tokens=4096)
