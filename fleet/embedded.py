@@ -23,13 +23,14 @@ from fleet.services import RESTARTABLE_STATES, worker_register, worker_set_state
 from fleet.worker_keys import worker_key_headers, worker_key_new, worker_key_write
 
 PER_SLOT_CONTEXT = 4096
-# Prompt tokens per step of the local worker's loop. llama-server builds each step from every
-# slot's prompt chunks, in slot order, and a slot's first token, and each next token, comes only
-# when a step ends. Measured on one CPU thread, a 40-token question in slot 0 beside three
-# 1,400-token prefills (docs/classroom.md): first token after 20.8 s with the default 2,048
-# tokens a step, 2.6 s with 256; 12 tokens of answer in 21.9 s with 256, 6.9 s with 64, for 6 %
-# more time on the three prefills. The light lane's slot 0 is prefilled first in each step.
-BATCH_SIZE = 64
+# Prompt tokens per step of the local worker's loop; None: llama-server's own (2,048). llama-server
+# builds each step from every slot's prompt chunks in slot order, and a slot's next token comes
+# only when a step ends. A smaller step lets a short question in slot 0 through sooner (measured
+# on one CPU thread beside three 1,400-token prefills: first token 20.8 s with 2,048, 2.6 s with
+# 256; 12 tokens in 21.9 s with 256, 6.9 s with 64), but in a class it starved the higher slots'
+# prefills (64: an agent's first turn waited 101 s; turns completed fell from 117 to 72), so the
+# demo keeps the default (docs/classroom.md).
+BATCH_SIZE: int | None = None
 
 
 def local_launch_options(context_per_slot: int) -> LaunchOptions:

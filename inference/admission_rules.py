@@ -44,14 +44,12 @@ def may_claim_directly(*, waiting_here: int, turn: str | None) -> bool:
     return waiting_here == 0 and turn is None
 
 
-# The light lane. Under the token-fair policy, slot 0 of a worker with LANE_MIN_SLOTS slots or more
-# is kept for light requests (a prompt of at most OCS_LIGHT_LANE_TOKENS by the byte estimate: a
-# question, not an agent's turn), and a light request takes it first. llama-server fills each
-# batch with prompt chunks in slot order, so slot 0 is also prefilled first: a short question
-# neither waits for an agent's turn to free a slot nor for its prefill (with a batch of a few
-# hundred tokens, fleet/embedded.py). Measured on the demo: a 40-token question beside three
-# 1,500-token prefills, 20.8 s to its first token in any slot with the default batch, 2.6 s in
-# slot 0 with a batch of 256, the prefills' own time unchanged (docs/classroom.md).
+# The light lane (off unless OCS_LIGHT_LANE_TOKENS is set). Under the token-fair policy, slot 0 of a
+# worker with LANE_MIN_SLOTS slots or more is kept for light requests (a prompt of at most
+# OCS_LIGHT_LANE_TOKENS by the byte estimate: a question, not an agent's turn), and a light request
+# takes it first. llama-server fills each batch with prompt chunks in slot order, so slot 0 is
+# also prefilled first. What it gave in the class replay, and why it is off by default (it pays
+# only with a small batch, which starves the other slots' prefills): docs/classroom.md.
 LANE_MIN_SLOTS = 4
 LANE_SLOT = 0
 

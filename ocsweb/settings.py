@@ -181,8 +181,8 @@ OCS: GatewaySettings = {
     "AFFINITY_TTL_S": env_float("OCS_AFFINITY_TTL_S", 600.0, minimum=0.0),
     # The light lane (inference/admission_rules.py): under the token-fair policy, slot 0 of a worker
     # of 4 slots or more takes only requests of at most this many prompt tokens (by the byte
-    # estimate), and they take it first; 0 turns it off.
-    "LIGHT_LANE_TOKENS": env_int("OCS_LIGHT_LANE_TOKENS", 512, minimum=0),
+    # estimate), and they take it first; 0 (the default, docs/classroom.md says why) turns it off.
+    "LIGHT_LANE_TOKENS": env_int("OCS_LIGHT_LANE_TOKENS", 0, minimum=0),
     # On a slot handover, save the previous student's prompt to their slot file on the worker and
     # restore the new student's own (inference/slot_files.py); 0 turns it off (for comparisons).
     "SLOT_FILES": env_int("OCS_SLOT_FILES", 1, minimum=0) > 0,

@@ -98,7 +98,7 @@ class FleetPlan:
     max_wait_s: float = 30.0  # OCS_QUEUE_MAX_WAIT_S
     slot_lease_s: float = 30.0  # OCS_SLOT_LEASE_S (the retry-after of a queue timeout)
     affinity_ttl_s: float = 600.0  # OCS_AFFINITY_TTL_S
-    light_lane_tokens: int = 512  # OCS_LIGHT_LANE_TOKENS (the light lane holds under the "tokens" policy)
+    light_lane_tokens: int = 0  # OCS_LIGHT_LANE_TOKENS (the light lane holds under the "tokens" policy)
     slot_files: bool = True  # OCS_SLOT_FILES: a handover saves the previous owner's prompt, restores the new one's
     cache_type: str | None = None  # the KV cache type planned; None: the cost model's own
     model_id: str = "planned"

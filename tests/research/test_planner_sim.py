@@ -114,7 +114,8 @@ def test_the_light_lane_keeps_slot_0_for_a_question_while_agents_hold_the_rest()
         return [*agents, Scripted("q", [shape(("q", 40), output=2, conversation="cq")], arrival_s=1.0, persona="chat")]
 
     def question_wait(policy: str) -> float:
-        turns, _ = simulate(plan=plan(slots=4, policy=policy), costs=[COST], students=students())
+        turns, _ = simulate(plan=plan(slots=4, policy=policy, light_lane_tokens=512), costs=[COST],
+                            students=students())
         return next(t.queue_wait_s for t in turns if t.student == "q")
 
     assert question_wait("tokens") == 0.0

@@ -36,7 +36,7 @@ from accounts.services import key_issue, key_revoke, user_ensure
 from fleet.agent.config import AgentConfig, WorkerConfig
 from fleet.agent.rehearsal import GPU_COUNT as REHEARSAL_GPU_COUNT
 from fleet.agent.runner import RigAgentRunner
-from fleet.embedded import BATCH_SIZE, PER_SLOT_CONTEXT, local_launch_options
+from fleet.embedded import PER_SLOT_CONTEXT, local_launch_options
 from fleet.local_worker import (
     DEFAULT_MODEL_ID,
     NATIVE_CONTEXT,
@@ -389,9 +389,10 @@ def rehearsal_rig_files(*, rig_dir: Path, control_plane: str, token: str, model:
             f"context = {context * slots}",
             f"slots = {slots}",
             f"threads = {threads}",
-            f"batch_size = {launch.batch_size or BATCH_SIZE}",
             'split_mode = "layer"',
         ]
+        if launch.batch_size:
+            lines.append(f"batch_size = {launch.batch_size}")
         if launch.rope_scaling:
             lines += [f"rope_scaling = {_toml(launch.rope_scaling)}", f"rope_scale = {launch.rope_scale:g}",
                       f"yarn_orig_ctx = {launch.yarn_orig_ctx}"]
