@@ -60,7 +60,18 @@ def pick(waiting: Iterable[Waiting], counters: Mapping[str, float]) -> Waiting |
     """The request to serve next: least counter first, then the cheaper request (a student lifted
     level with others waits behind none of them for a short question), then earliest arrival,
     then request id."""
-    return min(waiting, key=lambda w: (counters.get(w.student, 0.0), w.cost, w.arrived, w.request), default=None)
+    return min(waiting, key=lambda w: _rank(w, counters), default=None)
+
+
+def order(waiting: Iterable[Waiting], counters: Mapping[str, float]) -> list[Waiting]:
+    """Every waiting request in the order they are to be served (`pick` is the first). A request
+    that may not take the slot that is free (one waiting for its conversation's worker,
+    inference/admission_rules.py `affinity_hold`) lets the next one in this order have it."""
+    return sorted(waiting, key=lambda w: _rank(w, counters))
+
+
+def _rank(waiting: Waiting, counters: Mapping[str, float]) -> tuple[float, float, float, str]:
+    return counters.get(waiting.student, 0.0), waiting.cost, waiting.arrived, waiting.request
 
 
 def lifted(counters: Mapping[str, float], waiting: Iterable[Waiting], student: str) -> float:
@@ -139,6 +150,23 @@ for _, entry in ipairs(entries()) do
   if best == nil or before(candidate, key) then best, key = entry.request, candidate end
 end
 return best or false
+"""
+# ARGV = now_ms, limit. order(): the first `limit` requests in the order they are to be served.
+ORDER_LUA = _PURGE_LUA + """
+purge(tonumber(ARGV[1]))
+local all = {}
+for _, entry in ipairs(entries()) do
+  all[#all + 1] = {counter(entry.student), entry.cost, entry.arrived, entry.request}
+end
+table.sort(all, function(a, b)
+  for i = 1, 4 do
+    if a[i] ~= b[i] then return a[i] < b[i] end
+  end
+  return false
+end)
+local chosen = {}
+for i = 1, math.min(#all, tonumber(ARGV[2])) do chosen[i] = all[i][4] end
+return chosen
 """
 # ARGV = request, student, amount, counters ttl ms. Takes the request out of the line and charges
 # its student; 0 when it had already left (gave up).

@@ -16,6 +16,8 @@ class GatewaySettings(TypedDict):
     SUSPECT_S: float
     AFFINITY_TTL_S: float
     SLOT_FILES: bool
+    AFFINITY_WAIT_S: float
+    AFFINITY_WAIT_TOKENS: int
     LIGHT_LANE_TOKENS: int
     UPSTREAM_CONNECT_TIMEOUT_S: float
     UPSTREAM_READ_TIMEOUT_S: float

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 from prometheus_client import Counter
 from redis.exceptions import RedisError
 
-from core.fair_share import JOIN_LUA, SERVED_LUA, TURN_LUA, Waiting, check_policy, lifted, pick
+from core.fair_share import JOIN_LUA, ORDER_LUA, SERVED_LUA, TURN_LUA, Waiting, check_policy, lifted, order, pick
 from core.quota import (
     ADMIT_LUA,
     QuotaAsk,
@@ -174,6 +174,7 @@ class LiveState(Protocol):
     async def fair_join(self, line: str, policy: str, *, request: str, student: str, weight: float,
                         cost: float, ttl_s: float) -> None: ...
     async def fair_turn(self, line: str, policy: str) -> str | None: ...
+    async def fair_order(self, line: str, policy: str, limit: int) -> list[str]: ...
     async def fair_served(self, line: str, policy: str, *, request: str, student: str, amount: float) -> bool: ...
     async def fair_leave(self, line: str, request: str) -> None: ...
     async def fair_renew(self, line: str, requests: list[str], ttl_s: float) -> None: ...
@@ -296,6 +297,12 @@ class InProcessLiveState:
             chosen = pick((entry for entry, _ in self._waiting(line).values()),
                           self._fair_counters.get((policy, line), {}))
             return chosen.request if chosen else None
+
+    async def fair_order(self, line: str, policy: str, limit: int) -> list[str]:
+        with self._lock:
+            ranked = order((entry for entry, _ in self._waiting(line).values()),
+                           self._fair_counters.get((policy, line), {}))
+            return [entry.request for entry in ranked[:limit]]
 
     async def fair_served(self, line: str, policy: str, *, request: str, student: str, amount: float) -> bool:
         with self._lock:
@@ -540,6 +547,11 @@ class RedisLiveState:
     async def fair_turn(self, line: str, policy: str) -> str | None:
         chosen = await self._client().eval(TURN_LUA, 3, *self._fair_keys(line, policy), int(time.time() * 1000))
         return chosen.decode() if chosen else None
+
+    @_guarded_async
+    async def fair_order(self, line: str, policy: str, limit: int) -> list[str]:
+        chosen = await self._client().eval(ORDER_LUA, 3, *self._fair_keys(line, policy), int(time.time() * 1000), limit)
+        return [request.decode() if isinstance(request, bytes) else str(request) for request in chosen or []]
 
     @_guarded_async
     async def fair_served(self, line: str, policy: str, *, request: str, student: str, amount: float) -> bool:

@@ -51,6 +51,7 @@ class Decision:
     ranked: list[Candidate]
     excluded: dict[str, str] = field(default_factory=dict)
     lent_by: tuple[str, ...] = ()
+    affinity_worker_id: int | None = None  # the worker that served this conversation last, if any
 
 
 ROUTABLE_STATES = frozenset({"healthy", "degraded"})
@@ -142,7 +143,7 @@ def rank_workers(
             c.worker.name,
         )
     )
-    return Decision(ranked=candidates, excluded=excluded, lent_by=lent_by)
+    return Decision(ranked=candidates, excluded=excluded, lent_by=lent_by, affinity_worker_id=affinity_worker_id)
 
 
 def serves_model(workers: list[WorkerView], *, model_id: str, pool_ids: Iterable[int]) -> bool:

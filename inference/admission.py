@@ -34,6 +34,7 @@ from fleet.models import PoolEvent
 from fleet.scheduler import Decision, WorkerView, rank_workers
 from fleet.selectors import fleet_snapshot
 from inference.admission_rules import (
+    affinity_hold,
     claim_order,
     estimate_charge,
     lane,
@@ -56,6 +57,7 @@ WATCHDOG_S = 1.0
 LENT_EVENT_EVERY_S = 60.0
 WAITING_TTL_S = 5.0  # a waiting entry not renewed for this long (its process died) leaves the line
 POLICY_REFRESH_S = 1.0  # the live policy override is read at most this often per process
+PUMP_LOOKAHEAD = 16  # how far down the shared line a pump looks past waiters holding for their worker
 
 
 @dataclass
@@ -103,6 +105,7 @@ class Want:
     arrived: float = field(default_factory=time.monotonic)
     queued_s: float = 0.0  # time spent waiting for slots, over every try
     weight: float = 1.0  # the student's class weight in the fair share
+    holding: bool = False  # its last claim waited for its conversation's worker (affinity_hold)
     fair_policy: str = ""  # the policy its estimate was charged under ("": nothing charged yet)
     fair_charged: float = 0.0
 
@@ -247,6 +250,11 @@ async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: 
     if refusal is not None:
         code, detail = refusal
         raise errors.upstream_failed(detail) if code == "upstream_error" else errors.no_worker_available(want.model_id)
+    want.holding = affinity_hold(decision, prompt_bytes=want.prompt_bytes, waited_s=time.monotonic() - want.arrived,
+                                 hold_tokens=settings.OCS["AFFINITY_WAIT_TOKENS"],
+                                 hold_s=settings.OCS["AFFINITY_WAIT_S"])
+    if want.holding:
+        return None
     lease_s = settings.OCS["SLOT_LEASE_S"]
     affinity_s = settings.OCS["AFFINITY_TTL_S"]  # 0: affinity off (nothing recorded, nothing steers)
     policy = fair[1] if fair is not None else policy
@@ -350,44 +358,16 @@ async def _pump(line: _Line) -> None:
             if time.monotonic() - line.renewed_at > WAITING_TTL_S / 3:
                 await live.fair_renew(line.name, list(line.waiters), WAITING_TTL_S)
                 line.renewed_at = time.monotonic()
-            turn = await live.fair_turn(line.name, policy)
-            if turn is None:
+            turns = await live.fair_order(line.name, policy, PUMP_LOOKAHEAD)
+            if not turns:
                 # Our waiters are not in the line (their entries expired: live state was
                 # unreachable, or restarted): join again, in their order of arrival.
                 for pending in sorted(line.waiters.values(), key=lambda w: w.want.arrived):
                     await _join(line, pending, policy)
                 await _wait_for_wake(line)
                 continue
-            waiter = line.waiters.get(turn)
-            if waiter is None:  # another process's waiter has the turn
+            if not await _serve_next(line, turns, policy):
                 await _wait_for_wake(line)
-                continue
-            if waiter.future.done():  # its request gave up; acquire_slot removes it
-                line.waiters.pop(turn, None)
-                await live.fair_leave(line.name, turn)
-                continue
-            try:
-                slot = await try_claim(waiter.want, policy=policy)
-            except errors.ApiError as error:
-                line.waiters.pop(turn, None)
-                await live.fair_leave(line.name, turn)
-                if not waiter.future.done():
-                    waiter.future.set_exception(error)
-                continue
-            if slot is None:
-                await _wait_for_wake(line)
-                continue
-            want = waiter.want
-            amount = want.estimate(policy)
-            taken = await live.fair_served(line.name, policy, request=turn, student=str(want.user_id), amount=amount)
-            # The waiter may have given up during the awaits: hand the slot back, and the charge.
-            if taken and line.waiters.pop(turn, None) is waiter and not waiter.future.done():
-                want.fair_policy, want.fair_charged = policy, amount
-                waiter.future.set_result(slot)
-            else:
-                await slot.release()
-                if taken:
-                    await live.fair_charge(line.name, policy, student=str(want.user_id), amount=-amount)
         except Exception:
             # A transient failure (the database busy, Redis restarting) must not end the pump:
             # nobody awaits it, so it would die silently and the waiters would starve until a
@@ -395,6 +375,47 @@ async def _pump(line: _Line) -> None:
             # still bounds its wait.
             log.exception("admission pump: serving the line failed; retrying")
             await asyncio.sleep(PUMP_RETRY_S)
+
+
+async def _serve_next(line: _Line, turns: list[str], policy: str) -> bool:
+    """Serve the first of `turns` (the shared line's order) that can take a slot now; True when
+    the line changed (one served, refused or gone), False when it must wait for a slot. A waiter
+    of this process that is waiting for its conversation's worker (affinity_hold) lets the next
+    have the free slot; another process's waiter ahead of ours is that process's to serve."""
+    live = live_state()
+    for turn in turns:
+        waiter = line.waiters.get(turn)
+        if waiter is None:  # another process's waiter has the turn
+            return False
+        if waiter.future.done():  # its request gave up; acquire_slot removes it
+            line.waiters.pop(turn, None)
+            await live.fair_leave(line.name, turn)
+            return True
+        try:
+            slot = await try_claim(waiter.want, policy=policy)
+        except errors.ApiError as error:
+            line.waiters.pop(turn, None)
+            await live.fair_leave(line.name, turn)
+            if not waiter.future.done():
+                waiter.future.set_exception(error)
+            return True
+        if slot is None:
+            if waiter.want.holding:
+                continue
+            return False
+        want = waiter.want
+        amount = want.estimate(policy)
+        taken = await live.fair_served(line.name, policy, request=turn, student=str(want.user_id), amount=amount)
+        # The waiter may have given up during the awaits: hand the slot back, and the charge.
+        if taken and line.waiters.pop(turn, None) is waiter and not waiter.future.done():
+            want.fair_policy, want.fair_charged = policy, amount
+            waiter.future.set_result(slot)
+        else:
+            await slot.release()
+            if taken:
+                await live.fair_charge(line.name, policy, student=str(want.user_id), amount=-amount)
+        return True
+    return False
 
 
 async def _wait_for_wake(line: _Line) -> None:

@@ -9,7 +9,8 @@ so a change here changes both the gateway and its prediction:
 - whether a request may claim a slot at once (nobody waiting: no barging past classmates);
 - which ranked workers to try, in order, and the refusal when none could ever serve;
 - how long a request may wait, and the `retry-after` of a request that waited too long;
-- the light lane: which of a worker's slots a request may claim (`lane`).
+- the light lane: which of a worker's slots a request may claim (`lane`);
+- whether a long prompt waits a little for the worker that holds its prefix (`affinity_hold`).
 
 Times are seconds on one monotonic clock the caller chooses.
 """
@@ -62,6 +63,23 @@ def lane(*, policy: str, slots: int, prompt_bytes: int, light_tokens: int) -> tu
     if prompt_tokens_estimate(prompt_bytes) <= light_tokens:
         return 0, LANE_SLOT
     return LANE_SLOT + 1, None
+
+
+def affinity_hold(decision: Decision, *, prompt_bytes: int, waited_s: float, hold_tokens: int,
+                  hold_s: float) -> bool:
+    """Whether a request waits for its conversation's worker, busy now, instead of taking a free
+    slot elsewhere: the worker that holds its prefix (in a slot, or in the student's slot file) is
+    still routable and full, the prompt is long enough that computing it elsewhere costs more than
+    a short wait (at least `hold_tokens` by the byte estimate), and it has waited less than
+    `hold_s` (OCS_AFFINITY_WAIT_S; 0: never). Past that it takes any free slot."""
+    if decision.affinity_worker_id is None or hold_s <= 0 or waited_s >= hold_s:
+        return False
+    if prompt_tokens_estimate(prompt_bytes) < hold_tokens:
+        return False
+    for candidate in decision.ranked:
+        if candidate.worker.id == decision.affinity_worker_id:
+            return candidate.free == 0
+    return False
 
 
 def claim_order(decision: Decision) -> list[Candidate]:

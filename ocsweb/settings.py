@@ -183,6 +183,11 @@ OCS: GatewaySettings = {
     # of 4 slots or more takes only requests of at most this many prompt tokens (by the byte
     # estimate), and they take it first; 0 (the default, docs/classroom.md says why) turns it off.
     "LIGHT_LANE_TOKENS": env_int("OCS_LIGHT_LANE_TOKENS", 0, minimum=0),
+    # A prompt of at least AFFINITY_WAIT_TOKENS (by the byte estimate) waits up to AFFINITY_WAIT_S for
+    # its conversation's worker, when that one is full, before it takes a free slot elsewhere and
+    # computes its whole prompt there (inference/admission_rules.py affinity_hold); 0 s: never waits.
+    "AFFINITY_WAIT_S": env_float("OCS_AFFINITY_WAIT_S", 0.0, minimum=0.0),
+    "AFFINITY_WAIT_TOKENS": env_int("OCS_AFFINITY_WAIT_TOKENS", 1024, minimum=0),
     # On a slot handover, save the previous student's prompt to their slot file on the worker and
     # restore the new student's own (inference/slot_files.py); 0 turns it off (for comparisons).
     "SLOT_FILES": env_int("OCS_SLOT_FILES", 1, minimum=0) > 0,

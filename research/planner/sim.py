@@ -18,6 +18,8 @@ to one, or a test's monkeypatch of one, changes the prediction):
 - who is served next while every slot is busy: `core.fair_share.pick` and `lifted`, charged
   `admission_rules.estimate_charge` when leaving the line and settled with `settle_amount`;
 - the light lane (slot 0 kept for short prompts under the token-fair policy): `admission_rules.lane`;
+- a long prompt waiting a little for its conversation's worker: `admission_rules.affinity_hold`, with
+  the pump walking the line's order (`fair_share.order`) past requests that hold;
 - barging, waiting and refusing: `may_claim_directly`, `wait_deadline`, `timed_out`,
   `queue_timeout_retry_after_s`.
 
@@ -99,6 +101,8 @@ class FleetPlan:
     slot_lease_s: float = 30.0  # OCS_SLOT_LEASE_S (the retry-after of a queue timeout)
     affinity_ttl_s: float = 600.0  # OCS_AFFINITY_TTL_S
     light_lane_tokens: int = 0  # OCS_LIGHT_LANE_TOKENS (the light lane holds under the "tokens" policy)
+    affinity_wait_s: float = 0.0  # OCS_AFFINITY_WAIT_S
+    affinity_wait_tokens: int = 1024  # OCS_AFFINITY_WAIT_TOKENS
     slot_files: bool = True  # OCS_SLOT_FILES: a handover saves the previous owner's prompt, restores the new one's
     cache_type: str | None = None  # the KV cache type planned; None: the cost model's own
     model_id: str = "planned"
@@ -198,6 +202,8 @@ class Simulation:
                 self._timeout(cast(_Request, payload))
             elif kind == "loop":
                 self._enter_loop(cast(_Request, payload))
+            elif kind == "pump":
+                self._pump()
             else:
                 self._step_done(cast(_Worker, payload))
         return self.turns, max([self.plan.duration_s, *(t.end_s for t in self.turns)])
@@ -215,7 +221,7 @@ class Simulation:
             return
         turn = fair_share.pick(self.waiting.values(), self.counters)
         if admission_rules.may_claim_directly(waiting_here=len(self.waiting), turn=turn.request if turn else None):
-            if self._claim(request) != "busy":
+            if self._claim(request) not in ("busy", "held"):
                 return
         self._join(request)
         self._pump()
@@ -235,7 +241,8 @@ class Simulation:
     # --- the gateway: the line, the ranking, the slot -------------------------------------------
 
     def _claim(self, request: _Request) -> str:
-        """'claimed', 'refused' (no worker could ever serve it) or 'busy'."""
+        """'claimed', 'refused' (no worker could ever serve it), 'held' (it waits for its
+        conversation's worker: admission_rules.affinity_hold) or 'busy'."""
         conversation = request.shape.conversation
         held = self.affinity.get(conversation) if conversation else None
         decision = scheduler.rank_workers(
@@ -250,6 +257,12 @@ class Simulation:
             self.waiting.pop(request.id, None)
             self._refuse(request, refusal[0], retry_after_s=0.0)
             return "refused"
+        hold_s = self.plan.affinity_wait_s
+        if admission_rules.affinity_hold(decision, prompt_bytes=request.shape.prompt_bytes,
+                                         waited_s=self.now - request.sent_s,
+                                         hold_tokens=self.plan.affinity_wait_tokens, hold_s=hold_s):
+            self._at(request.sent_s + hold_s, "pump", None)  # its hold ends: the line is served again
+            return "held"
         for candidate in admission_rules.claim_order(decision):
             worker = self.workers[candidate.worker.id]
             student = request.student.name
@@ -290,12 +303,17 @@ class Simulation:
         self._at(request.deadline, "timeout", request)
 
     def _pump(self) -> None:
-        """Serve the line while its turn can claim a slot (the production pump's loop)."""
+        """Serve the line while a request in its order can claim a slot (the production pump's
+        loop: one holding for its conversation's worker lets the next one in)."""
         while self.waiting:
-            turn = fair_share.pick(self.waiting.values(), self.counters)
-            assert turn is not None
-            request = self.requests[turn.request]
-            outcome = self._claim(request)
+            for turn in fair_share.order(self.waiting.values(), self.counters):
+                request = self.requests[turn.request]
+                outcome = self._claim(request)
+                if outcome == "held":
+                    continue
+                break
+            else:
+                return
             if outcome == "busy":
                 return
             self.waiting.pop(turn.request, None)

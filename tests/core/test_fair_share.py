@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import pytest
 from django.conf import settings
 
+from core import fair_share
 from core.fair_share import POLICIES, Waiting, charge, lifted, pick
 from core.live import InProcessLiveState, RedisLiveState
 
@@ -64,7 +65,11 @@ class LiveLine:
                                         cost=cost, ttl_s=10**7))
 
     def turn(self) -> str | None:
-        return asyncio.run(self.live.fair_turn(self.line, self.policy))
+        turn = asyncio.run(self.live.fair_turn(self.line, self.policy))
+        # the pump reads the line's order (fair_order): its head is always the turn
+        ordered = asyncio.run(self.live.fair_order(self.line, self.policy, 100))
+        assert (ordered[0] if ordered else None) == turn, (ordered, turn)
+        return turn
 
     def served(self, request: str, student: str, amount: float) -> None:
         assert asyncio.run(self.live.fair_served(self.line, self.policy, request=request, student=student,
@@ -232,3 +237,21 @@ def test_one_students_requests_go_in_arrival_order_and_the_policy_names_are_the_
     assert charge("tokens", computed_prompt_tokens=100, output_tokens=10, weight=2) == 70.0
     with pytest.raises(ValueError):
         charge("fifo", computed_prompt_tokens=1, output_tokens=1)
+
+
+@pytest.mark.parametrize("kind", [k for k in BACKENDS if k != "pure"])
+def test_the_whole_line_in_order_is_the_pure_rules_order(kind: str) -> None:
+    """fair_order (what the pump walks, so that a waiter holding for its worker lets the next
+    one in) is fair_share.order on the same entries and counters, on both back ends."""
+    line = make_line(kind, "tokens", Clock())
+    assert isinstance(line, LiveLine)
+    entries = [("r1", "ann", 1.0, 500.0), ("r2", "bob", 1.0, 40.0), ("r3", "cat", 2.0, 900.0), ("r4", "bob", 1.0, 60.0)]
+    for request, student, weight, cost in entries:
+        line.join(request, student, weight, cost)
+    line.served("r2", "bob", 40.0)  # bob has received something: behind the others, who are level at 0
+    expected = [w.request for w in fair_share.order(
+        [Waiting(request=r, student=s, arrived=0.0, weight=w, cost=c) for r, s, w, c in entries if r != "r2"],
+        {"bob": 40.0})]
+    assert expected == ["r1", "r3", "r4"]
+    assert asyncio.run(line.live.fair_order(line.line, "tokens", 10)) == expected
+    assert asyncio.run(line.live.fair_order(line.line, "tokens", 2)) == expected[:2]

@@ -60,3 +60,34 @@ def test_a_waiter_restarts_a_pump_that_is_gone(monkeypatch) -> None:  # noqa: AN
         return await asyncio.wait_for(waiting, timeout=5)
 
     assert isinstance(asyncio.run(scenario()), FakeSlot)
+
+
+def test_a_waiter_holding_for_its_worker_lets_the_next_in_line_have_the_free_slot(monkeypatch) -> None:  # noqa: ANN001
+    """Alice's long prompt waits for her conversation's worker (affinity_hold); the slot that is
+    free elsewhere goes to bob, who is behind her in the line, instead of standing idle."""
+    state = {"alice_may": False}
+    served: list[int] = []
+
+    async def claim(want: Want, **_: object):  # noqa: ANN202
+        if want.user_id == 1 and not state["alice_may"]:
+            want.holding = True
+            return None
+        want.holding = False
+        served.append(want.user_id)
+        return FakeSlot()
+
+    monkeypatch.setattr(admission, "try_claim", claim)
+    monkeypatch.setattr(admission, "_publish_queue_depths", lambda: asyncio.sleep(0))
+
+    async def scenario() -> tuple[object, object]:
+        alice = asyncio.ensure_future(admission.acquire_slot(Want(user_id=1, pool_id=1, model_id="m", prompt_bytes=10)))
+        await asyncio.sleep(0.05)
+        bob = await asyncio.wait_for(admission.acquire_slot(Want(user_id=2, pool_id=1, model_id="m",
+                                                                 prompt_bytes=99_999)), timeout=5)
+        assert not alice.done()  # still holding for her worker
+        state["alice_may"] = True
+        return bob, await asyncio.wait_for(alice, timeout=5)
+
+    bob, alice = asyncio.run(scenario())
+    assert isinstance(bob, FakeSlot) and isinstance(alice, FakeSlot)
+    assert served == [2, 1]

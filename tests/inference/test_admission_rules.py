@@ -62,3 +62,21 @@ def test_the_light_lane_keeps_slot_0_for_short_prompts_under_the_token_fair_poli
     assert rules.lane(policy="requests", slots=4, prompt_bytes=heavy, light_tokens=512) == (0, None)
     assert rules.lane(policy="tokens", slots=4, prompt_bytes=heavy, light_tokens=0) == (0, None)
     assert rules.lane(policy="tokens", slots=rules.LANE_MIN_SLOTS - 1, prompt_bytes=heavy, light_tokens=512) == (0, None)
+
+
+def test_a_long_prompt_waits_a_little_for_its_conversations_worker_when_it_is_full() -> None:
+    full, free = Candidate(view(1), busy=2, reason=""), Candidate(view(2), busy=0, reason="")
+    decision = Decision(ranked=[free, full], affinity_worker_id=1)
+    hold = lambda **kw: rules.affinity_hold(decision, **{"prompt_bytes": 4 * 5000, "waited_s": 1.0,  # noqa: E731
+                                                         "hold_tokens": 1024, "hold_s": 5.0, **kw})
+    assert hold()  # 5,000 tokens would be computed again on worker 2: wait for worker 1
+    assert not hold(waited_s=5.0)  # waited long enough: take the free slot
+    assert not hold(prompt_bytes=4 * 500)  # a short prompt costs little to compute elsewhere
+    assert not hold(hold_s=0.0)  # turned off
+    assert not rules.affinity_hold(Decision(ranked=[free, full]), prompt_bytes=4 * 5000, waited_s=1.0,
+                                   hold_tokens=1024, hold_s=5.0)  # no conversation worker known
+    assert not rules.affinity_hold(Decision(ranked=[free], affinity_worker_id=1), prompt_bytes=4 * 5000,
+                                   waited_s=1.0, hold_tokens=1024, hold_s=5.0)  # it is gone (not routable)
+    assert not rules.affinity_hold(Decision(ranked=[Candidate(view(1), busy=1, reason=""), free],
+                                            affinity_worker_id=1),
+                                   prompt_bytes=4 * 5000, waited_s=1.0, hold_tokens=1024, hold_s=5.0)  # it has room

@@ -122,6 +122,27 @@ def test_the_light_lane_keeps_slot_0_for_a_question_while_agents_hold_the_rest()
     assert question_wait("requests") > 5.0
 
 
+def test_a_long_prompt_waits_for_its_workers_slot_and_a_classmate_takes_the_free_one() -> None:
+    """admission_rules.affinity_hold, called by the simulator: a's second turn finds worker 1 (its
+    prefix) busy with b and waits for it rather than computing 2,000 tokens on free worker 2;
+    c, behind a in the line, takes worker 2 meanwhile. Without the hold a recomputes on worker 2."""
+    def run(wait_s: float) -> dict[str, tuple[str, int]]:
+        a = Scripted("a", [shape(("a-sys", 2000), output=2, conversation="ca"),
+                           shape(("a-sys", 2000), ("tool", 10), output=2, conversation="ca")], pauses=[1.0])
+        # b's long turn fills worker 1 (a's worker) while a thinks; c arrives behind a
+        b = Scripted("b", [shape(("b", 400), output=40, conversation="cb")], arrival_s=21.0)
+        c = Scripted("c", [shape(("c", 3000), output=2, conversation="cc")], arrival_s=21.7)
+        turns, _ = simulate(plan=plan(workers=2, slots=1, affinity_wait_s=wait_s), costs=[COST, COST],
+                            students=[a, b, c])
+        return {f"{t.student}{n}": (t.worker, t.reused_prompt_tokens)
+                for n, t in enumerate(sorted(turns, key=lambda t: t.sent_s))}
+
+    held = run(30.0)  # keys: student and order of sending
+    assert held["a2"] == ("worker-1", 2000)  # waited for its worker: its prefix was found
+    assert held["c3"][0] == "worker-2" and held["b1"][0] == "worker-1"
+    assert run(0.0)["a2"] == ("worker-2", 0)  # took the free worker and computed everything
+
+
 def test_decode_slows_with_the_batch_and_prompts_wait_for_the_decoding_slots() -> None:
     cost = CostModel(prefill_s_per_token=0.01, decode_s_per_token=0.1, decode_s_per_extra_slot=0.05,
                      request_overhead_s=0.0, batch_tokens=4096)
@@ -202,7 +223,8 @@ def test_changing_the_fair_rule_in_core_changes_the_simulation(monkeypatch: pyte
         return [t.student for t in sorted(turns, key=lambda t: t.first_token_s or 0)]
 
     assert order() == ["f", "l", "x"]
-    monkeypatch.setattr(fair_share, "pick", lambda waiting, counters: max(waiting, key=lambda w: w.cost, default=None))
+    # the pump walks the line in fair_share.order (pick is its head)
+    monkeypatch.setattr(fair_share, "order", lambda waiting, counters: sorted(waiting, key=lambda w: -w.cost))
     assert order() == ["f", "x", "l"]
 
 
