@@ -44,8 +44,6 @@ class SlotOwner:
 
 # The owner recorded for a slot between a handover's claim and its confirmation: nobody.
 PENDING = ""
-# The field, in a worker's owner record, that says a student has a slot file on that worker.
-FILE_PREFIX = "file:"
 
 
 @dataclass(frozen=True)
