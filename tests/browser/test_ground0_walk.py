@@ -97,7 +97,9 @@ def _answer_every_question(page: Any, base: str, lesson_slug: str) -> None:
         form = page.locator(f"#question-{question.id}")
         form.get_by_label(question.choices[question.answer], exact=True).check()
         form.get_by_role("button", name="Save answer").click()
-        assert page.locator(f'#question-{question.id} [data-verdict="right"]').is_visible()
+        # The answer is a form post and a redirect: wait for the page it lands on (under load the
+        # verdict was looked for on the page being left, and failed).
+        page.locator(f'#question-{question.id} [data-verdict="right"]').wait_for(state="visible", timeout=30_000)
 
 
 def _history_today(page: Any) -> dict[str, int]:
