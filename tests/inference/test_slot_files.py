@@ -3,6 +3,7 @@ for the worker's HTTP side; tests/integration/test_cache_isolation.py runs it on
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -61,7 +62,11 @@ def test_a_handover_saves_the_classmate_then_restores_the_students_own_file(work
 def test_file_names_are_per_student_and_worker_and_say_nothing(worker: dict[str, Any]) -> None:
     names = {slot_files.file_name(w, s) for w in (1, 2) for s in ("11", "12")}
     assert len(names) == 4
-    assert all(n.startswith("ocs-") and n.endswith(".bin") and "11" not in n[4:-4] for n in names)
+    # an opaque digest (letters and digits: llama-server's filename rule), not the student's id
+    assert all(re.fullmatch(r"ocs-[0-9a-f]{40}\.bin", n) for n in names)
+    # keyed by the site's secret: nobody who lacks it can tell whose file a name is
+    with override_settings(SECRET_KEY="another-site-secret-" + "x" * 40):
+        assert slot_files.file_name(1, "11") not in names
 
 
 def test_nothing_is_asked_of_an_own_slot_or_with_slot_files_off(worker: dict[str, Any]) -> None:
