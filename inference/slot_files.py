@@ -92,8 +92,8 @@ async def prepare(slot: Slot, student: str) -> None:
     restore this student's own, after which the slot holds their prefix (`own_prefix`)."""
     if not slot.handover or not _enabled(slot):
         return
-    if slot.previous and not await _action(slot, "save", slot.previous):
-        if not _enabled(slot):
-            return
-    if slot.restore and await _action(slot, "restore", student):
+    if slot.previous:
+        await _action(slot, "save", slot.previous)
+    # (a 501 to the save has just turned the worker's slot files off: no restore is asked for)
+    if slot.restore and _enabled(slot) and await _action(slot, "restore", student):
         slot.own_prefix = True

@@ -136,6 +136,7 @@ class _Request:
     charged_policy: str = ""
     charged: float = 0.0
     in_line: bool = False
+    hold_ends_scheduled: bool = False
 
 
 @dataclass(eq=False)
@@ -261,7 +262,9 @@ class Simulation:
         if admission_rules.affinity_hold(decision, prompt_bytes=request.shape.prompt_bytes,
                                          waited_s=self.now - request.sent_s,
                                          hold_tokens=self.plan.affinity_wait_tokens, hold_s=hold_s):
-            self._at(request.sent_s + hold_s, "pump", None)  # its hold ends: the line is served again
+            if not request.hold_ends_scheduled:  # once: the pump tries a held request again and again
+                request.hold_ends_scheduled = True
+                self._at(request.sent_s + hold_s, "pump", None)  # its hold ends: the line is served again
             return "held"
         for candidate in admission_rules.claim_order(decision):
             worker = self.workers[candidate.worker.id]
