@@ -33,10 +33,11 @@ PER_SLOT_CONTEXT = 4096
 BATCH_SIZE: int | None = None
 
 
-def local_launch_options(context_per_slot: int) -> LaunchOptions:
+def local_launch_options(context_per_slot: int, *, batch_size: int | None = BATCH_SIZE) -> LaunchOptions:
     """How a worker on this machine is launched (the demo's, the tests'): threads beside the
-    gateway, BATCH_SIZE, YaRN past the native context (ValueError past its reach)."""
-    return context_options(context_per_slot, base=LaunchOptions(threads=local_threads(), batch_size=BATCH_SIZE))
+    gateway, `batch_size` (prompt tokens per step; None: llama-server's own), YaRN past the native
+    context (ValueError past its reach)."""
+    return context_options(context_per_slot, base=LaunchOptions(threads=local_threads(), batch_size=batch_size))
 
 
 def local_worker_spec(*, port: int, slots: int, model_id: str = DEFAULT_MODEL_ID,

@@ -144,3 +144,13 @@ def test_context_options_turn_on_yarn_only_past_the_native_context() -> None:
     assert "--rope-scaling" in yarn.args() and context_options(9000).rope_scale == 2.0
     with pytest.raises(ValueError):
         context_options(40000)
+
+
+def test_local_launch_options_pass_the_step_size_to_the_worker() -> None:
+    """`demo --batch-size N` reaches llama-server as --batch-size N; without it, its own default."""
+    from fleet.embedded import local_launch_options
+
+    args = local_launch_options(4096, batch_size=512).args()
+    assert args[args.index("--batch-size") + 1] == "512"
+    assert "--batch-size" not in local_launch_options(4096, batch_size=None).args()
+    assert "--rope-scaling" in local_launch_options(32768, batch_size=256).args()

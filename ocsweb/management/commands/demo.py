@@ -74,6 +74,10 @@ class Command(BaseCommand):
         parser.add_argument("--context", type=int, default=None,
                             help=f"Tokens one request can use (context per slot; default {PER_SLOT_CONTEXT}). "
                                  f"Above the model's native {NATIVE_CONTEXT}, YaRN stretches it (up to 4x).")
+        parser.add_argument("--batch-size", type=int, default=None,
+                            help="Prompt tokens per step of each worker's loop (llama-server's --batch-size; "
+                                 "default its own, 2048). Smaller lets a short question through sooner beside "
+                                 "long prompts (docs/classroom.md).")
         parser.add_argument("--profile", choices=sorted(PROFILES), default="default",
                             help="default: 4 slots of 4,096 tokens, for chat. agents: 1 slot of 32,768 tokens "
                                  "(YaRN), which holds the 5-20k-token prompts of Claude Code, Copilot and Codex.")
@@ -90,12 +94,14 @@ class Command(BaseCommand):
                            else REHEARSAL_WORKERS if rehearsal else 1)
         slots = int(options["slots"] or profile_slots)
         context = int(options["context"] or profile_context)
-        if worker_count < 0 or slots < 1 or context < 512:
-            raise CommandError("--workers must be 0 or more, --slots 1 or more and --context 512 or more")
+        batch_size = options["batch_size"]
+        if worker_count < 0 or slots < 1 or context < 512 or (batch_size is not None and batch_size < 32):
+            raise CommandError("--workers must be 0 or more, --slots 1 or more, --context 512 or more "
+                               "and --batch-size 32 or more")
         if rehearsal and worker_count > REHEARSAL_GPU_COUNT:
             raise CommandError(f"--rehearsal: at most {REHEARSAL_GPU_COUNT} workers, one GPU or more each")
         try:
-            launch = local_launch_options(context)
+            launch = local_launch_options(context, batch_size=batch_size)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         if worker_count:
