@@ -38,6 +38,7 @@ from inference.admission_rules import (
     claim_order,
     estimate_charge,
     lane,
+    lane_handover,
     may_claim_directly,
     no_worker_refusal,
     prompt_tokens_estimate,
@@ -271,9 +272,11 @@ async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: 
         if claim is not None:
             if decision.lent_by:
                 _record_lent(want.pool_id, decision.lent_by, candidate.worker)
+            previous, restore = lane_handover(claim.previous, claim.restore, light=prefer is not None,
+                                              lane_slot=claim.index == prefer)
             return Slot(worker=candidate.worker, lease=Lease(resource, claim.lease_id).keep(), reason=candidate.reason,
-                        index=claim.index, own_prefix=claim.own_prefix, previous=claim.previous,
-                        restore=claim.restore, handover=claim.handover)
+                        index=claim.index, own_prefix=claim.own_prefix, previous=previous,
+                        restore=restore, handover=claim.handover)
     return None
 
 

@@ -279,7 +279,8 @@ class Simulation:
             previous = worker.owners.get(index)
             own = slot_owners.holds_own_prefix(previous, student)
             if not own and self.plan.slot_files:
-                keep, restore = slot_owners.handover(previous, student, worker.files)
+                keep, restore = admission_rules.lane_handover(*slot_owners.handover(previous, student, worker.files),
+                                                              light=prefer is not None, lane_slot=index == prefer)
                 if keep:
                     worker.files[keep] = worker.cache.get(index, ())
                 if restore:

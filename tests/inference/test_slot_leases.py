@@ -176,3 +176,53 @@ def test_held_leases_are_renewed_together_and_outlive_their_lease_time(monkeypat
     # longer renewed and has run out; the lease still held is renewed alone.
     assert later == {"w:1": 0, "w:2": 0, "conc:user:1": 1}
     assert calls[0] == 3 and calls[-1] == 1
+
+
+def test_a_question_in_the_light_lane_takes_slot_0_without_slot_file_steps(
+        monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
+    """Through try_claim: with the light lane on, a question handed the lane slot last held by a
+    classmate's question neither saves it nor restores its own file (both would wait for the
+    worker's steps), and its prompt is computed whole (no reuse: isolation holds). An agent's
+    turn handed a slot outside the lane still saves and restores."""
+    from dataclasses import replace
+
+    from fleet.scheduler import Candidate, Decision
+
+    worker = replace(WORKER, slots=4)
+    state = InProcessLiveState()
+
+    async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Decision, str | None]:
+        return Decision(ranked=[Candidate(worker=worker, busy=0, reason="test")]), None
+
+    monkeypatch.setattr("inference.admission.live_state", lambda: state)
+    monkeypatch.setattr("core.lease.live_state", lambda: state)
+    monkeypatch.setattr("inference.admission.rank", rank)
+    settings.OCS = {**settings.OCS, "LIGHT_LANE_TOKENS": 512, "AFFINITY_TTL_S": 0.0}
+    question, agent_turn = 4 * 50, 4 * 3000  # prompt bytes: ~50 and ~3,000 tokens
+    resource = worker_resource(worker.id)
+
+    async def turn(student: int, prompt_bytes: int) -> Slot:
+        from inference.admission import try_claim
+
+        slot = await try_claim(Want(user_id=student, pool_id=1, model_id="m", prompt_bytes=prompt_bytes),
+                               policy="tokens")
+        assert slot is not None and slot.index is not None
+        await state.confirm_slot(resource, slot.index, student=str(student), conversation="")
+        await slot.release()
+        return slot
+
+    async def scenario() -> list[tuple[int | None, str, bool]]:
+        seen = []
+        for student, size in [(1, question), (2, question), (1, question),  # the lane: 1, 2, 1
+                              (3, agent_turn), (4, agent_turn), (5, agent_turn),  # slots 1-3
+                              (6, agent_turn), (3, agent_turn)]:  # 6 takes a slot, 3 takes another
+            slot = await turn(student, size)
+            seen.append((slot.index, slot.previous, slot.restore))
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert [index for index, _, _ in seen[:3]] == [0, 0, 0]
+    assert seen[1][1:] == ("", False) and seen[2][1:] == ("", False)  # no save, no restore in the lane
+    assert all(index != 0 for index, _, _ in seen[3:])  # agents never take the lane slot
+    assert seen[6][1] in {"3", "4", "5"} and seen[6][2] is False  # 6 saves the classmate; no file of its own
+    assert seen[7][1] in {"4", "5", "6"} and seen[7][2] is True  # 3 saves the owner, restores its own file

@@ -105,6 +105,31 @@ def test_a_slot_file_brings_a_students_prefix_back_after_a_classmate_took_the_sl
     assert reused(slot_files=False) == [0, 0, 0]
 
 
+def test_a_question_in_the_light_lane_computes_its_prompt_instead_of_restoring_its_file(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """admission_rules.lane_handover, called by the simulator: a and b ask questions that both take
+    the lane's slot 0; a's next question finds b's there and computes its prompt (no restore: on a
+    busy worker the restore waits longer than the prompt takes). With the rule neutralised, a's
+    file is restored, as outside the lane."""
+    from inference import admission_rules
+
+    def students() -> list[Scripted]:
+        a = Scripted("a", [shape(("sys", 100), output=2, conversation="ca"),
+                           shape(("sys", 100), ("q2", 30), output=2, conversation="ca")], pauses=[10.0],
+                     persona="chat")
+        b = Scripted("b", [shape(("sys", 100), output=2, conversation="cb")], arrival_s=5.0, persona="chat")
+        return [a, b]
+
+    def reused() -> list[int]:
+        turns, _ = simulate(plan=plan(slots=4, policy="tokens", light_lane_tokens=512), costs=[COST],
+                            students=students())
+        return [t.reused_prompt_tokens for t in sorted(turns, key=lambda t: t.sent_s)]
+
+    assert reused() == [0, 0, 0]
+    monkeypatch.setattr(admission_rules, "lane_handover", lambda keep, restore, **_: (keep, restore))
+    assert reused() == [0, 0, 100]
+
+
 def test_the_light_lane_keeps_slot_0_for_a_question_while_agents_hold_the_rest() -> None:
     """admission_rules.lane, called by the simulator: under "tokens", three agent turns take slots
     1-3 and a fourth waits although slot 0 is free; a question arriving later takes slot 0 at once.
