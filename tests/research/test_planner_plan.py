@@ -95,6 +95,20 @@ def test_plan_class_prints_the_table_and_the_answer_for_a_stored_calibration(tmp
 
 
 @pytest.mark.django_db
+def test_a_class_plan_follows_the_sites_gateway_settings(settings) -> None:  # noqa: ANN001
+    """The planner predicts the gateway this site runs: its slot files, light lane and affinity
+    wait (not the simulator's defaults), as it already did for the fair policy and the maximum wait."""
+    from research.planner_services import class_plan
+
+    calibration = Calibration.objects.create(source="runs", cost=FAST.as_dict(), slots=4, context=8192)
+    settings.OCS = {**settings.OCS, "SLOT_FILES": False, "LIGHT_LANE_TOKENS": 512, "AFFINITY_WAIT_S": 5.0,
+                    "AFFINITY_WAIT_TOKENS": 2048, "FAIR_POLICY": "requests"}
+    fleet = class_plan(calibration=calibration, mix={"agent": 1}, workers=1).fleet
+    assert (fleet.slot_files, fleet.light_lane_tokens, fleet.affinity_wait_s, fleet.affinity_wait_tokens,
+            fleet.policy) == (False, 512, 5.0, 2048, "requests")
+
+
+@pytest.mark.django_db
 def test_plan_class_answers_zero_when_even_the_smallest_class_waits_too_long() -> None:
     calibration = Calibration.objects.create(source="runs", cost=SLOW.as_dict(), slots=1, context=8192)
     out = StringIO()
