@@ -28,8 +28,9 @@ PER_SLOT_CONTEXT = 4096
 # only when a step ends. A smaller step lets a short question in slot 0 through sooner (measured
 # on one CPU thread beside three 1,400-token prefills: first token 20.8 s with 2,048, 2.6 s with
 # 256; 12 tokens in 21.9 s with 256, 6.9 s with 64), but in a class it starved the higher slots'
-# prefills (64: an agent's first turn waited 101 s; turns completed fell from 117 to 72), so the
-# demo keeps the default (docs/classroom.md).
+# prefills (64: an agent's first turn waited 101 s; turns completed fell from 117 to 72), and 512
+# against 2,048 was inside the class replay's noise over 12 runs, so the demo keeps the default
+# (docs/classroom.md); `demo --batch-size N` sets it.
 BATCH_SIZE: int | None = None
 
 
