@@ -278,6 +278,36 @@ def load_duration_s(log_path: Path | None) -> float | None:
     return found
 
 
+def prune_slot_files(directory: Path, max_bytes: int) -> list[str]:
+    """Delete the least recently written slot files in `directory` until the rest take at most
+    `max_bytes`; returns the names deleted. A file is one student's prompt on this worker
+    (inference/slot_files.py), rewritten at each handover away from them, so the oldest belong to
+    the students gone longest. A deleted file costs only a recompute: the gateway's restore of it
+    answers 400 and the prompt is computed whole. Safe beside llama-server: a file it is reading or
+    writing stays readable to it until it closes it."""
+    entries: list[tuple[float, int, Path]] = []
+    try:
+        children = list(directory.iterdir())
+    except FileNotFoundError:
+        return []
+    for path in children:
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            continue
+        if path.is_file():
+            entries.append((stat.st_mtime, stat.st_size, path))
+    total = sum(size for _, size, _ in entries)
+    removed: list[str] = []
+    for _, size, path in sorted(entries):
+        if total <= max_bytes:
+            break
+        path.unlink(missing_ok=True)
+        total -= size
+        removed.append(path.name)
+    return removed
+
+
 class LlamaServerProcess:
     def __init__(
         self,
@@ -355,6 +385,10 @@ class LlamaServerProcess:
             self.process.kill()
             self.process.wait()
         self._remove_slot_dir()
+
+    def prune_slot_files(self, max_bytes: int) -> list[str]:
+        """Keep this process's slot files within `max_bytes` (prune_slot_files)."""
+        return prune_slot_files(self.slot_dir, max_bytes) if self.slot_dir is not None else []
 
     def _remove_slot_dir(self) -> None:
         if self.slot_dir is not None:

@@ -53,6 +53,7 @@ class AgentConfig:
     llama_server: str | None = None
     log_dir: str | None = None
     key_dir: str | None = None  # the workers' key files (0600); None: a private temporary directory
+    slot_files_gb: float = 16.0  # each worker's slot files (students' saved prompts) are kept under this
     workers: tuple[WorkerConfig, ...] = field(default_factory=tuple)
     # "nvml": the GPUs as NVML reads them. "rehearsal": a rehearsal rig of CPU workers, its 8
     # GTX 1070s faked at NVML's boundary (fleet/agent/rehearsal.py); its heartbeats say so.
@@ -203,6 +204,9 @@ def parse_agent_config(text: str, *, base_dir: Path | None = None) -> AgentConfi
             raise AgentConfigError(f"workers: GPU(s) {beyond} do not exist on a rehearsal rig "
                                    f"({REHEARSAL_GPU_COUNT} GPUs, 0-{REHEARSAL_GPU_COUNT - 1})")
     llama = data.get("llama_server", {})
+    slot_files_gb = float(_get(llama, "slot_files_gb", (int, float), "[llama_server]", 16.0))
+    if slot_files_gb <= 0:
+        raise AgentConfigError("[llama_server]: `slot_files_gb` must be more than 0")
     return AgentConfig(
         control_plane_url=url,
         token=token,
@@ -213,6 +217,7 @@ def parse_agent_config(text: str, *, base_dir: Path | None = None) -> AgentConfi
         llama_server=_get(llama, "binary", str, "[llama_server]", None),
         log_dir=_get(llama, "log_dir", str, "[llama_server]", None),
         key_dir=_get(llama, "key_dir", str, "[llama_server]", None),
+        slot_files_gb=slot_files_gb,
         workers=workers,
         telemetry=telemetry,
     )

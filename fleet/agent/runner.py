@@ -78,7 +78,8 @@ class RigAgentRunner:
         self._own_key_dir = None if config.key_dir else Path(tempfile.mkdtemp(prefix="ocs-agent-keys-"))
         key_dir = Path(config.key_dir) if config.key_dir else self._own_key_dir
         self.supervisors = [
-            WorkerSupervisor(worker, host=config.address, binary=binary, log_dir=log_dir, key_dir=key_dir)
+            WorkerSupervisor(worker, host=config.address, binary=binary, log_dir=log_dir, key_dir=key_dir,
+                             slot_files_max_bytes=int(config.slot_files_gb * 1e9))
             for worker in config.workers
         ]
         self.pace_s: float | None = None  # the control plane's heartbeat_s while it measures this rig

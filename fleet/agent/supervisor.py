@@ -21,6 +21,7 @@ from fleet.worker_keys import worker_key_write
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 60.0
 STABLE_AFTER_S = 60.0  # running this long resets the backoff
+PRUNE_EVERY_S = 30.0  # how often a running worker's slot files are kept within their budget
 
 
 def spec_for(worker: WorkerConfig, *, host: str) -> LlamaServerSpec:
@@ -50,8 +51,14 @@ class WorkerSupervisor:
         log_dir: Path | None = None,
         key_dir: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
+        slot_files_max_bytes: int | None = None,
     ) -> None:
+        """`slot_files_max_bytes`: the budget of the worker's slot files (students' saved prompts,
+        one file each), pruned oldest first every PRUNE_EVERY_S while it runs; None: not pruned."""
         self.worker = worker
+        self.slot_files_max_bytes = slot_files_max_bytes
+        self.pruned_at = 0.0
+        self.slot_files_pruned = 0  # files deleted by pruning since the agent started
         self.spec = spec_for(worker, host=host)
         self.key_path = (key_dir / f"{worker.name}.key") if key_dir else None
         self.api_key: str | None = None  # None: not given yet, the process waits for it
@@ -122,6 +129,9 @@ class WorkerSupervisor:
             self.state, self.running_since = "running", now
         if self.state == "running" and self.running_since and now - self.running_since >= STABLE_AFTER_S:
             self.failures_in_a_row = 0
+        if self.state == "running" and self.slot_files_max_bytes is not None and now - self.pruned_at >= PRUNE_EVERY_S:
+            self.pruned_at = now
+            self.slot_files_pruned += len(self.process.prune_slot_files(self.slot_files_max_bytes))
         return self.state
 
     def _start(self, now: float, spec: LlamaServerSpec | None = None, gpus: tuple[int, ...] | None = None) -> None:

@@ -99,3 +99,10 @@ def test_the_example_leaves_the_binary_to_the_virtual_environment_as_the_guide_s
     (tmp_path / "rig.token").write_text("ocsrig-token\n")
     assert load_agent_config(tmp_path / "rig.toml").llama_server is None
     assert "Leave `[llama_server] binary` out" in (EXAMPLE.parents[0] / "deployment.md").read_text()
+
+
+def test_slot_files_have_a_budget_per_worker_from_the_config() -> None:
+    assert parse_agent_config(MINIMAL).slot_files_gb == 16.0
+    assert parse_agent_config(MINIMAL.replace("[rig]", "[llama_server]\nslot_files_gb = 2.5\n[rig]")).slot_files_gb == 2.5
+    with pytest.raises(AgentConfigError, match="slot_files_gb"):
+        parse_agent_config(MINIMAL.replace("[rig]", "[llama_server]\nslot_files_gb = 0\n[rig]"))

@@ -78,3 +78,58 @@ def test_a_worker_waits_for_its_key_then_gets_it_in_a_private_file_never_on_argv
         assert key_file.read_text() == KEY.replace("k", "n") + "\n"
     finally:
         supervisor.stop()
+
+
+def _slot_file(directory: Path, name: str, size: int, age_s: float) -> None:
+    import os
+
+    path = directory / name
+    path.write_bytes(b"k" * size)
+    then = time.time() - age_s
+    os.utime(path, (then, then))
+
+
+def test_slot_files_are_kept_within_their_budget_oldest_first(tmp_path: Path) -> None:
+    from fleet.local_worker import prune_slot_files
+
+    _slot_file(tmp_path, "ocs-old.bin", 100, age_s=300)
+    _slot_file(tmp_path, "ocs-mid.bin", 200, age_s=200)
+    _slot_file(tmp_path, "ocs-new.bin", 300, age_s=100)
+    assert prune_slot_files(tmp_path, 600) == []  # within the budget: nothing goes
+    assert prune_slot_files(tmp_path, 500) == ["ocs-old.bin"]
+    assert prune_slot_files(tmp_path, 300) == ["ocs-mid.bin"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ocs-new.bin"]
+    assert prune_slot_files(tmp_path / "gone", 1) == []  # the worker stopped and its directory went
+
+
+def test_a_running_worker_has_its_slot_files_pruned_every_half_minute(tmp_path: Path) -> None:
+    """The supervisor prunes the live process's own slot directory (the one it passed as
+    --slot-save-path) while the worker runs, at most every PRUNE_EVERY_S; the directory itself
+    goes when the worker stops."""
+    from fleet.agent.supervisor import PRUNE_EVERY_S
+
+    now = [1000.0]
+    supervisor = WorkerSupervisor(WorkerConfig(name="w", model_id="m", port=18997, model_path="/m.gguf"),
+                                  host="127.0.0.1", binary=_stand_in(tmp_path), key_dir=tmp_path / "keys",
+                                  clock=lambda: now[0], slot_files_max_bytes=250)
+    try:
+        supervisor.set_api_key(KEY)
+        supervisor.tick()
+        assert supervisor.process is not None and supervisor.process.slot_dir is not None
+        slot_dir = supervisor.process.slot_dir
+        supervisor.state = "running"  # the stand-in answers no /health
+        _slot_file(slot_dir, "ocs-a.bin", 200, age_s=60)
+        _slot_file(slot_dir, "ocs-b.bin", 200, age_s=10)
+        supervisor.tick()
+        assert sorted(p.name for p in slot_dir.iterdir()) == ["ocs-b.bin"]
+        _slot_file(slot_dir, "ocs-c.bin", 200, age_s=0)
+        now[0] += PRUNE_EVERY_S / 2
+        supervisor.tick()
+        assert len(list(slot_dir.iterdir())) == 2  # not yet: at most every PRUNE_EVERY_S
+        now[0] += PRUNE_EVERY_S
+        supervisor.tick()
+        assert sorted(p.name for p in slot_dir.iterdir()) == ["ocs-c.bin"]
+        assert supervisor.slot_files_pruned == 2
+    finally:
+        supervisor.stop()
+    assert not slot_dir.exists()
