@@ -95,3 +95,6 @@ def test_rig_agent_keeps_the_gpus_reachable_and_stops_its_workers_itself() -> No
     assert "MemoryDenyWriteExecute" not in service  # CUDA compiles kernels at run time
     assert service["KillMode"] == "mixed"  # SIGTERM to the agent only; it stops its llama-servers
     assert "/var/log/ocs" in service["ReadWritePaths"]  # [llama_server] log_dir of rig.example.toml
+    # slot files can take many GB (docs/classroom.md): their TMPDIR is the writable var directory
+    assert "Environment=TMPDIR=/var/lib/ocs" in (ROOT / "deploy" / "systemd" / "ocs-rig-agent.service").read_text()
+    assert "/var/lib/ocs" in service["ReadWritePaths"]
