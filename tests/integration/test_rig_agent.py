@@ -228,7 +228,7 @@ def test_agent_jobs_bench_the_engine_restart_cold_and_a_cancel_restores_the_work
 
 
 def test_a_baseline_stopped_with_ctrl_c_during_llama_bench_gives_the_worker_back(
-    gateway, transactional_db, tmp_path  # noqa: ANN001
+    gateway, transactional_db, tmp_path, request  # noqa: ANN001
 ) -> None:
     """Ctrl-C while the agent runs llama-bench: the job is cancelled, the agent starts the worker
     again, the worker returns to the monitor's care (not left drained), the baseline says aborted."""
@@ -255,6 +255,10 @@ def test_a_baseline_stopped_with_ctrl_c_during_llama_bench_gives_the_worker_back
                             timeout_s=10):
                     return
 
+        # Ctrl-C as in `manage.py rig_baseline`: Python's own SIGINT handler, whatever an earlier
+        # test in this process left installed (asyncio runners and commands replace it).
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
         threading.Thread(target=ctrl_c_once_held, daemon=True).start()
         runner = BaselineRunner(worker=worker, out=lambda line: None, report_dir=tmp_path,
                                 options=BaselineOptions(steps=("engine", "warm"), engine_prompt=(512,),
