@@ -15,6 +15,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import threading
@@ -100,6 +101,9 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+MIN_BATCH_SIZE = 32  # the smallest --batch-size a rig config or the demo accepts
 
 
 @dataclass(frozen=True)
@@ -292,11 +296,11 @@ def prune_slot_files(directory: Path, max_bytes: int) -> list[str]:
         return []
     for path in children:
         try:
-            stat = path.stat()
+            info = path.stat()
         except FileNotFoundError:
             continue
-        if path.is_file():
-            entries.append((stat.st_mtime, stat.st_size, path))
+        if stat.S_ISREG(info.st_mode):
+            entries.append((info.st_mtime, info.st_size, path))
     total = sum(size for _, size, _ in entries)
     removed: list[str] = []
     for _, size, path in sorted(entries):

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fleet.agent.rehearsal import GPU_COUNT as REHEARSAL_GPU_COUNT
-from fleet.local_worker import LaunchOptions
+from fleet.local_worker import MIN_BATCH_SIZE, LaunchOptions
 
 SPLIT_MODES = {"none", "layer", "row", "tensor"}
 TELEMETRY_SOURCES = {"nvml", "rehearsal"}  # rehearsal: NVML faked (fleet/agent/rehearsal.py)
@@ -102,8 +102,8 @@ def _worker(table: dict[str, Any], index: int) -> WorkerConfig:
     if threads is not None and threads < 1:
         raise AgentConfigError(f"{where}: `threads` must be >= 1")
     batch_size = _get(table, "batch_size", int, where, None)
-    if batch_size is not None and batch_size < 32:
-        raise AgentConfigError(f"{where}: `batch_size` must be >= 32")
+    if batch_size is not None and batch_size < MIN_BATCH_SIZE:
+        raise AgentConfigError(f"{where}: `batch_size` must be >= {MIN_BATCH_SIZE}")
     return WorkerConfig(
         name=name,
         model_id=_get(table, "model_id", str, where),

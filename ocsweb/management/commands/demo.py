@@ -39,6 +39,7 @@ from fleet.agent.runner import RigAgentRunner
 from fleet.embedded import PER_SLOT_CONTEXT, local_launch_options
 from fleet.local_worker import (
     DEFAULT_MODEL_ID,
+    MIN_BATCH_SIZE,
     NATIVE_CONTEXT,
     LaunchOptions,
     die_with_parent,
@@ -95,9 +96,9 @@ class Command(BaseCommand):
         slots = int(options["slots"] or profile_slots)
         context = int(options["context"] or profile_context)
         batch_size = options["batch_size"]
-        if worker_count < 0 or slots < 1 or context < 512 or (batch_size is not None and batch_size < 32):
+        if worker_count < 0 or slots < 1 or context < 512 or (batch_size is not None and batch_size < MIN_BATCH_SIZE):
             raise CommandError("--workers must be 0 or more, --slots 1 or more, --context 512 or more "
-                               "and --batch-size 32 or more")
+                               f"and --batch-size {MIN_BATCH_SIZE} or more")
         if rehearsal and worker_count > REHEARSAL_GPU_COUNT:
             raise CommandError(f"--rehearsal: at most {REHEARSAL_GPU_COUNT} workers, one GPU or more each")
         try:
