@@ -100,13 +100,22 @@ def holds_own_prefix(previous: SlotOwner | None, student: str) -> bool:
     return previous is not None and previous.student != PENDING and previous.student == student
 
 
-def handover(previous: SlotOwner | None, student: str, files: Collection[str]) -> tuple[str, bool]:
+def handover(previous: SlotOwner | None, student: str, files: Collection[str], *, light: bool = False,
+             lane_slot: bool = False) -> tuple[str, bool]:
     """On claiming a slot last held by `previous`: (whose prompt to save to their file first, ""
     for none; whether to restore `student`'s own file). `files`: the students with a slot file on
-    this worker. Nothing to do when the slot holds the student's own prompt."""
+    this worker. Nothing to do when the slot holds the student's own prompt.
+
+    The light lane (inference/admission_rules.lane): each slot-file step is a request the worker
+    answers only between two steps of its loop, so on a busy worker a save and a restore put two
+    whole steps before the prompt is even taken in. A light request (`light`: a short prompt the
+    lane gave a preferred slot) computes its prompt in less than that, so it does not restore its
+    file; and the lane's own slot (`lane_slot`), which only light prompts ever hold, is not saved."""
     if holds_own_prefix(previous, student):
         return "", False
     keep = previous.student if previous is not None and previous.student != PENDING else ""
+    if light:
+        return ("" if lane_slot else keep), False
     return keep, student in files
 
 
@@ -114,8 +123,9 @@ def handover(previous: SlotOwner | None, student: str, files: Collection[str]) -
 # owner hash (field = slot index, value = "student|conversation|last_used_ms"; field "file:<student>"
 # = when that student's slot file was last written). ARGV = capacity, now_ms, expires_ms, random part
 # of the lease id, student, conversation, owner ttl ms, first claimable index, preferred index (-1:
-# none) [, affinity worker, affinity ttl ms with KEYS[3]]. Returns {index, own (1/0), previous owner to
-# save ("" none), restore (1/0)}, or {-1, 0, '', 0} when every slot is in use.
+# none), light (1/0: handover's `light`) [, affinity worker, affinity ttl ms with KEYS[3]]. Returns
+# {index, own (1/0), previous owner to save ("" none), restore (1/0)}, or {-1, 0, '', 0} when every
+# slot is in use.
 CLAIM_SLOT_LUA = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
 local capacity = tonumber(ARGV[1])
@@ -126,7 +136,7 @@ for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   if index then used[tonumber(index)] = true end
 end
 local student, conversation = ARGV[5], ARGV[6]
-local first, prefer = tonumber(ARGV[8]), tonumber(ARGV[9])
+local first, prefer, light = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]) == 1
 local chosen, best_class, best_order, chosen_own, chosen_owner = -1, 99, 0, 0, ''
 for index = first, capacity - 1 do
   if not used[index] then
@@ -160,11 +170,12 @@ if chosen_own == 1 then
 else
   redis.call('HSET', KEYS[2], tostring(chosen), '||' .. ARGV[2])
   previous = chosen_owner
-  if redis.call('HEXISTS', KEYS[2], 'file:' .. student) == 1 then restore = 1 end
+  if light and chosen == prefer then previous = '' end
+  if not light and redis.call('HEXISTS', KEYS[2], 'file:' .. student) == 1 then restore = 1 end
   if previous ~= '' then redis.call('HSET', KEYS[2], 'file:' .. previous, ARGV[2]) end
 end
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[7]))
-if KEYS[3] then redis.call('SET', KEYS[3], ARGV[10], 'PX', tonumber(ARGV[11])) end
+if KEYS[3] then redis.call('SET', KEYS[3], ARGV[11], 'PX', tonumber(ARGV[12])) end
 return {chosen, chosen_own, previous, restore}
 """
 # KEYS[1] = the worker's owner hash; ARGV = slot index, "student|conversation|now_ms", owner ttl ms.

@@ -53,7 +53,7 @@ class WorkerAdmin(admin.ModelAdmin):
     list_filter = ("state", "pool", "model", "rig")
     search_fields = ("name",)
     readonly_fields = ("state", "state_changed_at", "process_state", "process_pid", "process_started_at",
-                       "last_cold_start", "created_at")
+                       "slot_files_pruned", "last_cold_start", "created_at")
     inlines = [WorkerEventInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Worker]:

@@ -179,6 +179,9 @@ class WorkerReport(serializers.Serializer):
     last_exit_code = serializers.IntegerField(min_value=-(2**31), max_value=2**31 - 1, allow_null=True,
                                               required=False)
     uptime_s = serializers.FloatField(min_value=0, max_value=MAX_UPTIME_S, allow_null=True, required=False)
+    slot_files_pruned = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False,
+                                                 help_text="Slot files deleted to keep within the budget, "
+                                                           "since the agent started.")
 
 
 class HeartbeatRequest(serializers.Serializer):

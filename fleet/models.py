@@ -136,6 +136,9 @@ class Worker(models.Model):
     process_started_at = models.DateTimeField(
         null=True, blank=True, help_text="When the current llama-server process started; its cold start runs from here."
     )
+    slot_files_pruned = models.PositiveIntegerField(
+        default=0, help_text="Slot files the rig agent deleted to keep within its slot_files_gb, since the agent "
+                             "started: each costs a student a recomputed prompt. Many: raise the budget.")
     # The key llama-server was launched with (--api-key-file), sent by the gateway, the monitor,
     # verify_path and bench. A machine credential, kept whole because it must be sent; never
     # shown: not editable (no admin form shows it), in no list, page, websocket or log line

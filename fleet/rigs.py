@@ -150,9 +150,16 @@ def rig_heartbeat(*, rig: Rig, gpu_status: str, gpus: list[dict[str, Any]], work
         if worker is None:
             continue
         process_state = report["process_state"]
+        changed = []
         if worker.process_state != process_state:
             worker.process_state = process_state
-            worker.save(update_fields=["process_state"])
+            changed.append("process_state")
+        pruned = report.get("slot_files_pruned")
+        if pruned is not None and worker.slot_files_pruned != pruned:
+            worker.slot_files_pruned = pruned
+            changed.append("slot_files_pruned")
+        if changed:
+            worker.save(update_fields=changed)
         pid = report.get("pid")
         if pid and process_state in PROCESS_UP_STATES:
             uptime_s = report.get("uptime_s") or 0.0

@@ -38,7 +38,6 @@ from inference.admission_rules import (
     claim_order,
     estimate_charge,
     lane,
-    lane_handover,
     may_claim_directly,
     no_worker_refusal,
     prompt_tokens_estimate,
@@ -268,15 +267,13 @@ async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: 
         claim = await live.claim_slot(resource, candidate.worker.slots, lease_s, student=str(want.user_id),
                                       conversation=want.conversation or "",
                                       affinity=(candidate.worker.id, affinity_s) if affinity_s > 0 else None,
-                                      first=first, prefer=prefer)
+                                      first=first, prefer=prefer, light=prefer is not None)
         if claim is not None:
             if decision.lent_by:
                 _record_lent(want.pool_id, decision.lent_by, candidate.worker)
-            previous, restore = lane_handover(claim.previous, claim.restore, light=prefer is not None,
-                                              lane_slot=claim.index == prefer)
             return Slot(worker=candidate.worker, lease=Lease(resource, claim.lease_id).keep(), reason=candidate.reason,
-                        index=claim.index, own_prefix=claim.own_prefix, previous=previous,
-                        restore=restore, handover=claim.handover)
+                        index=claim.index, own_prefix=claim.own_prefix, previous=claim.previous,
+                        restore=claim.restore, handover=claim.handover)
     return None
 
 

@@ -9,8 +9,8 @@ so a change here changes both the gateway and its prediction:
 - whether a request may claim a slot at once (nobody waiting: no barging past classmates);
 - which ranked workers to try, in order, and the refusal when none could ever serve;
 - how long a request may wait, and the `retry-after` of a request that waited too long;
-- the light lane: which of a worker's slots a request may claim (`lane`), and which slot-file
-  steps a light request skips (`lane_handover`);
+- the light lane: which of a worker's slots a request may claim (`lane`; which slot-file steps a
+  light request skips is core/slot_owners.handover's, atomic with the claim);
 - whether a long prompt waits a little for the worker that holds its prefix (`affinity_hold`).
 
 Times are seconds on one monotonic clock the caller chooses.
@@ -64,18 +64,6 @@ def lane(*, policy: str, slots: int, prompt_bytes: int, light_tokens: int) -> tu
     if prompt_tokens_estimate(prompt_bytes) <= light_tokens:
         return 0, LANE_SLOT
     return LANE_SLOT + 1, None
-
-
-def lane_handover(keep: str, restore: bool, *, light: bool, lane_slot: bool) -> tuple[str, bool]:
-    """The slot-file steps of a handover (slot_owners.handover's `keep`, `restore`) for a request
-    under the light lane. Each step is a request the worker answers only between two steps of its
-    loop, so on a busy worker a save and a restore put two whole steps before the prompt is even
-    taken in. A light request (`light`: lane() gave it a preferred slot) computes its short prompt
-    in less than that, so it does not restore its file; and the lane's own slot (`lane_slot`),
-    which only light prompts ever hold, is not saved. Every other request: unchanged."""
-    if not light:
-        return keep, restore
-    return ("" if lane_slot else keep), False
 
 
 def affinity_hold(decision: Decision, *, prompt_bytes: int, waited_s: float, hold_tokens: int,

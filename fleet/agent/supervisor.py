@@ -4,6 +4,7 @@ round stays short; tests drive it directly. A job (fleet/agent/jobs.py, its own 
 `hold` the worker stopped and `release` it, under the same lock as `tick`."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +18,8 @@ from fleet.agent.config import WorkerConfig
 from fleet.gguf import gguf_report
 from fleet.local_worker import LlamaServerProcess, LlamaServerSpec, find_default_model, load_duration_s
 from fleet.worker_keys import worker_key_write
+
+log = logging.getLogger("ocs.agent")
 
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 60.0
@@ -131,7 +134,11 @@ class WorkerSupervisor:
             self.failures_in_a_row = 0
         if self.state == "running" and self.slot_files_max_bytes is not None and now - self.pruned_at >= PRUNE_EVERY_S:
             self.pruned_at = now
-            self.slot_files_pruned += len(self.process.prune_slot_files(self.slot_files_max_bytes))
+            pruned = len(self.process.prune_slot_files(self.slot_files_max_bytes))
+            if pruned:
+                self.slot_files_pruned += pruned
+                log.info("%s: %d slot files pruned to keep within %.1f GB (%d since the agent started)",
+                         self.worker.name, pruned, self.slot_files_max_bytes / 1e9, self.slot_files_pruned)
         return self.state
 
     def _start(self, now: float, spec: LlamaServerSpec | None = None, gpus: tuple[int, ...] | None = None) -> None:
@@ -214,6 +221,7 @@ class WorkerSupervisor:
             "process_state": self.state,
             "pid": self.process.pid if self.process else None,
             "restarts": self.restarts,
+            "slot_files_pruned": self.slot_files_pruned,
             "last_exit_code": self.last_exit_code,
             # Seconds since this process was launched: the control plane dates the cold start
             # from it without trusting the rig's wall clock.

@@ -17,7 +17,8 @@ to one, or a test's monkeypatch of one, changes the prediction):
   the save and the restore are taken as free, a few ms on the CPU demo);
 - who is served next while every slot is busy: `core.fair_share.pick` and `lifted`, charged
   `admission_rules.estimate_charge` when leaving the line and settled with `settle_amount`;
-- the light lane (slot 0 kept for short prompts under the token-fair policy): `admission_rules.lane`;
+- the light lane (slot 0 kept for short prompts under the token-fair policy): `admission_rules.lane`,
+  and `slot_owners.handover`'s rule for a light request (no restore; the lane slot is not saved);
 - a long prompt waiting a little for its conversation's worker: `admission_rules.affinity_hold`, with
   the pump walking the line's order (`fair_share.order`) past requests that hold;
 - barging, waiting and refusing: `may_claim_directly`, `wait_deadline`, `timed_out`,
@@ -279,8 +280,8 @@ class Simulation:
             previous = worker.owners.get(index)
             own = slot_owners.holds_own_prefix(previous, student)
             if not own and self.plan.slot_files:
-                keep, restore = admission_rules.lane_handover(*slot_owners.handover(previous, student, worker.files),
-                                                              light=prefer is not None, lane_slot=index == prefer)
+                keep, restore = slot_owners.handover(previous, student, worker.files, light=prefer is not None,
+                                                     lane_slot=index == prefer)
                 if keep:
                     worker.files[keep] = worker.cache.get(index, ())
                 if restore:

@@ -69,7 +69,10 @@
       var busy = el("td", {"class": "num"}, [el("span", {text: w.busy + " / " + w.slots}),
         el("span", {"class": "meter small", "aria-hidden": "true"}, [el("span", {style: "width: " + busyPct + "%"})])]);
       body.appendChild(el("tr", {"data-worker": w.name, "data-state": w.state}, [
-        td(w.name), el("td", {}, [el("span", {"class": "state " + w.state, "data-testid": "state", text: w.state})]),
+        td(w.name), el("td", {}, [el("span", {"class": "state " + w.state, "data-testid": "state", text: w.state}),
+          w.slot_files_pruned ? el("small", {"class": "note", "data-testid": "pruned",
+            title: "Slot files the rig agent deleted to stay within its budget: each costs a student a recomputed prompt",
+            text: " · " + w.slot_files_pruned + " slot files pruned"}) : null]),
         td(w.pool), td(w.model), td((w.rig || "—") + (w.gpus && w.gpus.length ? " · GPU " + w.gpus.join(",") : "")),
         busy, td(String(w.queue), "num"), td(dash(w.tokens_per_s), "num"), td(dash(w.cold_start_s, " s"), "num"), actions]));
     });

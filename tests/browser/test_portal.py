@@ -84,13 +84,17 @@ def test_fleet_view_updates_without_reload_when_a_worker_dies_and_returns(
     from fleet.services import worker_register
 
     spare = spare_llama_servers()
-    worker_register(name="spare", base_url=spare.spec.base_url, model_id=MODEL_ID, pool_name="production", slots=4,
-                    context_length=4096, state="healthy", api_key=FIXTURE_WORKER_KEY)
+    spare_worker = worker_register(name="spare", base_url=spare.spec.base_url, model_id=MODEL_ID,
+                                   pool_name="production", slots=4, context_length=4096, state="healthy",
+                                   api_key=FIXTURE_WORKER_KEY)
+    spare_worker.slot_files_pruned = 5  # as its rig agent's heartbeat says
+    spare_worker.save(update_fields=["slot_files_pruned"])
     page = new_page()
     sign_in(page, gateway.url, "teacher", "pw-teacher-1")
     page.goto(f"{gateway.url}/teacher/fleet/")
     page.wait_for_selector("#live.on")
     page.wait_for_selector('tr[data-worker="spare"][data-state="healthy"]')
+    assert "5 slot files pruned" in page.inner_text('tr[data-worker="spare"] [data-testid="pruned"]')
     page.evaluate("window.notReloaded = true")
 
     spare.stop()

@@ -61,8 +61,10 @@ def test_heartbeat_stores_telemetry_and_a_crashed_process_takes_its_worker_down(
     Worker.objects.filter(name="rig1-a").update(state="healthy")
     body = {"gpu_status": "8 GPU(s)", "gpus": [GPU],
             "workers": [{"name": "rig1-a", "process_state": "backoff", "last_exit_code": -9, "restarts": 1},
-                        {"name": "rig1-b", "process_state": "running"}]}
+                        {"name": "rig1-b", "process_state": "running", "slot_files_pruned": 7}]}
     assert post("/agent/v1/heartbeat", body, rig[1]).status_code == 200
+    assert Worker.objects.get(name="rig1-b").slot_files_pruned == 7  # the operator sees the budget is tight
+    assert Worker.objects.get(name="rig1-a").slot_files_pruned == 0  # an older agent's report: unchanged
     gpu = Gpu.objects.get(rig=rig[0], index=0)
     assert (gpu.utilization_pct, gpu.power_w, gpu.pcie_width) == (55, 120.5, 1)
     a = Worker.objects.get(name="rig1-a")

@@ -19,9 +19,12 @@ KEY = "ocswk-abcdefghij-" + "k" * 40
 
 def _stand_in(tmp_path: Path) -> Path:
     binary = tmp_path / "llama-server"
-    binary.write_text('#!/bin/sh\necho "$@" > "$OCS_TEST_ENV_DUMP.args"\n'
-                      'env > "$OCS_TEST_ENV_DUMP.tmp" && mv "$OCS_TEST_ENV_DUMP.tmp" "$OCS_TEST_ENV_DUMP"\n'
-                      "exec sleep 30\n")
+    # It dumps its argv and environment only where a test asks (OCS_TEST_ENV_DUMP): unset, the
+    # dump would land in the working directory, the checkout itself.
+    binary.write_text('#!/bin/sh\nif [ -n "$OCS_TEST_ENV_DUMP" ]; then\n'
+                      '  echo "$@" > "$OCS_TEST_ENV_DUMP.args"\n'
+                      '  env > "$OCS_TEST_ENV_DUMP.tmp" && mv "$OCS_TEST_ENV_DUMP.tmp" "$OCS_TEST_ENV_DUMP"\n'
+                      "fi\nexec sleep 30\n")
     binary.chmod(0o755)
     return binary
 
@@ -130,6 +133,7 @@ def test_a_running_worker_has_its_slot_files_pruned_every_half_minute(tmp_path: 
         supervisor.tick()
         assert sorted(p.name for p in slot_dir.iterdir()) == ["ocs-c.bin"]
         assert supervisor.slot_files_pruned == 2
+        assert supervisor.report()["slot_files_pruned"] == 2  # in every heartbeat, for the fleet view
     finally:
         supervisor.stop()
     assert not slot_dir.exists()

@@ -64,16 +64,6 @@ def test_the_light_lane_keeps_slot_0_for_short_prompts_under_the_token_fair_poli
     assert rules.lane(policy="tokens", slots=rules.LANE_MIN_SLOTS - 1, prompt_bytes=heavy, light_tokens=512) == (0, None)
 
 
-def test_a_light_request_skips_the_slot_file_steps_that_cost_more_than_its_prompt() -> None:
-    """A save and a restore each wait for the worker's loop to finish a step: a question in the
-    lane neither restores its own file nor saves the lane slot's last (light) owner; it still
-    saves an agent whose slot it took outside the lane. A request not in the lane: unchanged."""
-    assert rules.lane_handover("11", True, light=True, lane_slot=True) == ("", False)
-    assert rules.lane_handover("11", True, light=True, lane_slot=False) == ("11", False)
-    assert rules.lane_handover("11", True, light=False, lane_slot=False) == ("11", True)
-    assert rules.lane_handover("", True, light=False, lane_slot=False) == ("", True)
-
-
 def test_a_long_prompt_waits_a_little_for_its_conversations_worker_when_it_is_full() -> None:
     full, free = Candidate(view(1), busy=2, reason=""), Candidate(view(2), busy=0, reason="")
     decision = Decision(ranked=[free, full], affinity_worker_id=1)

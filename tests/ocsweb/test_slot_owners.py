@@ -135,3 +135,46 @@ def test_handover_saves_a_classmate_s_prompt_and_restores_only_one_s_own_file() 
     assert handover(SlotOwner("alice", "a", 1), "bob", {"alice", "carol"}) == ("alice", False)  # never carol's
     assert handover(SlotOwner(PENDING, "", 1), "bob", {"bob"}) == ("", True)  # an unconfirmed slot: nothing saved
     assert handover(None, "bob", set()) == ("", False)
+
+
+def test_a_light_request_skips_the_slot_file_steps_that_cost_more_than_its_prompt() -> None:
+    """A save and a restore each wait for the worker's loop to finish a step: a question in the
+    lane neither restores its own file nor saves the lane slot's last (light) owner; it still
+    saves an agent whose slot it took outside the lane. A request not in the lane: unchanged."""
+    alice = SlotOwner("alice", "a", 1)
+    assert handover(alice, "bob", {"bob"}, light=True, lane_slot=True) == ("", False)
+    assert handover(alice, "bob", {"bob"}, light=True, lane_slot=False) == ("alice", False)
+    assert handover(alice, "bob", {"bob"}, light=False, lane_slot=False) == ("alice", True)
+    assert handover(alice, "alice", {"alice"}, light=True, lane_slot=True) == ("", False)  # her own: nothing
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_light_claim_records_no_file_it_will_not_write(kind: str) -> None:
+    """The lane's rule is applied in the claim itself, where the owners' files are recorded: a
+    question taking the lane slot from a classmate's question saves nothing, so the classmate must
+    not be recorded as having a file there (their next turn would ask the worker to restore a file
+    that was never written); a question restores nothing of its own, even with a file."""
+    (live,) = make_backends(kind)
+    resource = "worker:8"
+
+    async def turn(student: str, **lane: object):
+        claim = await live.claim_slot(resource, 4, 30, student=student, conversation=f"c{student}", **lane)
+        assert claim is not None
+        await live.confirm_slot(resource, claim.index, student=student, conversation=f"c{student}")
+        await live.release(resource, claim.lease_id)
+        return claim
+
+    async def scenario() -> None:
+        await turn("1", prefer=0, light=True)             # 1's question takes the lane slot 0
+        two = await turn("2", prefer=0, light=True)       # 2's question takes it from 1: nothing saved
+        assert (two.index, two.previous, two.restore) == (0, "", False)
+        agent = await turn("1", first=1)                  # 1's agent turn, outside the lane
+        assert agent.index != 0 and not agent.restore     # 1 was never saved: nothing to restore
+        held = [await live.claim_slot(resource, 4, 30, student=s, conversation="x", first=1) for s in "567"]
+        # 1's agent slot went to a classmate (saved: outside the lane), so 1 has a file now; 1's
+        # next question takes the lane slot from 2, saves nothing and restores nothing
+        assert any(c is not None and c.previous == "1" for c in held)
+        question = await turn("1", prefer=0, light=True)
+        assert (question.index, question.previous, question.restore) == (0, "", False)
+
+    asyncio.run(scenario())

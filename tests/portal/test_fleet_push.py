@@ -133,7 +133,8 @@ def test_view_shows_rigs_gpus_rates_and_cold_starts(teacher: User) -> None:
     worker.gpu_indices = [0]
     worker.save(update_fields=["rig", "gpu_indices"])
     worker.process_started_at = timezone.now() - timedelta(seconds=42)  # its process started 42 s ago
-    worker.save(update_fields=["process_started_at"])
+    worker.slot_files_pruned = 3
+    worker.save(update_fields=["process_started_at", "slot_files_pruned"])
     worker_set_state(worker=worker, state=Worker.State.HEALTHY, reason="probe ok")
     for rate in (40.0, 50.0, 90.0):
         log_request(teacher, worker_id=worker.id, tokens_per_s=rate)
@@ -147,6 +148,7 @@ def test_view_shows_rigs_gpus_rates_and_cold_starts(teacher: User) -> None:
     assert row["rig"] == "rig-a" and row["gpus"] == [0]
     assert row["tokens_per_s"] == 50.0
     assert 41 <= row["cold_start_s"] <= 44
+    assert row["slot_files_pruned"] == 3
 
 
 def test_a_change_announced_reaches_the_page_before_the_next_tick(teacher: User) -> None:

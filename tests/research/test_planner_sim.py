@@ -107,11 +107,11 @@ def test_a_slot_file_brings_a_students_prefix_back_after_a_classmate_took_the_sl
 
 def test_a_question_in_the_light_lane_computes_its_prompt_instead_of_restoring_its_file(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """admission_rules.lane_handover, called by the simulator: a and b ask questions that both take
+    """slot_owners.handover's lane rule, called by the simulator: a and b ask questions that both take
     the lane's slot 0; a's next question finds b's there and computes its prompt (no restore: on a
     busy worker the restore waits longer than the prompt takes). With the rule neutralised, a's
     file is restored, as outside the lane."""
-    from inference import admission_rules
+    from core import slot_owners
 
     def students() -> list[Scripted]:
         a = Scripted("a", [shape(("sys", 100), output=2, conversation="ca"),
@@ -126,7 +126,8 @@ def test_a_question_in_the_light_lane_computes_its_prompt_instead_of_restoring_i
         return [t.reused_prompt_tokens for t in sorted(turns, key=lambda t: t.sent_s)]
 
     assert reused() == [0, 0, 0]
-    monkeypatch.setattr(admission_rules, "lane_handover", lambda keep, restore, **_: (keep, restore))
+    rule = slot_owners.handover
+    monkeypatch.setattr(slot_owners, "handover", lambda previous, student, files, **_: rule(previous, student, files))
     assert reused() == [0, 0, 100]
 
 
