@@ -14,11 +14,15 @@
 # A step whose output file exists is skipped: a run cut short resumes where it stopped.
 #
 # Environment: OUT (results, default /tmp/h20v/validation), VAR_BASE (default /tmp/h20v/var),
-# PORT_BASE (default 8610), DURATION, SCALE, SEED, MIX, POLICY, LABEL (of the runs), PYTHON.
+# PORT_BASE (default 8610), DURATION, SCALE, SEED, MIX, POLICY, LABEL (of the runs), PYTHON,
+# RUNS (the real replays, default "1 2"; the comparison takes every replay-N.json in the
+# configuration's directory).
 #
 # The measured replays do not depend on the model: to judge a changed cost model against replays
 # already measured, copy replay-1.json and replay-2.json into a new OUT's <config>/ and run with a
 # fresh VAR_BASE; the bench runs, the calibration and the prediction are redone, the replays kept.
+# To measure more runs of a prediction already made, copy its plan.json, calibration.txt and
+# replays into a new OUT's <config>/ and run with RUNS="1 2 3 4": only the missing replays run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +36,7 @@ SEED="${SEED:-1}"
 MIX="${MIX:-agent:3,claude:1,codex:1,chat:2,burst:1}"
 POLICY="${POLICY:-tokens}"
 LABEL="${LABEL:-h20v}"
+RUNS="${RUNS:-1 2}"
 # name:workers:slots:context (tokens per slot)
 ALL_CONFIGS="1x4:1:4:4096 2x2:2:2:4096 2x4:2:4:2048"
 CONFIGS="${CONFIGS:-1x4 2x2 2x4}"
@@ -133,8 +138,8 @@ for config in $ALL_CONFIGS; do
             --policy "$POLICY" --json "$dir/plan.json" | tee "$dir/plan.txt"
     fi
 
-    # 4. The real replay, twice, each on a fresh demo.
-    for run in 1 2; do
+    # 4. The real replay, twice (RUNS), each on a fresh demo.
+    for run in $RUNS; do
         if [ ! -s "$dir/replay-$run.json" ]; then
             demo_start "$name" "$workers" "$slots" "$context" "$port" "$dir/demo-replay-$run.log"
             "$PYTHON" manage.py class_replay --base-url "http://127.0.0.1:$port/v1" --mix "$MIX" \
@@ -143,9 +148,11 @@ for config in $ALL_CONFIGS; do
             demo_stop
         fi
     done
-    cases+=(--case "$name:$dir/plan.json:$dir/replay-1.json,$dir/replay-2.json")
-    "$PYTHON" manage.py planner_check --label "$name" --predicted "$dir/plan.json" \
-        --measured "$dir/replay-1.json" --measured "$dir/replay-2.json" | tee "$dir/check.txt"
+    replays=$(ls "$dir"/replay-[0-9]*.json | sort -V)
+    cases+=(--case "$name:$dir/plan.json:$(echo $replays | tr ' ' ',')")
+    measured=()
+    for replay in $replays; do measured+=(--measured "$replay"); done
+    "$PYTHON" manage.py planner_check --label "$name" --predicted "$dir/plan.json" "${measured[@]}" | tee "$dir/check.txt"
 done
 
 # 5. All configurations together: the verdicts and the ranking by agent p95 TTFT.
