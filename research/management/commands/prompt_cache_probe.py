@@ -134,6 +134,8 @@ class Command(BaseCommand):
         clean = started(command(1), "clean")
         try:
             baseline = {q: clean.chat(question_messages(q), max_tokens)[0] for q in QUESTIONS}
+        except httpx.HTTPError as exc:
+            raise CommandError(f"the clean server did not answer ({exc}); see {clean.log.name}") from exc
         finally:
             clean.stop()
 
@@ -148,6 +150,8 @@ class Command(BaseCommand):
             try:
                 self._run(server, result, seeds, baseline, options["seed_conversations"], options["rounds"],
                           max_tokens)
+            except httpx.HTTPError as exc:
+                raise CommandError(f"{name}: a seeding request failed ({exc}); see {server.log.name}") from exc
             finally:
                 server.stop()
             summaries[name] = result.summary()
