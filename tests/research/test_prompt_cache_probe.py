@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from fleet.local_worker import ISOLATION_ARGS, LlamaServerSpec
-from research.management.commands.prompt_cache_probe import without
+from research.management.commands.prompt_cache_probe import ProbeSpec, without
 from research.prompt_cache_probe import (
     ProbeAnswer,
     VariantResult,
@@ -61,3 +61,6 @@ def test_the_defaults_variant_is_the_platform_command_without_the_isolation_flag
     assert "--cache-ram" in args and "--cache-ram" not in defaults and "--no-kv-unified" not in defaults
     assert len(defaults) == len(args) - len(ISOLATION_ARGS) and "--parallel" in defaults
     assert without(defaults, ISOLATION_ARGS) == defaults
+    probe = dict(model_path=tmp_path / "m.gguf", slots=2)
+    assert ProbeSpec(**probe, isolated=False).command(tmp_path / "llama-server") == defaults
+    assert ProbeSpec(**probe).command(tmp_path / "llama-server") == args  # the platform's, unchanged

@@ -16,10 +16,9 @@ Requests are not pinned to a slot, so the variants differ by the flags alone.
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from fleet.local_worker import (
     ISOLATION_ARGS,
     LaunchOptions,
+    LlamaServerProcess,
     LlamaServerSpec,
     WorkerRuntimeMissing,
     find_default_model,
@@ -60,40 +60,26 @@ def without(args: list[str], part: tuple[str, ...]) -> list[str]:
     return list(args)
 
 
-class Server:
-    def __init__(self, args: list[str], port: int, log: Path) -> None:
-        self.url = f"http://127.0.0.1:{port}"
-        self.log = log.open("w")
-        self.process = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+@dataclass(frozen=True)
+class ProbeSpec(LlamaServerSpec):
+    """A worker's launch less the platform's isolation flags when `isolated` is False: llama-server's
+    own prompt-cache defaults, which only this probe ever runs."""
 
-    def wait_ready(self, timeout_s: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise CommandError(f"llama-server exited ({self.process.returncode}); see {self.log.name}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        raise CommandError(f"llama-server did not come up in {timeout_s:.0f} s; see {self.log.name}")
+    isolated: bool = True
 
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self.log.close()
+    def command(self, binary: Path, *, slot_dir: Path | None = None) -> list[str]:
+        args = super().command(binary, slot_dir=slot_dir)
+        return args if self.isolated else without(args, ISOLATION_ARGS)
 
-    def chat(self, messages: list[dict[str, str]], max_tokens: int) -> tuple[str, int | None]:
-        response = httpx.post(f"{self.url}/v1/chat/completions", timeout=300.0, json={
-            "messages": messages, "max_tokens": max_tokens, "temperature": 0, "seed": 1})
-        response.raise_for_status()
-        body = response.json()
-        details = (body.get("usage") or {}).get("prompt_tokens_details") or {}
-        return body["choices"][0]["message"].get("content") or "", details.get("cached_tokens")
+
+def chat(base_url: str, messages: list[dict[str, str]], max_tokens: int) -> tuple[str, int | None]:
+    """A greedy answer and the response's cached token count."""
+    response = httpx.post(f"{base_url}/v1/chat/completions", timeout=300.0, json={
+        "messages": messages, "max_tokens": max_tokens, "temperature": 0, "seed": 1})
+    response.raise_for_status()
+    body = response.json()
+    details = (body.get("usage") or {}).get("prompt_tokens_details") or {}
+    return body["choices"][0]["message"].get("content") or "", details.get("cached_tokens")
 
 
 class Command(BaseCommand):
@@ -118,40 +104,38 @@ class Command(BaseCommand):
         logs = Path(tempfile.mkdtemp(prefix="ocs-cache-probe-"))
         seeds = markers(min(options["seed_conversations"] + options["rounds"], 16), seed=options["seed"])
         max_tokens = options["max_tokens"]
+        verbosity = () if options["verbosity_llama"] is None else ("-lv", str(options["verbosity_llama"]))
 
-        def command(slots: int) -> list[str]:
-            spec = LlamaServerSpec(model_path=model, port=free_port(), context=CONTEXT, slots=slots,
-                                   options=LaunchOptions(threads=local_threads()))
-            args = spec.command(binary)
-            return args if options["verbosity_llama"] is None else [*args, "-lv", str(options["verbosity_llama"])]
-
-        def started(args: list[str], name: str) -> Server:
-            port = int(args[args.index("--port") + 1])
-            server = Server(args, port, logs / f"{name}.log")
-            server.wait_ready()
+        def started(name: str, *, slots: int, isolated: bool = True) -> LlamaServerProcess:
+            spec = ProbeSpec(model_path=model, port=free_port(), context=CONTEXT, slots=slots, isolated=isolated,
+                             options=LaunchOptions(threads=local_threads(), extra_args=verbosity))
+            server = LlamaServerProcess(spec, log_path=logs / f"{name}.log", binary=binary).start()
+            try:
+                server.wait_healthy(timeout_s=120.0)
+            except (RuntimeError, TimeoutError) as exc:
+                server.stop()
+                raise CommandError(f"{name}: {exc}; see {server.log_path}") from exc
             return server
 
-        clean = started(command(1), "clean")
+        clean = started("clean", slots=1)
         try:
-            baseline = {q: clean.chat(question_messages(q), max_tokens)[0] for q in QUESTIONS}
+            baseline = {q: chat(clean.spec.base_url, question_messages(q), max_tokens)[0] for q in QUESTIONS}
         except httpx.HTTPError as exc:
-            raise CommandError(f"the clean server did not answer ({exc}); see {clean.log.name}") from exc
+            raise CommandError(f"the clean server did not answer ({exc}); see {clean.log_path}") from exc
         finally:
             clean.stop()
 
-        variants = {"defaults": without(command(SLOTS), ISOLATION_ARGS), "platform": command(SLOTS)}
         wanted = ["defaults", "platform"] if options["variant"] == "both" else [options["variant"]]
         summaries: dict[str, dict[str, Any]] = {}
         for name in wanted:
-            server_args = variants[name]
             result = VariantResult(name=name, flags=list(ISOLATION_ARGS) if name == "platform" else [],
                                    markers=seeds)
-            server = started(server_args, name)
+            server = started(name, slots=SLOTS, isolated=name == "platform")
             try:
-                self._run(server, result, seeds, baseline, options["seed_conversations"], options["rounds"],
-                          max_tokens)
+                self._run(server.spec.base_url, result, seeds, baseline, options["seed_conversations"],
+                          options["rounds"], max_tokens)
             except httpx.HTTPError as exc:
-                raise CommandError(f"{name}: a seeding request failed ({exc}); see {server.log.name}") from exc
+                raise CommandError(f"{name}: a seeding request failed ({exc}); see {server.log_path}") from exc
             finally:
                 server.stop()
             summaries[name] = result.summary()
@@ -161,14 +145,14 @@ class Command(BaseCommand):
         if options["json_path"]:
             Path(options["json_path"]).write_text(json.dumps({"variants": summaries, "baseline": baseline}, indent=1))
 
-    def _run(self, server: Server, result: VariantResult, seeds: list[str], baseline: dict[str, str],
+    def _run(self, base_url: str, result: VariantResult, seeds: list[str], baseline: dict[str, str],
              seed_conversations: int, rounds: int, max_tokens: int) -> None:
         for marker in seeds[:seed_conversations]:
-            server.chat(seed_messages(marker), max_tokens)
+            chat(base_url, seed_messages(marker), max_tokens)
 
         def ask(round_: int, question: str) -> ProbeAnswer:
             try:
-                answer, cached = server.chat(question_messages(question), max_tokens)
+                answer, cached = chat(base_url, question_messages(question), max_tokens)
             except httpx.HTTPError as exc:
                 return ProbeAnswer(round=round_, question=question, answer="", baseline=baseline[question],
                                    error=str(exc))
@@ -177,6 +161,6 @@ class Command(BaseCommand):
 
         with ThreadPoolExecutor(max_workers=2) as pool:
             for r in range(rounds):
-                server.chat(seed_messages(seeds[(seed_conversations + r) % len(seeds)]), max_tokens)
+                chat(base_url, seed_messages(seeds[(seed_conversations + r) % len(seeds)]), max_tokens)
                 pair = (QUESTIONS[(2 * r) % len(QUESTIONS)], QUESTIONS[(2 * r + 1) % len(QUESTIONS)])
                 result.answers.extend(pool.map(lambda q: ask(r, q), pair))
