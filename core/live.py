@@ -162,11 +162,11 @@ class Settlement:
 class LiveState(Protocol):
     async def claim(self, resource: str, capacity: int, lease_s: float) -> str | None: ...
     # `affinity` (worker id, ttl s): a claim also records the conversation's worker, in the same round trip.
-    # `first`, `prefer`: the light lane (inference/admission_rules.py lane()); `light`: this request is
-    # the lane's (core/slot_owners.handover: it skips the slot-file steps).
+    # `first`, `prefer`: the light lane (inference/admission_rules.py lane()); a request given `prefer`
+    # is a light one, which skips the slot-file steps (core/slot_owners.handover).
     async def claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
                          conversation: str, affinity: tuple[int, float] | None = None, first: int = 0,
-                         prefer: int | None = None, light: bool = False) -> SlotClaim | None: ...
+                         prefer: int | None = None) -> SlotClaim | None: ...
     # After a handover: the worker has processed `student`'s prompt in slot `index`; they own it now.
     async def confirm_slot(self, resource: str, index: int, *, student: str, conversation: str) -> None: ...
     async def renew_many(self, leases: list[tuple[str, str]], lease_s: float) -> None: ...
@@ -236,18 +236,17 @@ class InProcessLiveState:
 
     async def claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
                          conversation: str, affinity: tuple[int, float] | None = None, first: int = 0,
-                         prefer: int | None = None, light: bool = False) -> SlotClaim | None:
+                         prefer: int | None = None) -> SlotClaim | None:
         """A lease on one slot of a worker (core/slot_owners.py: which one, whose cache it holds,
-        and the slot-file steps of the handover; `light`: a request the light lane gave `prefer`)."""
+        and the slot-file steps of the handover)."""
         claim = self._claim_slot(resource, capacity, lease_s, student=student, conversation=conversation,
-                                 first=first, prefer=prefer, light=light)
+                                 first=first, prefer=prefer)
         if claim is not None and affinity is not None and conversation:
             await self.set_affinity(conversation, *affinity)
         return claim
 
     def _claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
-                    conversation: str, first: int = 0, prefer: int | None = None,
-                    light: bool = False) -> SlotClaim | None:
+                    conversation: str, first: int = 0, prefer: int | None = None) -> SlotClaim | None:
         with self._lock:
             leases = self._live_leases(resource)
             if len(leases) >= capacity:
@@ -263,7 +262,7 @@ class InProcessLiveState:
             now = self._clock()
             leases[lease_id] = now + lease_s
             files = self._slot_files.setdefault(resource, set())
-            keep, restore = handover(previous, student, files, light=light, lane_slot=index == prefer)
+            keep, restore = handover(previous, student, files, light=prefer is not None, lane_slot=index == prefer)
             if not holds_own_prefix(previous, student):
                 owners[index] = SlotOwner(student=PENDING, conversation="", last_used_ms=int(now * 1000))
                 if keep:
@@ -514,12 +513,12 @@ class RedisLiveState:
     @_guarded_async
     async def claim_slot(self, resource: str, capacity: int, lease_s: float, *, student: str,
                          conversation: str, affinity: tuple[int, float] | None = None, first: int = 0,
-                         prefer: int | None = None, light: bool = False) -> SlotClaim | None:
+                         prefer: int | None = None) -> SlotClaim | None:
         now_ms = int(time.time() * 1000)
         token = uuid.uuid4().hex
         keys = [self._k("lease", resource), self._k("slot_owners", resource)]
         args: list[object] = [capacity, now_ms, now_ms + int(lease_s * 1000), token, student, conversation,
-                              int(SLOT_OWNER_TTL_S * 1000), first, -1 if prefer is None else prefer, int(light)]
+                              int(SLOT_OWNER_TTL_S * 1000), first, -1 if prefer is None else prefer]
         if affinity is not None and conversation and affinity[1] > 0:
             keys.append(self._k("affinity", conversation))
             args += [affinity[0], int(affinity[1] * 1000)]

@@ -123,9 +123,9 @@ def handover(previous: SlotOwner | None, student: str, files: Collection[str], *
 # owner hash (field = slot index, value = "student|conversation|last_used_ms"; field "file:<student>"
 # = when that student's slot file was last written). ARGV = capacity, now_ms, expires_ms, random part
 # of the lease id, student, conversation, owner ttl ms, first claimable index, preferred index (-1:
-# none), light (1/0: handover's `light`) [, affinity worker, affinity ttl ms with KEYS[3]]. Returns
-# {index, own (1/0), previous owner to save ("" none), restore (1/0)}, or {-1, 0, '', 0} when every
-# slot is in use.
+# none: a request given one is light, handover's `light`) [, affinity worker, affinity ttl ms with
+# KEYS[3]]. Returns {index, own (1/0), previous owner to save ("" none), restore (1/0)}, or
+# {-1, 0, '', 0} when every slot is in use.
 CLAIM_SLOT_LUA = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
 local capacity = tonumber(ARGV[1])
@@ -136,7 +136,8 @@ for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   if index then used[tonumber(index)] = true end
 end
 local student, conversation = ARGV[5], ARGV[6]
-local first, prefer, light = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]) == 1
+local first, prefer = tonumber(ARGV[8]), tonumber(ARGV[9])
+local light = prefer >= 0
 local chosen, best_class, best_order, chosen_own, chosen_owner = -1, 99, 0, 0, ''
 for index = first, capacity - 1 do
   if not used[index] then
@@ -175,7 +176,7 @@ else
   if previous ~= '' then redis.call('HSET', KEYS[2], 'file:' .. previous, ARGV[2]) end
 end
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[7]))
-if KEYS[3] then redis.call('SET', KEYS[3], ARGV[11], 'PX', tonumber(ARGV[12])) end
+if KEYS[3] then redis.call('SET', KEYS[3], ARGV[10], 'PX', tonumber(ARGV[11])) end
 return {chosen, chosen_own, previous, restore}
 """
 # KEYS[1] = the worker's owner hash; ARGV = slot index, "student|conversation|now_ms", owner ttl ms.

@@ -267,7 +267,7 @@ async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: 
         claim = await live.claim_slot(resource, candidate.worker.slots, lease_s, student=str(want.user_id),
                                       conversation=want.conversation or "",
                                       affinity=(candidate.worker.id, affinity_s) if affinity_s > 0 else None,
-                                      first=first, prefer=prefer, light=prefer is not None)
+                                      first=first, prefer=prefer)
         if claim is not None:
             if decision.lent_by:
                 _record_lent(want.pool_id, decision.lent_by, candidate.worker)

@@ -165,8 +165,8 @@ def test_a_light_claim_records_no_file_it_will_not_write(kind: str) -> None:
         return claim
 
     async def scenario() -> None:
-        await turn("1", prefer=0, light=True)             # 1's question takes the lane slot 0
-        two = await turn("2", prefer=0, light=True)       # 2's question takes it from 1: nothing saved
+        await turn("1", prefer=0)             # 1's question takes the lane slot 0
+        two = await turn("2", prefer=0)       # 2's question takes it from 1: nothing saved
         assert (two.index, two.previous, two.restore) == (0, "", False)
         agent = await turn("1", first=1)                  # 1's agent turn, outside the lane
         assert agent.index != 0 and not agent.restore     # 1 was never saved: nothing to restore
@@ -174,7 +174,7 @@ def test_a_light_claim_records_no_file_it_will_not_write(kind: str) -> None:
         # 1's agent slot went to a classmate (saved: outside the lane), so 1 has a file now; 1's
         # next question takes the lane slot from 2, saves nothing and restores nothing
         assert any(c is not None and c.previous == "1" for c in held)
-        question = await turn("1", prefer=0, light=True)
+        question = await turn("1", prefer=0)
         assert (question.index, question.previous, question.restore) == (0, "", False)
 
     asyncio.run(scenario())
