@@ -14,7 +14,7 @@ from fleet.models import Worker
 from research.models import BenchmarkRun, Calibration, RequestSample
 from research.planner.assumptions import RigAssumptions, assumed_cost, memory_check
 from research.planner.cost import CostModel, TokenModel
-from research.planner.fit import Fit, Measured, fit_cost_model
+from research.planner.fit import Fit, Measured, fit_contention, fit_cost_model
 from research.planner.plan import ClassPlan, largest_class, sweep
 from research.planner.sim import FleetPlan
 from research.planner.tokens import measure_tokens, sample_parts
@@ -70,12 +70,15 @@ def count_tokens(base_url: str, api_key: str | None = None) -> tuple[TokenModel,
 
 
 def calibration_fit(*, runs: Sequence[BenchmarkRun], label: str = "", tokens: TokenModel | None = None,
-                    tokens_basis: dict[str, Any] | None = None) -> tuple[Calibration, Fit]:
-    """Fits a cost model to `runs` (all of one worker) and stores it, with `tokens` (the worker's
-    token counts, measured by `count_tokens`) in it if given."""
+                    tokens_basis: dict[str, Any] | None = None, loaded_runs: Sequence[BenchmarkRun] = (),
+                    loaded_workers: int = 2) -> tuple[Calibration, Fit]:
+    """Fits a cost model to `runs` (all of one worker, benched alone) and stores it, with `tokens`
+    (the worker's token counts, measured by `count_tokens`) in it if given, and the contention
+    fitted from `loaded_runs` (the same worker benched while `loaded_workers` workers of its host,
+    it included, were benched at once; none: contention 0)."""
     if not runs:
         raise CalibrationRefused("no finished benchmark runs to calibrate from")
-    workers = {run.worker_id for run in runs}
+    workers = {run.worker_id for run in [*runs, *loaded_runs]}
     if len(workers) > 1:
         raise CalibrationRefused(f"the runs are of {len(workers)} different workers: calibrate one worker at a time")
     first = runs[0]
@@ -88,6 +91,18 @@ def calibration_fit(*, runs: Sequence[BenchmarkRun], label: str = "", tokens: To
         fit = fit_cost_model(measured_requests(runs), slots=slots, cache_type=cache_type)
     except ValueError as exc:
         raise CalibrationRefused(str(exc)) from None
+    if loaded_runs:
+        try:
+            contention, basis, notes = fit_contention(fit.cost, measured_requests(loaded_runs), slots=slots,
+                                                      others=loaded_workers - 1)
+        except ValueError as exc:
+            raise CalibrationRefused(str(exc)) from None
+        fit.cost = dataclasses.replace(fit.cost, contention=contention)
+        fit.residuals["contention"] = {**basis, "runs": [run.pk for run in loaded_runs]}
+        fit.notes += notes
+    else:
+        fit.notes.append("no loaded runs: contention 0 (workers that do not share compute; on a shared host, bench "
+                         "the workers at once too and pass --loaded-label)")
     if tokens is not None:
         fit.cost = dataclasses.replace(fit.cost, tokens=tokens)
         fit.residuals["tokens"] = tokens_basis or {}
@@ -95,7 +110,8 @@ def calibration_fit(*, runs: Sequence[BenchmarkRun], label: str = "", tokens: To
         fit.notes.append("no token counts: the planner counts 4 characters a token (calibrate_worker --count-tokens)")
     calibration = Calibration.objects.create(
         label=label or f"{worker.name if worker else first.base_url}: runs {', '.join(str(r.pk) for r in runs)}",
-        source=Calibration.Source.RUNS, worker=worker, runs=[run.pk for run in runs], cost=fit.cost.as_dict(),
+        source=Calibration.Source.RUNS, worker=worker, runs=[run.pk for run in [*runs, *loaded_runs]],
+        cost=fit.cost.as_dict(),
         residuals=fit.residuals, notes=fit.notes, slots=slots,
         context=int(context) if context else None,
     )

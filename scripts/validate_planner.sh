@@ -7,6 +7,9 @@
 #   scripts/validate_planner.sh                 # all three configurations, ~25 min on 2 cores
 #   CONFIGS="2x2" scripts/validate_planner.sh   # one of them
 #
+# The bench runs: worker 1 alone (the cost model), then every worker at once (the contention of
+# workers that share the cores; calibrate_worker --loaded-label); the real replays are not touched.
+#
 # Per configuration, the demo is started three times, fresh each time (new workers, empty slot
 # caches, a new gateway): once for the bench runs, once for each replay, so the two replays start
 # from the same state as the simulation (empty slots) and as each other. Each configuration has a
@@ -77,8 +80,9 @@ demo_stop() {
 }
 trap demo_stop EXIT
 
-bench_worker() {  # worker slots prefix: a prompt-size sweep at concurrency 1, cached-vs-uncached turns, a concurrency sweep
-    local worker=$1 slots=$2 prefix=$3 levels="1,2"
+bench_worker() {  # worker slots prefix phase: a prompt-size sweep at concurrency 1, cached-vs-uncached turns, a concurrency sweep
+    local worker=$1 slots=$2 prefix=$3 phase=$4 levels="1,2"
+    local LABEL="$LABEL $phase"
     [ "$slots" -ge 4 ] && levels="1,2,4"
     for prompt in 64 256 768; do
         "$PYTHON" manage.py bench --worker "$worker" --requests 3 --warmup 1 --concurrency 1 \
@@ -106,25 +110,32 @@ for config in $ALL_CONFIGS; do
     mkdir -p "$OCS_VAR_DIR"
     dir="$OUT/$name"; mkdir -p "$dir"
 
-    # 1. Bench runs of this configuration: every worker loaded at once (they share the cores).
+    # 1. Bench runs of this configuration: worker 1 alone (the cost model), then, with more than
+    # one worker, every worker at once (they share the cores: how much slower worker 1 is then
+    # is the model's contention, applied only while the simulated workers compute together).
     if [ ! -s "$dir/calibration.txt" ]; then
         demo_start "$name" "$workers" "$slots" "$context" "$port" "$dir/demo-bench.log"
-        pids=()
-        for w in $(seq 1 "$workers"); do
-            bench_worker "demo-worker-$w" "$slots" "$dir/bench-w$w" >"$dir/bench-w$w.log" 2>&1 &
-            pids+=($!)
-        done
-        for pid in "${pids[@]}"; do wait "$pid"; done
+        bench_worker demo-worker-1 "$slots" "$dir/bench-alone-w1" "alone" >"$dir/bench-alone-w1.log" 2>&1
+        loaded=()
+        if [ "$workers" -gt 1 ]; then
+            pids=()
+            for w in $(seq 1 "$workers"); do
+                bench_worker "demo-worker-$w" "$slots" "$dir/bench-w$w" "loaded" >"$dir/bench-w$w.log" 2>&1 &
+                pids+=($!)
+            done
+            for pid in "${pids[@]}"; do wait "$pid"; done
+            loaded=(--loaded-label "$LABEL loaded" --loaded-workers "$workers")
+        fi
         say "$name: bench done"
         # 2. The cost model, from worker 1's runs (the planner gives every worker the same one);
-        # worker 2's fit is printed beside it, as a check of that assumption. While the demo is
-        # still up: --count-tokens asks the worker's tokenizer and template how many tokens the
-        # personas' messages are (no generation).
+        # worker 2's fit (its loaded runs) is printed beside it, as a check of that assumption.
+        # While the demo is still up: --count-tokens asks the worker's tokenizer and template how
+        # many tokens the personas' messages are (no generation).
         for w in $(seq 2 "$workers"); do
             "$PYTHON" manage.py calibrate_worker --worker "demo-worker-$w" --count-tokens \
                 --label "$LABEL $name worker $w" >"$dir/calibration-w$w.txt"
         done
-        "$PYTHON" manage.py calibrate_worker --worker demo-worker-1 --count-tokens \
+        "$PYTHON" manage.py calibrate_worker --worker demo-worker-1 --count-tokens "${loaded[@]}" \
             --label "$LABEL $name worker 1" >"$dir/calibration.txt"
         demo_stop
     fi

@@ -98,6 +98,11 @@ def assumed_cost(rig: RigAssumptions) -> tuple[CostModel, list[Assumption], dict
                    "assumption: HTTP, the gateway, the chat template and tokenizing a long prompt",
                    f"{bench}: the intercept of the prompt-size sweep"),
         Assumption("batch size", DEFAULT_BATCH_TOKENS, "tokens", "llama-server's default -b", "the worker's launch"),
+        Assumption("slowdown per other worker computing at once", 0.0, "of a step",
+                   "assumption: each worker has cards of its own (a rig's host CPU and PCIe links are shared, "
+                   "taken as idle while the cards compute)",
+                   "bench one worker alone, then every worker of the rig at once "
+                   "(calibrate_worker --loaded-label)"),
         Assumption("compute buffer per card", rig.compute_buffer_gb_per_gpu, "GB",
                    "assumption (llama.cpp's CUDA compute buffers are a few hundred MB per card)",
                    "the worker's startup log (CUDA buffer sizes)"),

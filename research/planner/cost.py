@@ -24,6 +24,13 @@ token (HTTP, the gateway, the chat template, tokenizing), taken to overlap with 
 All times in seconds. `cache_type` is the KV cache type the numbers were measured with: the
 per-context-token decode cost scales with its bytes per element when a plan uses another.
 
+`contention` is how much longer a step takes for each other worker of the fleet computing at
+the same time: workers that share compute (the CPU demo's, whose threads share this machine's
+cores) slow each other; on a rig, where each worker has its own cards, it is 0. A step of `s`
+seconds alone runs at a rate of 1 / (1 + contention x others computing), re-timed whenever another
+worker starts or stops (research/planner/sim.py); fitted by comparing a worker's bench alone with
+its bench while every worker of the host is benched at once (fit.fit_contention).
+
 `tokens` is how the worker's tokenizer and chat template count a prompt (TokenModel), measured
 by `calibrate_worker --count-tokens`; None: the planner's old fixed guess (4 characters a token,
 4 tokens a message).
@@ -86,10 +93,13 @@ class CostModel:
     cache_type: str = "f16"
     prefill_s_per_context_token: float = 0.0
     tokens: TokenModel | None = None
+    contention: float = 0.0
 
     def __post_init__(self) -> None:
         if self.prefill_s_per_token < 0 or self.decode_s_per_token <= 0 or self.batch_tokens < 1:
             raise ValueError("a cost model needs prefill >= 0 and decode > 0 seconds per token, and a batch of >= 1")
+        if self.contention < 0:
+            raise ValueError("contention is a slowdown per other worker computing: >= 0")
         if self.cache_type not in KV_BYTES_PER_ELEMENT:
             raise ValueError(f"cache type {self.cache_type!r}: expected one of {', '.join(KV_BYTES_PER_ELEMENT)}")
 
@@ -118,6 +128,10 @@ class CostModel:
         (`prompt_pairs`: their chunks' chunk_pairs, summed)."""
         return (self.decode_s(generating, context_tokens, cache_type)
                 + self.prefill_s(prompt_tokens, prompt_pairs, cache_type))
+
+    def rate(self, others_computing: int) -> float:
+        """Seconds of a step alone done per second while `others_computing` other workers compute."""
+        return 1.0 / (1.0 + self.contention * max(0, others_computing))
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

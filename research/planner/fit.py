@@ -18,6 +18,13 @@ Input: the requests of benchmark runs of one worker (research.models.RequestSamp
   the batch-1 line at the batch's whole context, against batch - 1 (through the origin). Without
   the gaps a run's median TPOT stands in, and the other prompts' steps are folded into the slope.
 
+**Contention** (`fit_contention`), from runs of the same worker benched while the host's other
+workers were benched at once (on the CPU demo they share its cores): each request's TTFT at
+concurrency 1 and each run's decode step, measured, over what the cost model fitted alone
+predicts for it; the median of those ratios, less 1, divided by the other workers computing,
+is the slowdown per other worker (CostModel.contention). Their benches overlap for most of the
+run, not all of it, so this is a lower bound of the slowdown while both compute.
+
 Missing sweeps are said, not invented: with one prompt size the line goes through the origin
 (no overhead); with every prompt at the same cached context the context term comes from the
 spread of n alone (the curvature of the sweep); with one context at batch 1 the decode context
@@ -233,3 +240,39 @@ def _ttft_by_run(prefill: Sequence[Measured], predicted: Any) -> list[dict[str, 
              "observed_s": statistics.median(float(m.ttft_s or 0) for m in rows),
              "predicted_s": statistics.median(predicted(m) for m in rows)}
             for run_id, rows in sorted(by_run.items())]
+
+
+def fit_contention(alone: CostModel, loaded: Sequence[Measured], *, slots: int,
+                   others: int) -> tuple[float, dict[str, Any], list[str]]:
+    """The slowdown per other worker computing (module docstring), its basis and notes, from the
+    requests of `loaded` runs, measured while `others` other workers of the host were benched
+    at once; `alone` is the cost model fitted to the same worker's runs alone."""
+    if others < 1:
+        raise ValueError("contention needs runs measured beside at least one other worker")
+    ttft = [float(m.ttft_s) / alone.ttft_alone_s(m.uncached_tokens, m.cached_tokens)
+            for m in loaded if m.concurrency <= 1 and m.ttft_s]
+    by_run: dict[int, list[Measured]] = defaultdict(list)
+    for m in loaded:
+        if m.tpot_s is not None:
+            by_run[m.run_id].append(m)
+    decode = []
+    for requests in by_run.values():
+        batch = max(1, min(requests[0].concurrency, slots))
+        context = statistics.fmean(m.prompt_tokens + m.output_tokens / 2 for m in requests)
+        steps = [m.step_s for m in requests if m.step_s is not None]
+        step = statistics.median(steps) if batch > 1 and steps else statistics.median(
+            m.tpot_s for m in requests if m.tpot_s is not None)
+        decode.append(step / alone.decode_s(batch, round(batch * context)))
+    ratios = ttft + decode
+    if not ratios:
+        raise ValueError("the loaded runs hold no TTFT at concurrency 1 and no TPOT to compare with the worker alone")
+    notes: list[str] = []
+    ratio = statistics.median(ratios)
+    contention = (ratio - 1) / others
+    if contention < 0:
+        notes.append(f"the worker was {1 - ratio:.1%} faster beside the others than alone: contention set to 0")
+        contention = 0.0
+    basis = {"others": others, "ratio": ratio, "ttft_points": len(ttft), "decode_runs": len(decode),
+             "ttft_ratio": statistics.median(ttft) if ttft else None,
+             "decode_ratio": statistics.median(decode) if decode else None}
+    return contention, basis, notes

@@ -24,6 +24,10 @@ to one, or a test's monkeypatch of one, changes the prediction):
 - barging, waiting and refusing: `may_claim_directly`, `wait_deadline`, `timed_out`,
   `queue_timeout_retry_after_s`.
 
+Workers that share compute (CostModel.contention > 0: the CPU demo's) slow each other while
+both compute: a step's seconds alone are done at 1 / (1 + contention x others computing), re-timed
+when another worker starts or stops computing.
+
 What the gateway does that is not simulated: several gateway processes (one line is one line),
 worker failures and failover, the students' limits (the replay's are set out of reach), the
 host-RAM prompt cache (`--cache-ram`), speculative decoding.
@@ -151,6 +155,12 @@ class _Worker:
     running: list[_Request] = field(default_factory=list)  # in llama-server's loop
     stepping: bool = False
     step: list[tuple[_Request, int]] = field(default_factory=list)  # (request, prompt tokens this step; 0: decode)
+    # The step in progress, as seconds of it alone still to do, since when, at which rate (below 1
+    # while other workers compute: CostModel.contention), and which of its scheduled ends holds.
+    work_left: float = 0.0
+    since: float = 0.0
+    rate: float = 1.0
+    version: int = 0
 
 
 class Simulation:
@@ -207,7 +217,9 @@ class Simulation:
             elif kind == "pump":
                 self._pump()
             else:
-                self._step_done(cast(_Worker, payload))
+                worker, version = cast(tuple[_Worker, int], payload)
+                if version == worker.version:  # an end re-timed since (another worker started or stopped) is stale
+                    self._step_done(worker)
         return self.turns, max([self.plan.duration_s, *(t.end_s for t in self.turns)])
 
     # --- a student sends, pauses, sends again ---------------------------------------------------
@@ -378,13 +390,40 @@ class Simulation:
                 pairs += chunk_pairs(chunk, request.shape.prompt_tokens - request.prefill_left)
                 step.append((request, chunk))
         if not step:
-            worker.stepping = False
+            if worker.stepping:
+                worker.stepping = False
+                self._retime()  # one fewer worker computing: the others speed up
             return
         context = sum(r.shape.prompt_tokens + r.generated for r in generating)
         seconds = worker.cost.step_s(generating=len(generating), prompt_tokens=prompt_tokens, context_tokens=context,
                                      cache_type=self.plan.cache_type, prompt_pairs=pairs)
+        started = not worker.stepping
         worker.stepping, worker.step = True, step
-        self._at(self.now + seconds, "step", worker)
+        worker.work_left, worker.since = seconds, self.now
+        worker.rate = worker.cost.rate(self._computing() - 1)
+        worker.version += 1
+        self._at(self.now + seconds / worker.rate, "step", (worker, worker.version))
+        if started:
+            self._retime()  # one more worker computing: the others slow down
+
+    def _computing(self) -> int:
+        return sum(1 for w in self.workers.values() if w.stepping)
+
+    def _retime(self) -> None:
+        """The number of workers computing changed: every step in progress keeps the work it has
+        done at its old rate and ends when the rest is done at its new one (processor sharing among
+        workers that share compute; with contention 0 every rate stays 1 and nothing moves)."""
+        computing = self._computing()
+        for worker in self.workers.values():
+            if not worker.stepping:
+                continue
+            rate = worker.cost.rate(computing - 1)
+            if rate == worker.rate:
+                continue
+            worker.work_left = max(0.0, worker.work_left - (self.now - worker.since) * worker.rate)
+            worker.since, worker.rate = self.now, rate
+            worker.version += 1
+            self._at(self.now + worker.work_left / rate, "step", (worker, worker.version))
 
     def _step_done(self, worker: _Worker) -> None:
         freed = False

@@ -1,6 +1,7 @@
 """The calibration fit recovers the cost model that made the runs; calibrate_worker stores it."""
 from __future__ import annotations
 
+import dataclasses
 import re
 from io import StringIO
 
@@ -12,7 +13,7 @@ from fleet.models import Worker
 from fleet.services import worker_register
 from research.models import BenchmarkRun, Calibration, RequestSample
 from research.planner.cost import CostModel
-from research.planner.fit import Measured, fit_cost_model
+from research.planner.fit import Measured, fit_contention, fit_cost_model
 
 TRUE = CostModel(prefill_s_per_token=0.004, decode_s_per_token=0.05, decode_s_per_extra_slot=0.006,
                  request_overhead_s=0.12)
@@ -69,21 +70,39 @@ def test_missing_sweeps_are_said_not_invented() -> None:
         fit_cost_model([m for m in synthetic() if m.concurrency > 1], slots=4)
 
 
-def stored_synthetic_runs(worker: Worker) -> dict[int, BenchmarkRun]:
-    """The synthetic measurements stored as the instrument stores a worker's bench runs."""
+def stored_synthetic_runs(worker: Worker, *, slower: float = 1.0, label: str = "") -> dict[int, BenchmarkRun]:
+    """The synthetic measurements stored as the instrument stores a worker's bench runs (every
+    time `slower` times TRUE's: the worker benched beside others)."""
     runs: dict[int, BenchmarkRun] = {}
     for m in synthetic():
         if m.run_id not in runs:
             runs[m.run_id] = BenchmarkRun.objects.create(
                 group="sweep", target="worker", base_url=worker.base_url, worker=worker, model="m",
                 prompt_tokens=m.prompt_tokens, output_tokens=32, concurrency=m.concurrency, requests=4,
-                status=BenchmarkRun.Status.DONE, launch={"slots": 8})
+                status=BenchmarkRun.Status.DONE, launch={"slots": 8}, label=label)
         run = runs[m.run_id]
         RequestSample.objects.create(run=run, index=run.samples.count(), sent_ms=0,
-                                     ttft_ms=None if m.ttft_s is None else m.ttft_s * 1000,
-                                     e2e_ms=1000, tpot_ms=m.tpot_s * 1000 if m.tpot_s else None,
+                                     ttft_ms=None if m.ttft_s is None else m.ttft_s * 1000 * slower,
+                                     e2e_ms=1000, tpot_ms=m.tpot_s * 1000 * slower if m.tpot_s else None,
                                      prompt_tokens=m.prompt_tokens, output_tokens=32, cached_tokens=0)
     return runs
+
+
+def slowed(measured: list[Measured], factor: float) -> list[Measured]:
+    return [dataclasses.replace(m, run_id=m.run_id + 100, ttft_s=m.ttft_s and m.ttft_s * factor,
+                                tpot_s=m.tpot_s and m.tpot_s * factor) for m in measured]
+
+
+def test_contention_is_how_much_slower_the_worker_was_beside_the_others_per_other_worker() -> None:
+    alone = fit_cost_model(synthetic(), slots=8).cost
+    contention, basis, notes = fit_contention(alone, slowed(synthetic(), 1.3), slots=8, others=1)
+    assert contention == pytest.approx(0.3)
+    assert basis["ttft_ratio"] == pytest.approx(1.3) and basis["decode_ratio"] == pytest.approx(1.3)
+    assert fit_contention(alone, slowed(synthetic(), 1.3), slots=8, others=2)[0] == pytest.approx(0.15)
+    faster, _, notes = fit_contention(alone, slowed(synthetic(), 0.9), slots=8, others=1)
+    assert faster == 0 and any("faster" in note for note in notes)
+    with pytest.raises(ValueError, match="at least one other worker"):
+        fit_contention(alone, slowed(synthetic(), 1.3), slots=8, others=0)
 
 
 @pytest.mark.django_db
@@ -105,6 +124,27 @@ def test_calibrate_worker_fits_the_workers_stored_runs_and_prints_its_id_last() 
     assert cost.prefill_s_per_token == pytest.approx(TRUE.prefill_s_per_token)
     assert cost.decode_s_per_extra_slot == pytest.approx(TRUE.decode_s_per_extra_slot)
     assert any("residuals" in line for line in lines)
+
+
+@pytest.mark.django_db
+def test_calibrate_worker_fits_costs_to_the_runs_alone_and_contention_to_the_loaded_ones() -> None:
+    worker = worker_register(name="cpu-1", base_url="http://127.0.0.1:9", model_id="m", pool_name="dev",
+                             state="healthy")
+    alone = stored_synthetic_runs(worker, label="alone")
+    loaded = stored_synthetic_runs(worker, slower=1.25, label="v5 loaded")
+    out = StringIO()
+    call_command("calibrate_worker", "--worker", "cpu-1", "--loaded-label", "loaded", "--loaded-workers", "2",
+                 stdout=out)
+    calibration = Calibration.objects.get(pk=int(out.getvalue().strip().splitlines()[-1].split()[1]))
+    cost = CostModel.from_dict(calibration.cost)
+    assert cost.prefill_s_per_token == pytest.approx(TRUE.prefill_s_per_token)  # the runs alone, not the loaded
+    assert cost.contention == pytest.approx(0.25)
+    assert calibration.residuals["contention"]["runs"] == [run.pk for run in loaded.values()]
+    assert sorted(calibration.runs) == sorted(run.pk for run in [*alone.values(), *loaded.values()])
+    assert "+25.0% a step for each other worker" in out.getvalue()
+    with pytest.raises(CommandError, match="both kinds are needed"):
+        call_command("calibrate_worker", "--worker", "cpu-1", "--loaded-label", "nothing-holds-this",
+                     stdout=StringIO())
 
 
 @pytest.mark.django_db

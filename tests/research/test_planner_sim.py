@@ -185,6 +185,29 @@ def test_decode_slows_with_the_batch_and_prompts_wait_for_the_decoding_slots() -
     assert second.end_s == pytest.approx(0.55)
 
 
+def test_workers_that_share_compute_slow_each_other_only_while_both_compute() -> None:
+    """Contention 1: a step runs at half speed while the other worker computes. a's 1-second
+    prompt (alone) runs alone for 0.5 s, then beside b's: its other half takes 1 s, ending at 1.5;
+    b's did half its work by then and ends alone 0.5 s later."""
+    cost = CostModel(prefill_s_per_token=0.01, decode_s_per_token=0.1, request_overhead_s=0.0,
+                     batch_tokens=4096, contention=1.0)
+    a = Scripted("a", [shape(("a", 100), output=1, conversation="ca")])
+    b = Scripted("b", [shape(("b", 100), output=1, conversation="cb")], arrival_s=0.5)
+    turns, _ = simulate(plan=plan(workers=2), costs=[cost, cost], students=[a, b])
+    first, second = sorted(turns, key=lambda t: t.sent_s)
+    assert first.worker != second.worker
+    assert first.first_token_s == pytest.approx(1.5)
+    assert second.first_token_s == pytest.approx(2.0)
+    # without contention each takes its 1 second; and one worker alone is never slowed
+    free = CostModel(prefill_s_per_token=0.01, decode_s_per_token=0.1, request_overhead_s=0.0, batch_tokens=4096)
+    a.sent, a.ended, b.sent, b.ended = 0, [], 0, []
+    turns, _ = simulate(plan=plan(workers=2), costs=[free, free], students=[a, b])
+    assert sorted(t.first_token_s for t in turns) == [pytest.approx(1.0), pytest.approx(1.5)]
+    a.sent, a.ended = 0, []
+    turns, _ = simulate(plan=plan(workers=1), costs=[cost], students=[a])
+    assert turns[0].first_token_s == pytest.approx(1.0)
+
+
 def test_requests_reaching_an_idle_worker_at_one_instant_share_its_first_batch() -> None:
     """llama-server builds a batch from every task queued when its loop turns: two prompts that
     arrive together at an idle worker are evaluated together, the short one waiting for the long

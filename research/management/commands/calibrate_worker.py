@@ -4,6 +4,10 @@
     manage.py calibrate_worker --worker cpu-1 --count-tokens  # ... and its token counts (worker up)
     manage.py calibrate_worker --runs 12,13,14,15             # fitted to these runs (one worker)
     manage.py calibrate_worker --assumptions --gpus 8         # from stated assumptions (the rigs)
+    manage.py calibrate_worker --worker demo-worker-1 --loaded-label loaded --loaded-workers 2
+        # workers that share a host's compute (the CPU demo): runs whose label holds "loaded" were
+        # benched while both workers were benched at once; the rest, alone. The cost model is fitted
+        # to the runs alone; how much slower the loaded ones were is its contention.
 
 `--count-tokens` asks the worker (or `--tokens-url`, a llama-server of the same model) to count
 the class personas' prompt segments with its tokenizer and chat template (no generation), and
@@ -57,6 +61,7 @@ def cost_lines(cost: CostModel) -> list[str]:
         f"({1 / cost.decode_s_per_token:.1f} tok/s), +{cost.decode_s_per_extra_slot * 1000:.2f} ms per extra slot "
         f"in the batch, +{cost.decode_s_per_context_token * 1e6:.3f} us per token of context",
         f"  batch              {cost.batch_tokens} tokens, KV cache {cost.cache_type}",
+        f"  contention         +{cost.contention:.1%} a step for each other worker computing at the same time",
         counted,
     ]
 
@@ -80,6 +85,13 @@ def residual_lines(residuals: dict[str, Any]) -> list[str]:
         context = f", {row['context']:.0f} tokens of context a slot" if row.get("context") is not None else ""
         lines.append(f"    run {row['run']}: batch {row['batch']}{context}, {row['observed_s'] * 1000:.1f} ms "
                      f"measured, {row['predicted_s'] * 1000:.1f} ms fitted")
+    shared = residuals.get("contention")
+    if shared:
+        parts = [f"{name} {shared[key]:.3f}" for name, key in (("TTFT", "ttft_ratio"), ("decode step", "decode_ratio"))
+                 if shared.get(key) is not None]
+        lines.append(f"contention: runs {', '.join(map(str, shared['runs']))} beside {shared['others']} other "
+                     f"worker(s), measured / fitted alone: median {shared['ratio']:.3f} ({', '.join(parts)}; "
+                     f"{shared['ttft_points']} requests, {shared['decode_runs']} runs)")
     basis = residuals.get("tokens")
     if basis:
         lines.append("token counts (the worker's tokenizer and template, over the personas' segments):")
@@ -105,6 +117,11 @@ class Command(BaseCommand):
         parser.add_argument("--tokens-url", default=None,
                             help="With --count-tokens: a llama-server of the same model to count with "
                                  "(default: the worker's own address).")
+        parser.add_argument("--loaded-label", default=None,
+                            help="Runs whose label contains this were benched while the host's other workers were "
+                                 "benched at once: they give the contention, the rest the cost model.")
+        parser.add_argument("--loaded-workers", type=int, default=2,
+                            help="With --loaded-label: how many workers (this one included) were benched at once.")
         group = parser.add_argument_group("assumptions (with --assumptions)")
         defaults = RigAssumptions()
         group.add_argument("--gpu", default=defaults.gpu, help="Card name from research/roofline.py (GTX 1070).")
@@ -148,6 +165,16 @@ class Command(BaseCommand):
                     missing = sorted(set(ids) - {run.pk for run in runs})
                     if missing:
                         raise CalibrationRefused(f"no such run: {', '.join(map(str, missing))}")
+                loaded: list[BenchmarkRun] = []
+                if options["loaded_label"]:
+                    if options["loaded_workers"] < 2:
+                        raise CalibrationRefused("--loaded-workers counts this worker too: 2 or more")
+                    loaded = [run for run in runs if options["loaded_label"] in run.label]
+                    runs = [run for run in runs if options["loaded_label"] not in run.label]
+                    if not loaded or not runs:
+                        raise CalibrationRefused(
+                            f"--loaded-label {options['loaded_label']!r}: {len(loaded)} runs hold it and {len(runs)} "
+                            f"do not; both kinds are needed (the worker benched alone, and beside the others)")
                 tokens, basis = None, None
                 if options["count_tokens"] or options["tokens_url"]:
                     worker = runs[0].worker
@@ -155,7 +182,8 @@ class Command(BaseCommand):
                     tokens, basis = count_tokens(url, None if options["tokens_url"] or worker is None
                                                  else worker.api_key or None)
                 calibration, fit = calibration_fit(runs=runs, label=options["label"], tokens=tokens,
-                                                   tokens_basis=basis)
+                                                   tokens_basis=basis, loaded_runs=loaded,
+                                                   loaded_workers=options["loaded_workers"])
             except ValueError as exc:
                 raise CommandError(str(exc)) from None
             self._show(calibration)
