@@ -30,6 +30,9 @@ class PlanClassForm(forms.Form):
     duration = forms.FloatField(min_value=10, max_value=1800, initial=600, label="Simulated seconds")
     scale = forms.FloatField(min_value=0.01, max_value=1.0, initial=1.0)
     seed = forms.IntegerField(initial=1)
+    replicates = forms.IntegerField(min_value=1, max_value=16, initial=1, required=False,
+                                    help_text="Simulated runs averaged, each with the calibration's jitter: steadier "
+                                              "tails, that many times slower (plan_class's default is 8).")
     policy = forms.ChoiceField(choices=[("", "this site's")] + [(p, p) for p in POLICIES], required=False)
 
     def clean_mix(self) -> dict[str, int]:

@@ -15,7 +15,7 @@ from research.models import BenchmarkRun, Calibration, RequestSample
 from research.planner.assumptions import RigAssumptions, assumed_cost, memory_check
 from research.planner.cost import CostModel, TokenModel
 from research.planner.fit import Fit, Measured, fit_contention, fit_cost_model
-from research.planner.plan import ClassPlan, largest_class, sweep
+from research.planner.plan import DEFAULT_REPLICATES, ClassPlan, largest_class, sweep
 from research.planner.sim import FleetPlan
 from research.planner.tokens import measure_tokens, sample_parts
 
@@ -43,14 +43,14 @@ def measured_requests(runs: Sequence[BenchmarkRun]) -> list[Measured]:
             for row in rows]
 
 
-def worker_token_counter(base_url: str, api_key: str | None = None) -> Callable[[list[dict[str, str]]], int]:
+def worker_token_counter(base_url: str, api_key: str | None = None) -> Callable[[list[dict[str, Any]]], int]:
     """Counts a chat prompt's tokens as the llama-server at `base_url` does: its chat template
     (`/apply-template`) then its tokenizer (`/tokenize`). Runs no model."""
     root = base_url.rstrip("/").removesuffix("/v1")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     client = httpx.Client(timeout=30.0, headers=headers)
 
-    def count(messages: list[dict[str, str]]) -> int:
+    def count(messages: list[dict[str, Any]]) -> int:
         try:
             templated = client.post(root + "/apply-template", json={"messages": messages})
             templated.raise_for_status()
@@ -150,8 +150,8 @@ def worker_named(name: str) -> Worker | None:
 
 def class_plan(*, calibration: Calibration, mix: dict[str, int], workers: int, slots: int | None = None,
                context: int | None = None, cache_type: str | None = None, duration_s: float = 600.0,
-               scale: float = 1.0, seed: int = 1, policy: str | None = None, max_wait_s: float | None = None
-               ) -> ClassPlan:
+               scale: float = 1.0, seed: int = 1, policy: str | None = None, max_wait_s: float | None = None,
+               replicates: int = DEFAULT_REPLICATES) -> ClassPlan:
     """A class plan on this site's gateway settings (fair policy, maximum wait, lease, affinity,
     slot files, the light lane, the affinity wait), the calibration's slots and context where not
     given."""
@@ -164,4 +164,4 @@ def class_plan(*, calibration: Calibration, mix: dict[str, int], workers: int, s
         light_lane_tokens=settings.OCS["LIGHT_LANE_TOKENS"], affinity_wait_s=settings.OCS["AFFINITY_WAIT_S"],
         affinity_wait_tokens=settings.OCS["AFFINITY_WAIT_TOKENS"],
     )
-    return ClassPlan(mix=mix, fleet=fleet, seed=seed, scale=scale)
+    return ClassPlan(mix=mix, fleet=fleet, seed=seed, scale=scale, replicates=replicates)

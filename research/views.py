@@ -212,7 +212,7 @@ def plan(request: HttpRequest) -> HttpResponse:
         planned = class_plan(calibration=calibration, mix=data["mix"], workers=data["workers"], slots=data["slots"],
                              context=data["context"], cache_type=data["cache_type"] or None,
                              duration_s=data["duration"], scale=data["scale"], seed=data["seed"],
-                             policy=data["policy"] or None)
+                             policy=data["policy"] or None, replicates=data["replicates"] or 1)
         result = plan_class(calibration=calibration, plan=planned, sizes=data["students"],
                             target_p95_s=data["target_p95"])
         personas = [p for p in PERSONAS if p in data["mix"]]

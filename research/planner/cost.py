@@ -31,6 +31,11 @@ seconds alone runs at a rate of 1 / (1 + contention x others computing), re-time
 worker starts or stops (research/planner/sim.py); fitted by comparing a worker's bench alone with
 its bench while every worker of the host is benched at once (fit.fit_contention).
 
+`jitter` is how much the same step's time varies from one time to the next on the worker (the
+relative standard deviation of identical requests' TTFTs in a bench run): what makes two real
+runs of one class differ. A simulation given a noise seed draws each step's time around its
+cost with it (sim.py); plan.predict averages replicates so drawn.
+
 `tokens` is how the worker's tokenizer and chat template count a prompt (TokenModel), measured
 by `calibrate_worker --count-tokens`; None: the planner's old fixed guess (4 characters a token,
 4 tokens a message).
@@ -52,7 +57,8 @@ DEFAULT_TOKENS_PER_MESSAGE = 4
 @dataclass(frozen=True)
 class TokenModel:
     """How many tokens a prompt's text is, as the worker counts it: characters per token by the
-    kind of segment (`system`, `user`, `assistant`, `tool`: a tool's result), the chat template's
+    kind of segment (`system`, `user`, `assistant`, `tool`: a tool's result, `call`: a tool call),
+    whether the template renders tool calls at all, the chat template's
     tokens around each message, and the tokens it adds once per prompt (BOS, the generation
     prompt), with and without a system message of the request's own (some templates, SmolLM2's,
     put a default system prompt in when there is none)."""
@@ -61,6 +67,9 @@ class TokenModel:
     tokens_per_message: float = DEFAULT_TOKENS_PER_MESSAGE
     head_tokens: float = 0.0
     head_tokens_no_system: float = 0.0
+    # whether the chat template puts an assistant message's tool calls into the prompt (kind
+    # "call"); SmolLM2's drops them. True for a model measured before this was (it counted them).
+    renders_tool_calls: bool = True
 
     def chars_per_token_of(self, kind: str) -> float:
         value = self.chars_per_token.get(kind) or self.chars_per_token.get("user")
@@ -94,12 +103,14 @@ class CostModel:
     prefill_s_per_context_token: float = 0.0
     tokens: TokenModel | None = None
     contention: float = 0.0
+    jitter: float = 0.0
 
     def __post_init__(self) -> None:
         if self.prefill_s_per_token < 0 or self.decode_s_per_token <= 0 or self.batch_tokens < 1:
             raise ValueError("a cost model needs prefill >= 0 and decode > 0 seconds per token, and a batch of >= 1")
-        if self.contention < 0:
-            raise ValueError("contention is a slowdown per other worker computing: >= 0")
+        if self.contention < 0 or self.jitter < 0:
+            raise ValueError("contention (a slowdown per other worker computing) and jitter (a relative spread) "
+                             "are >= 0")
         if self.cache_type not in KV_BYTES_PER_ELEMENT:
             raise ValueError(f"cache type {self.cache_type!r}: expected one of {', '.join(KV_BYTES_PER_ELEMENT)}")
 

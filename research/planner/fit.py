@@ -18,6 +18,10 @@ Input: the requests of benchmark runs of one worker (research.models.RequestSamp
   the batch-1 line at the batch's whole context, against batch - 1 (through the origin). Without
   the gaps a run's median TPOT stands in, and the other prompts' steps are folded into the slope.
 
+**Jitter**, from the same runs at concurrency 1: each run sends identical requests, so the
+relative standard deviation of their TTFTs is the worker's run-to-run noise; the root mean square
+over the runs with two or more such requests (CostModel.jitter).
+
 **Contention** (`fit_contention`), from runs of the same worker benched while the host's other
 workers were benched at once (on the CPU demo they share its cores): each request's TTFT at
 concurrency 1 and each run's decode step, measured, over what the cost model fitted alone
@@ -201,9 +205,13 @@ def fit_cost_model(measured: Sequence[Measured], *, slots: int, batch_tokens: in
     if extra < 0:
         notes.append(f"decode time per extra slot came out {extra:.5f} s: set to 0")
         extra = 0.0
+    jitter, spreads = _jitter(prefill)
+    if not spreads:
+        notes.append("no run at concurrency 1 with two or more requests: jitter 0 (bench --requests 3)")
     cost = CostModel(prefill_s_per_token=per_token, decode_s_per_token=base, decode_s_per_extra_slot=extra,
                      decode_s_per_context_token=per_context_decode, request_overhead_s=overhead,
-                     prefill_s_per_context_token=per_context, batch_tokens=batch_tokens, cache_type=cache_type)
+                     prefill_s_per_context_token=per_context, batch_tokens=batch_tokens, cache_type=cache_type,
+                     jitter=jitter)
 
     def predicted_ttft(m: Measured) -> float:
         return cost.ttft_alone_s(m.uncached_tokens, m.cached_tokens)
@@ -226,9 +234,28 @@ def fit_cost_model(measured: Sequence[Measured], *, slots: int, batch_tokens: in
         "tpot_by_run": [{"run": run_id, "batch": batch, "context": context, "observed_s": step,
                          "predicted_s": predicted_step(batch, context)}
                         for run_id, batch, context, step in decode_points],
+        "jitter_by_run": spreads,
     }
     return Fit(cost=cost, prefill_points=len(points), decode_points=len(decode_points), residuals=residuals,
                notes=notes)
+
+
+def _jitter(prefill: Sequence[Measured]) -> tuple[float, list[dict[str, Any]]]:
+    """(RMS of the runs' relative TTFT spreads, each run's) over runs at concurrency 1 whose
+    requests were identical (one prompt size and cached prefix: a bench run's) and number >= 2."""
+    by_run: dict[int, list[Measured]] = defaultdict(list)
+    for m in prefill:
+        by_run[m.run_id].append(m)
+    spreads = []
+    for run_id, rows in sorted(by_run.items()):
+        ttfts = [float(m.ttft_s) for m in rows if m.ttft_s]
+        if len(ttfts) < 2 or len({(m.prompt_tokens, m.cached_tokens) for m in rows}) > 1:
+            continue
+        spreads.append({"run": run_id, "requests": len(ttfts),
+                        "relative_sd": statistics.stdev(ttfts) / statistics.fmean(ttfts)})
+    if not spreads:
+        return 0.0, []
+    return (statistics.fmean(row["relative_sd"] ** 2 for row in spreads)) ** 0.5, spreads
 
 
 def _ttft_by_run(prefill: Sequence[Measured], predicted: Any) -> list[dict[str, Any]]:

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from research.class_metrics import AGENT_PERSONAS, Turn, Weights, class_report
 from research.class_personas import PERSONAS
 from research.metrics import percentile
 from research.planner.cost import CostModel
+from research.planner.replicates import mean_report
 from research.planner.sim import FleetPlan, simulate
 from research.planner.workload import class_students
+
+DEFAULT_REPLICATES = 8
 
 
 def scaled_mix(mix: dict[str, int], students: int) -> dict[str, int]:
@@ -59,13 +62,13 @@ class ClassPlan:
     scale: float = 1.0
     tools_inline: bool = True
     weights: Weights = Weights()
+    # Simulated runs averaged (replicates.py), each with step times drawn with the cost model's
+    # jitter; 1, or a cost model without jitter: one run, every step exactly its cost.
+    replicates: int = DEFAULT_REPLICATES
 
 
-def predict(plan: ClassPlan, cost: CostModel, *, calibration: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The class replay's JSON, predicted: `class_report` over the simulated turns, with `config`
-    as the replay writes it, `agents` (the replay's pooled figures, plus the p95 with refused turns
-    counted as infinite) and the `prediction`'s provenance."""
-    fleet = plan.fleet
+def _one_run(plan: ClassPlan, cost: CostModel, noise_seed: int | None) -> dict[str, Any]:
+    fleet = replace(plan.fleet, noise_seed=noise_seed)
     students = class_students(mix=plan.mix, seed=plan.seed, scale=plan.scale, context_tokens=fleet.context_tokens,
                               duration_s=fleet.duration_s, tools_inline=plan.tools_inline, model=fleet.model_id,
                               tokens=cost.tokens)
@@ -79,18 +82,33 @@ def predict(plan: ClassPlan, cost: CostModel, *, calibration: dict[str, Any] | N
         **report["agents"], "turns": len(agent_turns), "refused": sum(1 for t in agent_turns if not t.completed),
         "ttft_p95_s": None if p95 is None or math.isinf(p95) else p95, "ttft_p95_s_refused_as_infinite": p95,
     }
+    return report
+
+
+def predict(plan: ClassPlan, cost: CostModel, *, calibration: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The class replay's JSON, predicted: `class_report` over the simulated turns, with `config`
+    as the replay writes it, `agents` (the replay's pooled figures, plus the p95 with refused turns
+    counted as infinite) and the `prediction`'s provenance. With replicates (and a cost model with
+    jitter), the mean of that many simulated runs, field by field (replicates.mean_report)."""
+    fleet = plan.fleet
+    if plan.replicates > 1 and cost.jitter > 0:
+        report = mean_report([_one_run(plan, cost, noise_seed=plan.seed * 1000 + i) for i in range(plan.replicates)])
+    else:
+        report = _one_run(plan, cost, noise_seed=None)
     report["config"] = {
         "workers": fleet.workers, "slots": fleet.slots, "slots_total": fleet.workers * fleet.slots,
-        "context": fleet.context_tokens, "worker_list": [{"name": name, "slots": fleet.slots,
-                                                          "context": fleet.context_tokens} for name in workers],
+        "context": fleet.context_tokens,
+        "worker_list": [{"name": f"worker-{number}", "slots": fleet.slots, "context": fleet.context_tokens}
+                        for number in range(1, fleet.workers + 1)],
         "policy": fleet.policy, "policy_applied": True, "policy_note": "simulated with core.fair_share",
-        "weights": plan.weights.as_dict(), "mix": plan.mix, "students": len(students),
+        "weights": plan.weights.as_dict(), "mix": plan.mix, "students": sum(plan.mix.values()),
         "duration_s": fleet.duration_s, "scale": plan.scale, "seed": plan.seed, "tools_inline": plan.tools_inline,
         "model": fleet.model_id, "window_s": 10, "max_wait_s": fleet.max_wait_s,
         "cache_type": fleet.cache_type or cost.cache_type,
     }
     report["prediction"] = {"simulator": "research.planner", "cost_model": cost.as_dict(),
-                            "calibration": calibration or {}}
+                            "calibration": calibration or {},
+                            "replicates": plan.replicates if plan.replicates > 1 and cost.jitter > 0 else 1}
     return report
 
 
@@ -99,8 +117,7 @@ def sweep(plan: ClassPlan, cost: CostModel, sizes: Sequence[int], *,
     """One prediction per class size, the mix scaled to each (`scaled_mix`)."""
     rows = []
     for size in sizes:
-        sized = ClassPlan(mix=scaled_mix(plan.mix, size), fleet=plan.fleet, seed=plan.seed, scale=plan.scale,
-                          tools_inline=plan.tools_inline, weights=plan.weights)
+        sized = replace(plan, mix=scaled_mix(plan.mix, size))
         rows.append({"students": size, "report": predict(sized, cost, calibration=calibration)})
     return rows
 

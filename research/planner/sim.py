@@ -24,6 +24,10 @@ to one, or a test's monkeypatch of one, changes the prediction):
 - barging, waiting and refusing: `may_claim_directly`, `wait_deadline`, `timed_out`,
   `queue_timeout_retry_after_s`.
 
+With a noise seed (FleetPlan.noise_seed), each step's time is drawn around its cost, log-normal
+with mean 1 and the cost model's relative spread (CostModel.jitter), so that replicates of one
+class differ as two real runs do.
+
 Workers that share compute (CostModel.contention > 0: the CPU demo's) slow each other while
 both compute: a step's seconds alone are done at 1 / (1 + contention x others computing), re-timed
 when another worker starts or stops computing.
@@ -46,6 +50,8 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, cast
@@ -110,6 +116,9 @@ class FleetPlan:
     affinity_wait_tokens: int = 1024  # OCS_AFFINITY_WAIT_TOKENS
     slot_files: bool = True  # OCS_SLOT_FILES: a handover saves the previous owner's prompt, restores the new one's
     cache_type: str | None = None  # the KV cache type planned; None: the cost model's own
+    # Seed of the step-time noise (each step's time drawn around its cost with CostModel.jitter);
+    # None: every step takes exactly its cost.
+    noise_seed: int | None = None
     model_id: str = "planned"
 
 
@@ -180,6 +189,7 @@ class Simulation:
             for number, cost in enumerate(costs, start=1)
         }
         self.now = 0.0
+        self._noise = random.Random(plan.noise_seed) if plan.noise_seed is not None else None
         self._events: list[tuple[float, int, str, object]] = []
         self._sequence = itertools.count()
         self._ids = itertools.count(1)
@@ -397,6 +407,10 @@ class Simulation:
         context = sum(r.shape.prompt_tokens + r.generated for r in generating)
         seconds = worker.cost.step_s(generating=len(generating), prompt_tokens=prompt_tokens, context_tokens=context,
                                      cache_type=self.plan.cache_type, prompt_pairs=pairs)
+        jitter = worker.cost.jitter
+        if self._noise is not None and jitter > 0:  # log-normal, mean 1: noise, not a bias
+            sigma = math.sqrt(math.log(1 + jitter * jitter))
+            seconds *= self._noise.lognormvariate(-sigma * sigma / 2, sigma)
         started = not worker.stepping
         worker.stepping, worker.step = True, step
         worker.work_left, worker.since = seconds, self.now

@@ -45,6 +45,7 @@ from research.planner.sim import TurnShape
 CHARS_PER_TOKEN = DEFAULT_CHARS_PER_TOKEN
 TOKENS_PER_MESSAGE = DEFAULT_TOKENS_PER_MESSAGE  # the chat template's role markers around each message
 KINDS = ("system", "user", "assistant", "tool")
+CALL = "call"  # a tool call an assistant message makes (OpenAI `tool_calls`, Anthropic `tool_use`): its own kind
 
 
 def _text_chars(value: Any) -> int:
@@ -91,19 +92,28 @@ def _blocks_text(content: Any) -> str:
             continue
         if isinstance(block.get("text"), str):
             texts.append(block["text"])
-        elif block.get("type") == "tool_use":
-            texts.append(str(block.get("name") or "") + json.dumps(block.get("input") or {}))
         elif block.get("type") == "tool_result":
             texts.append(_blocks_text(block.get("content")))
     return "".join(texts)
 
 
 def message_text(message: dict[str, Any]) -> str:
-    """The text of a worker message the template renders: its content and its tool calls."""
-    calls = "".join(str(call.get("function", {}).get("name") or "")
-                    + str(call.get("function", {}).get("arguments") or "")
-                    for call in message.get("tool_calls") or [] if isinstance(call, dict))
-    return _blocks_text(message.get("content")) + calls
+    """The text of a worker message's content (its tool calls apart: message_calls_text)."""
+    return _blocks_text(message.get("content"))
+
+
+def message_calls_text(message: dict[str, Any]) -> str:
+    """The text of the tool calls a worker message makes: OpenAI `tool_calls` (name and arguments)
+    and Anthropic `tool_use` blocks (name and input), which llama-server takes as tool calls too.
+    Whether the chat template renders them at all is the TokenModel's `renders_tool_calls`
+    (SmolLM2's does not: the calls are not in the prompt the worker computes)."""
+    calls = [str(call.get("function", {}).get("name") or "") + str(call.get("function", {}).get("arguments") or "")
+             for call in message.get("tool_calls") or [] if isinstance(call, dict)]
+    content = message.get("content")
+    if isinstance(content, list):
+        calls += [str(block.get("name") or "") + json.dumps(block.get("input") or {})
+                  for block in content if isinstance(block, dict) and block.get("type") == "tool_use"]
+    return "".join(calls)
 
 
 def message_kind(message: dict[str, Any]) -> str:
@@ -154,10 +164,11 @@ def segment(part: Any, kind: str = "user", tokens: TokenModel | None = None) -> 
 def segments_of(body: dict[str, Any], dialect: str, *, tokens: TokenModel | None = None,
                 answer_tokens: int = 0) -> tuple[tuple[str, int], ...]:
     """A body's prompt as cache segments (module docstring). With a TokenModel, one segment per
-    message the worker gets (the gateway's translation), of its text's tokens; without, one per
-    part of the client's body, every string in it at 4 characters a token (the old guess).
-    `answer_tokens`: the tokens of the answer an assistant message carries back (the turn's
-    output cap); 0 counts its text."""
+    message the worker gets (the gateway's translation), of its text's tokens at its kind's
+    characters per token, and of its tool calls' if the template renders them;
+    without, one per part of the client's body, every string in it at 4 characters a token (the
+    old guess). `answer_tokens`: the tokens of the answer an assistant message carries back (the
+    turn's output cap); 0 counts its text."""
     if tokens is None:
         return tuple(segment(part) for part in prompt_parts(body, dialect))
     messages = worker_messages_of(body, dialect)
@@ -168,15 +179,14 @@ def segments_of(body: dict[str, Any], dialect: str, *, tokens: TokenModel | None
     for message in messages:
         kind = message_kind(message)
         text = message_text(message)
-        # keyed by what the template renders (role and text), as llama-server matches tokens: a
-        # client's markers that do not render (Anthropic's cache_control) do not break the match
-        key = hashlib.sha1(f"{message.get('role')}\n{text}".encode()).hexdigest()[:16]
+        calls = message_calls_text(message) if tokens.renders_tool_calls else ""
+        # keyed by what the template renders (role, text, calls if rendered), as llama-server matches
+        # tokens: a client's markers that do not render (Anthropic's cache_control) do not break the match
+        key = hashlib.sha1(f"{message.get('role')}\n{text}\n{calls}".encode()).hexdigest()[:16]
         answer = answer_of(message) if answer_tokens else ""
-        if not answer:
-            out.append((key, text_tokens(len(text), kind, tokens) + message_tokens(tokens)))
-            continue
-        rest = text_tokens(max(len(text) - len(answer), 0), kind, tokens) + message_tokens(tokens)
-        out += [(answer_key(answer), answer_tokens), ("rest:" + key, rest)]
+        rest = (text_tokens(max(len(text) - len(answer), 0), kind, tokens)
+                + (text_tokens(len(calls), CALL, tokens) if calls else 0) + message_tokens(tokens))
+        out += [(answer_key(answer), answer_tokens), ("rest:" + key, rest)] if answer else [(key, rest)]
     return tuple(out)
 
 

@@ -93,6 +93,21 @@ def slowed(measured: list[Measured], factor: float) -> list[Measured]:
                                 tpot_s=m.tpot_s and m.tpot_s * factor) for m in measured]
 
 
+def test_jitter_is_the_spread_of_identical_requests_within_a_run() -> None:
+    """Each run at concurrency 1 repeats one request: the relative SD of their TTFTs, RMS over
+    runs, is the worker's step-time noise; runs of mixed requests say nothing about it."""
+    measured = [m for m in synthetic() if m.concurrency > 1]
+    for run, (prompt, ttfts) in enumerate({64: (0.9, 1.0, 1.1), 256: (1.8, 2.0, 2.2), 1024: (4.0, 4.0, 4.0)}.items()):
+        measured += [Measured(run_id=50 + run, concurrency=1, prompt_tokens=prompt, cached_tokens=0, output_tokens=32,
+                              ttft_s=t, tpot_s=TRUE.decode_s(1)) for t in ttfts]
+    measured += [Measured(run_id=60, concurrency=1, prompt_tokens=p, cached_tokens=0, output_tokens=32, ttft_s=t,
+                          tpot_s=TRUE.decode_s(1)) for p, t in ((64, 0.1), (2048, 9.0))]  # mixed: left out
+    fit = fit_cost_model(measured, slots=8)
+    assert [row["run"] for row in fit.residuals["jitter_by_run"]] == [50, 51, 52]
+    assert fit.cost.jitter == pytest.approx(((0.1 ** 2 + 0.1 ** 2 + 0) / 3) ** 0.5)
+    assert fit_cost_model(synthetic(), slots=8).cost.jitter == 0  # identical times: no noise
+
+
 def test_contention_is_how_much_slower_the_worker_was_beside_the_others_per_other_worker() -> None:
     alone = fit_cost_model(synthetic(), slots=8).cost
     contention, basis, notes = fit_contention(alone, slowed(synthetic(), 1.3), slots=8, others=1)

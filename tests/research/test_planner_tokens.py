@@ -2,43 +2,51 @@
 workload's segments from it (the gateway's translation, the answer as the tokens generated)."""
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Any
 
 import pytest
 
 from research.planner.cost import CostModel, TokenModel
 from research.planner.sim import FleetPlan, simulate
-from research.planner.tokens import measure_tokens, sample_parts
+from research.planner.tokens import Part, measure_tokens, sample_parts
 from research.planner.workload import answer_key, answer_text, class_students, segments_of, worker_messages_of
 
-TOKENS = TokenModel(chars_per_token={"system": 4.0, "user": 4.0, "assistant": 2.0, "tool": 5.0},
+TOKENS = TokenModel(chars_per_token={"system": 4.0, "user": 4.0, "assistant": 2.0, "tool": 5.0, "call": 2.0},
                     tokens_per_message=5, head_tokens=4, head_tokens_no_system=25)
 
 
-def fake_count(messages: list[dict[str, str]]) -> int:
+def fake_count(messages: list[dict[str, Any]], *, calls: bool = False) -> int:
     """A template of 5 tokens a message, 3 once, a 21-token default system prompt when there is no
-    system message; text that starts with TOOL at 5 characters a token, other text at 4."""
+    system message; text that starts with TOOL at 5 characters a token, other text at 4; with
+    `calls`, 7 tokens for each tool call (else, like SmolLM2's, none)."""
     head = 3 + (0 if any(m["role"] == "system" for m in messages) else 21 + 5)
     return head + sum(5 + math.ceil(len(m["content"]) / (5 if m["content"].startswith("TOOL") else 4))
+                      + (7 * len(m.get("tool_calls") or []) if calls else 0)
                       for m in messages)
 
 
 def test_measure_tokens_recovers_a_known_tokenizer_and_template() -> None:
-    parts = [("tool", "TOOL" + "x" * 496, 500), ("user", "u" * 400, 400), ("system", "s" * 800, 800)]
+    parts = [Part("tool", "TOOL" + "x" * 496, 500), Part("user", "u" * 400, 400), Part("system", "s" * 800, 800)]
     model, basis = measure_tokens(fake_count, parts)
     assert model.tokens_per_message == 5
     assert model.head_tokens == 3
     assert model.head_tokens_no_system == 3 + 21 + 5
     assert model.chars_per_token == {"tool": 5.0, "user": 4.0, "system": 4.0}
     assert basis["segments"] == {"tool": 1, "user": 1, "system": 1}
+    assert model.renders_tool_calls is False and basis["renders_tool_calls"] is False
+    assert measure_tokens(lambda m: fake_count(m, calls=True), parts)[0].renders_tool_calls is True
 
 
-def test_the_sample_is_of_every_persona_and_leaves_the_answers_out() -> None:
+def test_the_sample_is_of_every_persona_and_leaves_the_answers_out_and_the_calls_apart() -> None:
     parts = sample_parts(turns=3)
-    assert {kind for kind, _, _ in parts} == {"system", "user", "assistant", "tool"}
+    assert {"system", "user", "tool", "call"} <= {part.kind for part in parts}
     filler = answer_text(8)
-    assert not any(filler in text for _, text, _ in parts)
-    assert all(chars == len(text) for _, text, chars in parts)
+    assert not any(filler in part.text for part in parts)
+    assert all(part.chars == len(part.text) for part in parts)
+    calls = [part.text for part in parts if part.kind == "call"]
+    assert calls and not any(call in part.text for call in calls for part in parts if part.kind != "call")
 
 
 def test_segments_count_each_worker_message_by_its_kind_after_the_templates_head() -> None:
@@ -49,6 +57,13 @@ def test_segments_count_each_worker_message_by_its_kind_after_the_templates_head
     segments = segments_of(body, "openai_chat", tokens=TOKENS, answer_tokens=9)
     assert [tokens for _, tokens in segments] == [4, 100 + 5, 10 + 5, 9, math.ceil(14 / 2) + 5, 20 + 5]
     assert segments[3][0] == answer_key("tok tok")
+    # a template that drops tool calls (SmolLM2's): the call is not in the prompt, nor in the key
+    dropped = segments_of(body, "openai_chat", tokens=dataclasses.replace(TOKENS, renders_tool_calls=False),
+                          answer_tokens=9)
+    assert [tokens for _, tokens in dropped] == [4, 100 + 5, 10 + 5, 9, 5, 20 + 5]
+    no_call = {"messages": [*body["messages"][:2], {"role": "assistant", "content": "tok tok"}, body["messages"][3]]}
+    assert segments_of(no_call, "openai_chat", tokens=dataclasses.replace(TOKENS, renders_tool_calls=False),
+                       answer_tokens=9) == dropped
     no_system = segments_of({"messages": [{"role": "user", "content": "u" * 40}]}, "openai_chat", tokens=TOKENS)
     assert no_system[0] == ("head", 25)
 
@@ -80,3 +95,18 @@ def test_without_a_token_model_the_old_guess_stands() -> None:
     shape = agent.next_turn()
     assert shape.segments[0][0] != "head"
     assert shape.answer_key == answer_key(answer_text(agent.conversation.output_tokens))
+
+
+def test_an_anthropic_tool_use_block_is_a_call_too() -> None:
+    """llama-server turns a tool_use block into a tool call, which the template may drop."""
+    def body(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"system": "s" * 40, "messages": [{"role": "user", "content": "u" * 40},
+                                                 {"role": "assistant", "content": blocks},
+                                                 {"role": "user", "content": "next"}]}
+    use = {"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "a.py"}}
+    text = {"type": "text", "text": "ok"}
+    dropped = dataclasses.replace(TOKENS, renders_tool_calls=False)
+    assert segments_of(body([text, use]), "anthropic", tokens=dropped) == segments_of(body([text]), "anthropic",
+                                                                                        tokens=dropped)
+    rendered = [t for _, t in segments_of(body([text, use]), "anthropic", tokens=TOKENS)]
+    assert rendered[3] == math.ceil(2 / 2) + math.ceil(len('read{"path": "a.py"}') / 2) + 5

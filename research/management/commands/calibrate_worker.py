@@ -51,7 +51,8 @@ def cost_lines(cost: CostModel) -> list[str]:
                "  tokens             characters per token "
                + ", ".join(f"{kind} {value:.2f}" for kind, value in sorted(tokens.chars_per_token.items()))
                + f"; {tokens.tokens_per_message:g} per message; {tokens.head_tokens:g} once per prompt "
-               f"({tokens.head_tokens_no_system:g} without a system message)")
+               f"({tokens.head_tokens_no_system:g} without a system message); the template "
+               + ("renders" if tokens.renders_tool_calls else "drops") + " tool calls")
     return [
         f"  prompt evaluation  {cost.prefill_s_per_token * 1000:.3f} ms per uncached token "
         f"({1 / cost.prefill_s_per_token if cost.prefill_s_per_token else float('inf'):.1f} tok/s), "
@@ -62,6 +63,7 @@ def cost_lines(cost: CostModel) -> list[str]:
         f"in the batch, +{cost.decode_s_per_context_token * 1e6:.3f} us per token of context",
         f"  batch              {cost.batch_tokens} tokens, KV cache {cost.cache_type}",
         f"  contention         +{cost.contention:.1%} a step for each other worker computing at the same time",
+        f"  jitter             {cost.jitter:.1%} (relative SD of a step's time, from identical requests)",
         counted,
     ]
 

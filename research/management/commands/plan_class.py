@@ -21,6 +21,8 @@ from core.fair_share import POLICIES
 from research.class_metrics import AGENT_PERSONAS
 from research.class_personas import PERSONAS, parse_mix
 from research.models import Calibration
+from research.planner.cost import CostModel
+from research.planner.plan import DEFAULT_REPLICATES
 from research.planner.report import seconds_text, sweep_chart, sweep_table
 from research.planner_services import class_plan, plan_class
 
@@ -66,6 +68,9 @@ class Command(BaseCommand):
         parser.add_argument("--duration", type=float, default=600.0, help="Seconds of simulated class.")
         parser.add_argument("--scale", type=float, default=1.0, help="As class_replay --scale.")
         parser.add_argument("--seed", type=int, default=1)
+        parser.add_argument("--replicates", type=int, default=DEFAULT_REPLICATES,
+                            help="Simulated runs averaged, each with step times drawn with the calibration's jitter "
+                                 f"(default {DEFAULT_REPLICATES}; 1: one exact run).")
         parser.add_argument("--policy", choices=POLICIES, default=None,
                             help="Fair sharing (default: this site's OCS_FAIR_POLICY).")
         parser.add_argument("--max-wait", type=float, default=None,
@@ -86,12 +91,12 @@ class Command(BaseCommand):
             raise CommandError("--mix has no agent persona (agent, claude, codex): the answer is about agents")
         if options["workers"] < 1 or (options["slots"] or 1) < 1 or (options["context"] or 256) < 256:
             raise CommandError("--workers and --slots must be at least 1, --context at least 256")
-        if options["duration"] <= 0 or not 0 < options["scale"] <= 1:
-            raise CommandError("--duration must be positive and --scale in (0, 1]")
+        if options["duration"] <= 0 or not 0 < options["scale"] <= 1 or not 1 <= options["replicates"] <= 64:
+            raise CommandError("--duration must be positive, --scale in (0, 1] and --replicates from 1 to 64")
         plan = class_plan(calibration=calibration, mix=mix, workers=options["workers"], slots=options["slots"],
                           context=options["context"], cache_type=options["cache_type"], duration_s=options["duration"],
                           scale=options["scale"], seed=options["seed"], policy=options["policy"],
-                          max_wait_s=options["max_wait"])
+                          max_wait_s=options["max_wait"], replicates=options["replicates"])
         fleet = plan.fleet
         target = options["target_p95"]
         result = plan_class(calibration=calibration, plan=plan, sizes=sizes, target_p95_s=target)
@@ -99,6 +104,11 @@ class Command(BaseCommand):
         self.stdout.write(f"{fleet.workers} workers x {fleet.slots} slots, {fleet.context_tokens} tokens per slot, "
                           f"KV {result['rows'][0]['report']['config']['cache_type']}, policy {fleet.policy}, "
                           f"max wait {fleet.max_wait_s:g} s, {fleet.duration_s:g} s simulated, mix {options['mix']}")
+        replicates = result["rows"][0]["report"]["prediction"]["replicates"]
+        jitter = CostModel.from_dict(calibration.cost).jitter
+        self.stdout.write(f"the mean of {replicates} simulated runs, step times drawn with {jitter:.1%} jitter"
+                          if replicates > 1 else "one simulated run, every step exactly its fitted cost"
+                          + ("" if jitter else " (the calibration has no jitter)"))
         if calibration.source == Calibration.Source.ASSUMPTIONS:
             self.stdout.write("built from assumptions, not measured: `calibrate_worker --assumptions` lists their sources")
         if result["memory"]:
