@@ -72,7 +72,9 @@ class TokenModel:
     renders_tool_calls: bool = True
 
     def chars_per_token_of(self, kind: str) -> float:
-        value = self.chars_per_token.get(kind) or self.chars_per_token.get("user")
+        # a model measured before calls were a kind of their own measured them inside "assistant"
+        fallback = "assistant" if kind == "call" and "call" not in self.chars_per_token else "user"
+        value = self.chars_per_token.get(kind) or self.chars_per_token.get(fallback)
         return value if value and value > 0 else DEFAULT_CHARS_PER_TOKEN
 
     def as_dict(self) -> dict[str, Any]:

@@ -14,7 +14,9 @@ to one, or a test's monkeypatch of one, changes the prediction):
 - which slot, and whether its cache may be reused: `core.slot_owners.pick_slot`,
   `holds_own_prefix` and `handover` (a slot last used by a classmate is recomputed from scratch,
   unless the student's own slot file on that worker is restored into it first: FleetPlan.slot_files;
-  the save and the restore are taken as free, a few ms on the CPU demo);
+  the save and the restore take a few ms on the CPU demo, taken as free, but each is a task of
+  llama-server's loop: while the worker computes, it runs at the next step boundary, and the
+  prompt is sent only after them, so a handover on a busy worker waits one step per task);
 - who is served next while every slot is busy: `core.fair_share.pick` and `lifted`, charged
   `admission_rules.estimate_charge` when leaving the line and settled with `settle_amount`;
 - the light lane (slot 0 kept for short prompts under the token-fair policy): `admission_rules.lane`,
@@ -151,6 +153,7 @@ class _Request:
     charged: float = 0.0
     in_line: bool = False
     hold_ends_scheduled: bool = False
+    slot_tasks: int = 0  # slot file tasks (save, restore) still to run before its prompt is sent
 
 
 @dataclass(eq=False)
@@ -162,6 +165,7 @@ class _Worker:
     owners: dict[int, slot_owners.SlotOwner] = field(default_factory=dict)
     files: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)  # student -> saved prompt
     running: list[_Request] = field(default_factory=list)  # in llama-server's loop
+    slot_tasks: list[_Request] = field(default_factory=list)  # requests whose slot file tasks wait in its queue
     stepping: bool = False
     step: list[tuple[_Request, int]] = field(default_factory=list)  # (request, prompt tokens this step; 0: decode)
     # The step in progress, as seconds of it alone still to do, since when, at which rate (below 1
@@ -301,6 +305,7 @@ class Simulation:
                 continue
             previous = worker.owners.get(index)
             own = slot_owners.holds_own_prefix(previous, student)
+            tasks = 0
             if not own and self.plan.slot_files:
                 keep, restore = slot_owners.handover(previous, student, worker.files, light=prefer is not None,
                                                      lane_slot=index == prefer)
@@ -308,11 +313,12 @@ class Simulation:
                     worker.files[keep] = worker.cache.get(index, ())
                 if restore:
                     worker.cache[index], own = worker.files[student], True
+                tasks = bool(keep) + bool(restore)
             worker.owners[index] = slot_owners.SlotOwner(student=student, conversation=conversation,
                                                          last_used_ms=int(self.now * 1000))
             if conversation:
                 self.affinity[conversation] = (worker.view.id, self.now + self.plan.affinity_ttl_s)
-            self._start(request, worker, index, own_prefix=own)
+            self._start(request, worker, index, own_prefix=own, slot_tasks=tasks)
             return "claimed"
         return "busy"
 
@@ -363,7 +369,8 @@ class Simulation:
 
     # --- the worker: llama-server's loop --------------------------------------------------------
 
-    def _start(self, request: _Request, worker: _Worker, index: int, *, own_prefix: bool) -> None:
+    def _start(self, request: _Request, worker: _Worker, index: int, *, own_prefix: bool,
+               slot_tasks: int = 0) -> None:
         prompt = request.shape.prompt_tokens
         held = worker.cache.get(index, ())
         found = cached_prefix_tokens(held, request.shape.segments) if own_prefix else 0
@@ -373,7 +380,27 @@ class Simulation:
         request.worker_id, request.slot, request.claimed_s = worker.view.id, index, self.now
         worker.claimed[index] = request
         worker.cache[index] = request.shape.segments
+        if slot_tasks and worker.stepping:  # the save and the restore wait for the loop's step boundaries
+            request.slot_tasks = slot_tasks
+            worker.slot_tasks.append(request)
+        else:
+            self._send_prompt(request, worker)
+
+    def _send_prompt(self, request: _Request, worker: _Worker) -> None:
         self._at(self.now + worker.cost.request_overhead_s, "loop", request)
+
+    def _slot_tasks_at_boundary(self, worker: _Worker) -> None:
+        """A step of `worker` ended: llama-server runs the queued slot tasks (one per handover: the
+        save, then the restore the gateway sends after it) before its next step; a request whose
+        last task ran sends its prompt now (it joins the step after the next). An idle worker runs
+        them all at once."""
+        waiting, worker.slot_tasks = worker.slot_tasks, []
+        for request in waiting:
+            request.slot_tasks = 0 if not worker.stepping else request.slot_tasks - 1
+            if request.slot_tasks > 0:
+                worker.slot_tasks.append(request)
+            else:
+                self._send_prompt(request, worker)
 
     def _enter_loop(self, request: _Request) -> None:
         assert request.worker_id is not None
@@ -457,6 +484,7 @@ class Simulation:
                     freed = True
         worker.step = []
         self._begin_step(worker)
+        self._slot_tasks_at_boundary(worker)
         if freed:
             self._pump()
 
