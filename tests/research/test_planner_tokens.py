@@ -110,3 +110,10 @@ def test_an_anthropic_tool_use_block_is_a_call_too() -> None:
                                                                                         tokens=dropped)
     rendered = [t for _, t in segments_of(body([text, use]), "anthropic", tokens=TOKENS)]
     assert rendered[3] == math.ceil(2 / 2) + math.ceil(len('read{"path": "a.py"}') / 2) + 5
+
+
+def test_a_token_model_measured_before_calls_were_a_kind_counts_them_as_it_measured_them() -> None:
+    old = TokenModel.from_dict({"chars_per_token": {"user": 4.0, "assistant": 2.0}, "tokens_per_message": 5})
+    assert old.renders_tool_calls is True
+    assert old.chars_per_token_of("call") == 2.0  # measured inside "assistant" then
+    assert TokenModel(chars_per_token={"user": 4.0}).chars_per_token_of("call") == 4.0
