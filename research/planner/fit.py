@@ -168,20 +168,9 @@ def fit_cost_model(measured: Sequence[Measured], *, slots: int, batch_tokens: in
         notes.append("every prompt found the same cached context: the context term rests on the sweep's curvature "
                      "alone (run bench --prefix-tokens)")
 
-    by_run: dict[int, list[Measured]] = defaultdict(list)
-    for m in measured:
-        if m.tpot_s is not None:
-            by_run[m.run_id].append(m)
-    if not by_run:
+    decode_points = decode_steps(measured, slots=slots)
+    if not decode_points:
         raise ValueError("no request with a TPOT (output tokens > 1): runs need at least 2 output tokens")
-    # (run, batch, context per generating slot, the run's decode step: TPOT at batch 1, median gap above)
-    decode_points: list[tuple[int, int, float, float]] = []
-    for run_id, requests in sorted(by_run.items()):
-        batch = max(1, min(requests[0].concurrency, slots))
-        context = statistics.fmean(m.prompt_tokens + m.output_tokens / 2 for m in requests)
-        steps = [m.step_s for m in requests if m.step_s is not None]
-        tpot = statistics.median(m.tpot_s for m in requests if m.tpot_s is not None)
-        decode_points.append((run_id, batch, context, statistics.median(steps) if batch > 1 and steps else tpot))
     single = [(context, step) for _, batch, context, step in decode_points if batch == 1]
     if not single:
         notes.append("no run at concurrency 1 with a TPOT: the decode line starts from the lowest batch")
@@ -240,6 +229,23 @@ def fit_cost_model(measured: Sequence[Measured], *, slots: int, batch_tokens: in
                notes=notes)
 
 
+def decode_steps(measured: Sequence[Measured], *, slots: int) -> list[tuple[int, int, float, float]]:
+    """Per run with a TPOT: (run, batch, context per generating slot, the run's decode step: its
+    median TPOT at batch 1, its median gap between streamed chunks above)."""
+    by_run: dict[int, list[Measured]] = defaultdict(list)
+    for m in measured:
+        if m.tpot_s is not None:
+            by_run[m.run_id].append(m)
+    points = []
+    for run_id, requests in sorted(by_run.items()):
+        batch = max(1, min(requests[0].concurrency, slots))
+        context = statistics.fmean(m.prompt_tokens + m.output_tokens / 2 for m in requests)
+        steps = [m.step_s for m in requests if m.step_s is not None]
+        tpot = statistics.median(m.tpot_s for m in requests if m.tpot_s is not None)
+        points.append((run_id, batch, context, statistics.median(steps) if batch > 1 and steps else tpot))
+    return points
+
+
 def _jitter(prefill: Sequence[Measured]) -> tuple[float, list[dict[str, Any]]]:
     """(RMS of the runs' relative TTFT spreads, each run's) over runs at concurrency 1 whose
     requests were identical (one prompt size and cached prefix: a bench run's) and number >= 2."""
@@ -278,18 +284,8 @@ def fit_contention(alone: CostModel, loaded: Sequence[Measured], *, slots: int,
         raise ValueError("contention needs runs measured beside at least one other worker")
     ttft = [float(m.ttft_s) / alone.ttft_alone_s(m.uncached_tokens, m.cached_tokens)
             for m in loaded if m.concurrency <= 1 and m.ttft_s]
-    by_run: dict[int, list[Measured]] = defaultdict(list)
-    for m in loaded:
-        if m.tpot_s is not None:
-            by_run[m.run_id].append(m)
-    decode = []
-    for requests in by_run.values():
-        batch = max(1, min(requests[0].concurrency, slots))
-        context = statistics.fmean(m.prompt_tokens + m.output_tokens / 2 for m in requests)
-        steps = [m.step_s for m in requests if m.step_s is not None]
-        step = statistics.median(steps) if batch > 1 and steps else statistics.median(
-            m.tpot_s for m in requests if m.tpot_s is not None)
-        decode.append(step / alone.decode_s(batch, round(batch * context)))
+    decode = [step / alone.decode_s(batch, round(batch * context))
+              for _, batch, context, step in decode_steps(loaded, slots=slots)]
     ratios = ttft + decode
     if not ratios:
         raise ValueError("the loaded runs hold no TTFT at concurrency 1 and no TPOT to compare with the worker alone")

@@ -13,10 +13,12 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+
 def mean_value(values: Sequence[Any]) -> Any:
     """The mean of one field over the replicates: numbers averaged (ints rounded back to int),
-    None left out (None if all are), dicts and equal-length lists field by field, anything else
-    (text, lists whose length differs between replicates) the first replicate's."""
+    None left out (None if all are), dicts and equal-length lists field by field (a key missing
+    from some replicates, such as a refusal reason, is averaged over those that have it), anything
+    else (text, lists whose length differs between replicates) the first replicate's."""
     present = [v for v in values if v is not None]
     if not present:
         return None
