@@ -9,6 +9,8 @@
 #
 # The bench runs: worker 1 alone (the cost model), then every worker at once (the contention of
 # workers that share the cores; calibrate_worker --loaded-label); the real replays are not touched.
+# Before each replay a drift probe repeats the bench's 256-token point on the replay's demo;
+# <config>/drift.txt compares them (the machine's speed then against the calibration's).
 #
 # Per configuration, the demo is started three times, fresh each time (new workers, empty slot
 # caches, a new gateway): once for the bench runs, once for each replay, so the two replays start
@@ -153,12 +155,32 @@ for config in $ALL_CONFIGS; do
     for run in $RUNS; do
         if [ ! -s "$dir/replay-$run.json" ]; then
             demo_start "$name" "$workers" "$slots" "$context" "$port" "$dir/demo-replay-$run.log"
+            # How fast the machine is now: the bench's 256-token point again, on this replay's demo
+            # (a few seconds; no student owns a slot yet, so the replay recomputes what it wrote).
+            "$PYTHON" manage.py bench --worker demo-worker-1 --requests 3 --warmup 1 --concurrency 1 \
+                --prompt-tokens 256 --output-tokens 8 --label "$LABEL drift probe $name run $run" \
+                --json "$dir/probe-$run.json" >/dev/null
             "$PYTHON" manage.py class_replay --base-url "http://127.0.0.1:$port/v1" --mix "$MIX" \
                 --duration "$DURATION" --scale "$SCALE" --seed "$SEED" --policy "$POLICY" \
                 --label "$LABEL $name run $run" --json "$dir/replay-$run.json" | tee "$dir/replay-$run.txt"
             demo_stop
         fi
     done
+    # Drift: each replay's probe against the bench's same point (worker 1 alone, before the
+    # calibration). Well off 1.00, the machine ran at another speed than the one calibrated.
+    "$PYTHON" - "$dir" >"$dir/drift.txt" <<'PY'
+import json, sys
+from pathlib import Path
+d = Path(sys.argv[1])
+def ttft(path):
+    return json.loads(path.read_text())["levels"][0]["ttft_ms"]["p50"]
+bench = next(iter(sorted(d.glob("bench-alone-w1-prompt-256.json"))), None)
+for probe in sorted(d.glob("probe-*.json")):
+    if bench:
+        print(f"{probe.stem}: 256-token TTFT {ttft(probe):.0f} ms against {ttft(bench):.0f} ms in the bench "
+              f"(ratio {ttft(probe) / ttft(bench):.2f})")
+PY
+    cat "$dir/drift.txt"
     replays=$(ls "$dir"/replay-[0-9]*.json | sort -V)
     cases+=(--case "$name:$dir/plan.json:$(echo $replays | tr ' ' ',')")
     measured=()
