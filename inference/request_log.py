@@ -44,7 +44,10 @@ class RequestLogWriter:
 
     def _run(self) -> None:
         while not self._stop.wait(self._flush_every_s):
-            self.flush()
+            try:
+                self.flush()
+            except Exception:  # noqa: BLE001 - a failure this writer did not foresee must not end it
+                log.exception("the request log's flush failed; the writer goes on")
         connection.close()
 
     def flush(self) -> int:

@@ -89,6 +89,17 @@ def _end_stray_database_sessions(django_db_setup, django_db_blocker) -> Iterator
                        "WHERE datname = current_database() AND pid <> pg_backend_pid()")
 
 
+@pytest.fixture(autouse=True)
+def _drop_a_finished_tests_request_log_rows() -> Iterator[None]:
+    """Rows this process buffered during a test belong to its data, rolled back at its end: the
+    writer's thread must not write them during the next test, which may have no database."""
+    yield
+    from inference import request_log
+
+    if request_log._writer is not None:
+        request_log._writer._rows.clear()
+
+
 # --- personas ----------------------------------------------------------------------------------
 
 
