@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,15 +229,19 @@ def fit_cost_model(measured: Sequence[Measured], *, slots: int, batch_tokens: in
                notes=notes)
 
 
+def _by_run(measured: Iterable[Measured]) -> list[tuple[int, list[Measured]]]:
+    """The requests grouped by their run, in run order."""
+    groups: dict[int, list[Measured]] = defaultdict(list)
+    for m in measured:
+        groups[m.run_id].append(m)
+    return sorted(groups.items())
+
+
 def decode_steps(measured: Sequence[Measured], *, slots: int) -> list[tuple[int, int, float, float]]:
     """Per run with a TPOT: (run, batch, context per generating slot, the run's decode step: its
     median TPOT at batch 1, its median gap between streamed chunks above)."""
-    by_run: dict[int, list[Measured]] = defaultdict(list)
-    for m in measured:
-        if m.tpot_s is not None:
-            by_run[m.run_id].append(m)
     points = []
-    for run_id, requests in sorted(by_run.items()):
+    for run_id, requests in _by_run(m for m in measured if m.tpot_s is not None):
         batch = max(1, min(requests[0].concurrency, slots))
         context = statistics.fmean(m.prompt_tokens + m.output_tokens / 2 for m in requests)
         steps = [m.step_s for m in requests if m.step_s is not None]
@@ -249,11 +253,8 @@ def decode_steps(measured: Sequence[Measured], *, slots: int) -> list[tuple[int,
 def _jitter(prefill: Sequence[Measured]) -> tuple[float, list[dict[str, Any]]]:
     """(RMS of the runs' relative TTFT spreads, each run's) over runs at concurrency 1 whose
     requests were identical (one prompt size and cached prefix: a bench run's) and number >= 2."""
-    by_run: dict[int, list[Measured]] = defaultdict(list)
-    for m in prefill:
-        by_run[m.run_id].append(m)
     spreads = []
-    for run_id, rows in sorted(by_run.items()):
+    for run_id, rows in _by_run(prefill):
         ttfts = [float(m.ttft_s) for m in rows if m.ttft_s]
         if len(ttfts) < 2 or len({(m.prompt_tokens, m.cached_tokens) for m in rows}) > 1:
             continue
@@ -265,14 +266,11 @@ def _jitter(prefill: Sequence[Measured]) -> tuple[float, list[dict[str, Any]]]:
 
 
 def _ttft_by_run(prefill: Sequence[Measured], predicted: Any) -> list[dict[str, Any]]:
-    by_run: dict[int, list[Measured]] = defaultdict(list)
-    for m in prefill:
-        by_run[m.run_id].append(m)
     return [{"run": run_id, "uncached": statistics.fmean(m.uncached_tokens for m in rows),
              "cached": statistics.fmean(m.cached_tokens for m in rows),
              "observed_s": statistics.median(float(m.ttft_s or 0) for m in rows),
              "predicted_s": statistics.median(predicted(m) for m in rows)}
-            for run_id, rows in sorted(by_run.items())]
+            for run_id, rows in _by_run(prefill)]
 
 
 def fit_contention(alone: CostModel, loaded: Sequence[Measured], *, slots: int,

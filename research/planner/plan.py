@@ -91,8 +91,9 @@ def predict(plan: ClassPlan, cost: CostModel, *, calibration: dict[str, Any] | N
     counted as infinite) and the `prediction`'s provenance. With replicates (and a cost model with
     jitter), the mean of that many simulated runs, field by field (replicates.mean_report)."""
     fleet = plan.fleet
-    if plan.replicates > 1 and cost.jitter > 0:
-        report = mean_report([_one_run(plan, cost, noise_seed=plan.seed * 1000 + i) for i in range(plan.replicates)])
+    runs = plan.replicates if cost.jitter > 0 else 1  # without noise every run is the same one
+    if runs > 1:
+        report = mean_report([_one_run(plan, cost, noise_seed=plan.seed * 1000 + i) for i in range(runs)])
     else:
         report = _one_run(plan, cost, noise_seed=None)
     report["config"] = {
@@ -108,7 +109,7 @@ def predict(plan: ClassPlan, cost: CostModel, *, calibration: dict[str, Any] | N
     }
     report["prediction"] = {"simulator": "research.planner", "cost_model": cost.as_dict(),
                             "calibration": calibration or {},
-                            "replicates": plan.replicates if plan.replicates > 1 and cost.jitter > 0 else 1}
+                            "replicates": max(runs, 1)}
     return report
 
 
