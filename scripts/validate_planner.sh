@@ -91,9 +91,10 @@ bench_worker() {  # worker slots prefix phase: a prompt-size sweep at concurrenc
             --prompt-tokens "$prompt" --output-tokens 8 --label "$LABEL prompt sweep $prompt" \
             --json "$prefix-prompt-$prompt.json"
     done
-    # Turns that find ~512 tokens of their prompt cached and compute 64 or 256 more: what a
-    # continuing agent turn does, and what separates the per-context prefill cost from the rest.
-    for prompt in 576 768; do
+    # Turns that find ~512 tokens of their prompt cached and compute 16 to 256 more: what a
+    # continuing agent turn does, and what separates the per-context prefill cost from the rest
+    # (several sizes after one prefix: the small-chunk term, research/planner/fit.py).
+    for prompt in 528 544 576 640 768; do
         "$PYTHON" manage.py bench --worker "$worker" --requests 3 --warmup 1 --concurrency 1 \
             --prompt-tokens "$prompt" --prefix-tokens 512 --output-tokens 8 \
             --label "$LABEL cached prefix 512 of $prompt" --json "$prefix-prefix-$prompt.json"

@@ -7,8 +7,10 @@ chunks of the prompts of slots that are still evaluating theirs (slot by slot, i
     step seconds = decode_s(slots generating, their context) + prefill_s(the step's prompt chunks)
     prefill_s(chunks) = sum over chunks of  prefill_s_per_token x n
                                           + prefill_s_per_context_token x n x (c + (n - 1) / 2)
+                                          + small_chunk_s_per_context_token x min(n, small_chunk_tokens) x c
                         (a chunk of n prompt tokens after c tokens already in its slot: each new
-                        token also attends to every token before it)
+                        token also attends to every token before it; and the first
+                        small_chunk_tokens of a chunk read the tokens before it more slowly)
     decode_s(n, context) = decode_s_per_token + decode_s_per_extra_slot x (n - 1)
                            + decode_s_per_context_token x (tokens of context of the n slots)   (n >= 1; 0 when n = 0)
 
@@ -20,6 +22,13 @@ grows by `decode_s_per_extra_slot` per other slot (one weight read serves them a
 their KV reads and compute). Tokens found in the slot's own cache cost nothing (llama-server keeps
 them in the slot's KV). `request_overhead_s` is everything outside the loop before the first
 token (HTTP, the gateway, the chat template, tokenizing), taken to overlap with other slots' work.
+
+The small-chunk term is what a CPU worker measured (docs/research/planner-validation.md, fifth
+pass): a prompt chunk of a few dozen tokens after a long cached prefix, an agent's next turn,
+takes about three times longer per (new token, cached token) pair than a chunk of hundreds of
+tokens does; the matrix kernels are efficient only from some batch size on. `fit._fit_prefill`
+fits the size (0: no such term) and the extra cost from turns of different sizes after one cached
+prefix (`bench --prefix-tokens`).
 
 All times in seconds. `cache_type` is the KV cache type the numbers were measured with: the
 per-context-token decode cost scales with its bytes per element when a plan uses another.
@@ -93,6 +102,12 @@ def chunk_pairs(tokens: int, context_before: int) -> float:
     return n * (max(0, context_before) + (n - 1) / 2) if n else 0.0
 
 
+def small_chunk_pairs(tokens: int, context_before: int, limit: int) -> float:
+    """Pairs (one of a chunk's first `limit` tokens, a token in the slot before the chunk): what
+    the small-chunk prefill term multiplies."""
+    return float(min(max(0, tokens), max(0, limit)) * max(0, context_before))
+
+
 @dataclass(frozen=True)
 class CostModel:
     prefill_s_per_token: float
@@ -106,10 +121,14 @@ class CostModel:
     tokens: TokenModel | None = None
     contention: float = 0.0
     jitter: float = 0.0
+    small_chunk_tokens: int = 0
+    small_chunk_s_per_context_token: float = 0.0
 
     def __post_init__(self) -> None:
         if self.prefill_s_per_token < 0 or self.decode_s_per_token <= 0 or self.batch_tokens < 1:
             raise ValueError("a cost model needs prefill >= 0 and decode > 0 seconds per token, and a batch of >= 1")
+        if self.small_chunk_tokens < 0 or self.small_chunk_s_per_context_token < 0:
+            raise ValueError("the small-chunk term (tokens, seconds per pair) is >= 0")
         if self.contention < 0 or self.jitter < 0:
             raise ValueError("contention (a slowdown per other worker computing) and jitter (a relative spread) "
                              "are >= 0")
@@ -125,22 +144,30 @@ class CostModel:
         return (self.decode_s_per_token + self.decode_s_per_extra_slot * (generating - 1)
                 + self.decode_s_per_context_token * kv_scale * max(0, context_tokens))
 
-    def prefill_s(self, prompt_tokens: int, prompt_pairs: float = 0.0, cache_type: str | None = None) -> float:
-        """Seconds of `prompt_tokens` of prompt whose chunks hold `prompt_pairs` (chunk_pairs)."""
+    def small_pairs(self, tokens: int, context_before: int) -> float:
+        """The small-chunk pairs of one chunk (small_chunk_pairs at this model's size)."""
+        return small_chunk_pairs(tokens, context_before, self.small_chunk_tokens)
+
+    def prefill_s(self, prompt_tokens: int, prompt_pairs: float = 0.0, cache_type: str | None = None,
+                  small_pairs: float = 0.0) -> float:
+        """Seconds of `prompt_tokens` of prompt whose chunks hold `prompt_pairs` (chunk_pairs) and
+        `small_pairs` (small_pairs), each summed over the chunks."""
         kv_scale = KV_BYTES_PER_ELEMENT[cache_type or self.cache_type] / KV_BYTES_PER_ELEMENT[self.cache_type]
         return (self.prefill_s_per_token * max(0, prompt_tokens)
-                + self.prefill_s_per_context_token * kv_scale * max(0.0, prompt_pairs))
+                + kv_scale * (self.prefill_s_per_context_token * max(0.0, prompt_pairs)
+                              + self.small_chunk_s_per_context_token * max(0.0, small_pairs)))
 
     def ttft_alone_s(self, uncached_tokens: int, cached_tokens: int = 0) -> float:
         """Time to first token of a prompt evaluated with nothing else in the loop (one chunk)."""
-        return self.request_overhead_s + self.prefill_s(uncached_tokens, chunk_pairs(uncached_tokens, cached_tokens))
+        return self.request_overhead_s + self.prefill_s(uncached_tokens, chunk_pairs(uncached_tokens, cached_tokens),
+                                                        small_pairs=self.small_pairs(uncached_tokens, cached_tokens))
 
     def step_s(self, *, generating: int, prompt_tokens: int, context_tokens: int = 0,
-               cache_type: str | None = None, prompt_pairs: float = 0.0) -> float:
+               cache_type: str | None = None, prompt_pairs: float = 0.0, small_pairs: float = 0.0) -> float:
         """Seconds of one iteration: the decode of `generating` slots plus `prompt_tokens` of prompt
-        (`prompt_pairs`: their chunks' chunk_pairs, summed)."""
+        (`prompt_pairs`, `small_pairs`: their chunks' pairs, summed)."""
         return (self.decode_s(generating, context_tokens, cache_type)
-                + self.prefill_s(prompt_tokens, prompt_pairs, cache_type))
+                + self.prefill_s(prompt_tokens, prompt_pairs, cache_type, small_pairs))
 
     def rate(self, others_computing: int) -> float:
         """Seconds of a step alone done per second while `others_computing` other workers compute."""

@@ -3,11 +3,15 @@
 Input: the requests of benchmark runs of one worker (research.models.RequestSample, as
 `Measured`), each with its run's concurrency. Three least-squares fits:
 
-- **prompt evaluation**, from runs at concurrency 1 (nothing else in the loop):
+- **prompt evaluation**, from runs at concurrency 1 (nothing else in the loop), in relative terms
+  (each request weighted by 1 / its TTFT):
   TTFT = request_overhead_s + prefill_s_per_token x n + prefill_s_per_context_token x n x (c + (n - 1) / 2)
   for n uncached tokens after c cached ones (cost.chunk_pairs): each new token also attends to
   the tokens before it. A prompt-size sweep spreads n; turns that find a long prefix cached
   (`bench --prefix-tokens`) spread c, which is what separates the context term from the rest.
+  With three or more sizes of n after one cached prefix, the small-chunk term too
+  (+ small_chunk_s_per_context_token x min(n, small_chunk_tokens) x c): each size in
+  SMALL_CHUNK_SIZES is tried, and the best is kept if it takes away a fifth of the squared residuals.
   The residuals of cached and uncached turns are shown apart.
 - **decode at batch 1**, from the runs at concurrency 1, each run's median TPOT against its
   requests' mean context while they generate (prompt + half the output):
@@ -43,7 +47,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from research.planner.cost import DEFAULT_BATCH_TOKENS, CostModel, chunk_pairs
+from research.planner.cost import DEFAULT_BATCH_TOKENS, CostModel, chunk_pairs, small_chunk_pairs
 
 
 @dataclass(frozen=True)
@@ -122,24 +126,57 @@ def _summary(errors: Sequence[float], observed: Sequence[float]) -> dict[str, fl
             "max_abs_s": max(abs(e) for e in errors), "max_relative": max(relative) if relative else None}
 
 
-def _fit_prefill(points: Sequence[tuple[int, int, float]], notes: list[str]) -> tuple[float, float, float]:
-    """(overhead, per token, per context token) from (uncached, cached, TTFT) points."""
-    terms = ["overhead", "token", "context"]
+@dataclass(frozen=True)
+class _Prefill:
+    """A prompt line: its terms (seconds) and its squared relative residuals over the points."""
+
+    overhead: float
+    token: float
+    context: float
+    small: float = 0.0
+    small_tokens: int = 0
+    squares: float = 0.0
+
+
+# Sizes tried for the small-chunk term (CostModel.small_chunk_tokens), and how much of the squared
+# residuals the best of them must leave at most to be kept (else the term is noise: 0).
+SMALL_CHUNK_SIZES = (16, 32, 64, 128)
+SMALL_CHUNK_GAIN = 0.8
+SMALL_CHUNK_RUNS = 3  # chunk sizes after one cached prefix that can tell the term apart
+SMALL_CHUNK_PREFIX = 128  # a prefix this long at least (not the template's default system prompt)
+
+
+def _fit_prefill(points: Sequence[tuple[int, int, float]], notes: list[str], small_tokens: int = 0) -> _Prefill | None:
+    """The prompt line from (uncached, cached, TTFT) points; with `small_tokens`, the small-chunk
+    term at that size too (None when it comes out <= 0 or cannot be told apart)."""
+    terms = ["overhead", "token", "context"] + (["small"] if small_tokens else [])
     if len({n for n, _, _ in points}) < 2:
         notes.append("one prompt size only: no request overhead fitted (the line goes through the origin)")
         terms.remove("overhead")
+
+    def row(n: int, c: int) -> list[float]:
+        return [{"overhead": 1.0, "token": float(n), "context": chunk_pairs(n, c),
+                 "small": small_chunk_pairs(n, c, small_tokens)}[t] for t in terms]
+
+    # Relative least squares (each point weighted by 1 / its TTFT): a 200 ms turn's error counts as
+    # much as a 4 s prompt's of the same share, as the planner is judged (and a line fitted in
+    # seconds let the long prompts set it: the agents' short turns came out 10-16 % fast).
+    weights = [1.0 / y if y > 0 else 1.0 for _, _, y in points]
     while True:
-        def row(n: int, c: int) -> list[float]:
-            return [{"overhead": 1.0, "token": float(n), "context": chunk_pairs(n, c)}[t] for t in terms]
-        coef = solve_least_squares([row(n, c) for n, c, _ in points], [y for _, _, y in points])
+        coef = solve_least_squares([[x * w for x in row(n, c)] for (n, c, _), w in zip(points, weights)],
+                                   [y * w for (_, _, y), w in zip(points, weights)])
+        if coef is None and "small" in terms:
+            return None
         if coef is None and "context" in terms:
             notes.append("prefill_s_per_context_token not fitted (0): the runs do not separate it from the rest")
             terms.remove("context")
             continue
         if coef is None:
-            per = through_origin([(float(n), y) for n, _, y in points])
-            return 0.0, max(per, 0.0), 0.0
+            per = max(through_origin([(float(n), y) for n, _, y in points]), 0.0)
+            return _Prefill(0.0, per, 0.0, squares=sum(((y - per * n) * w) ** 2 for (n, _, y), w in zip(points, weights)))
         values = dict(zip(terms, coef))
+        if "small" in terms and values["small"] <= 0:
+            return None
         if values.get("context", 0.0) < 0:
             notes.append(f"prefill time per context token came out {values['context'] * 1e6:.3f} us: set to 0")
             terms.remove("context")
@@ -151,7 +188,38 @@ def _fit_prefill(points: Sequence[tuple[int, int, float]], notes: list[str]) -> 
             continue
         if values.get("token", 0.0) <= 0:
             raise ValueError("the prompt line's time per token came out <= 0: the runs' TTFTs do not fit a line")
-        return values.get("overhead", 0.0), values["token"], values.get("context", 0.0)
+        squares = sum(((y - sum(v * x for v, x in zip(coef, row(n, c)))) * w) ** 2
+                      for (n, c, y), w in zip(points, weights))
+        return _Prefill(values.get("overhead", 0.0), values["token"], values.get("context", 0.0),
+                        values.get("small", 0.0), small_tokens if "small" in terms else 0, squares)
+
+
+def _fit_prompt(points: Sequence[tuple[int, int, float]], notes: list[str]) -> _Prefill:
+    """The prompt line, with the small-chunk term at the size that fits best when the runs can
+    tell it apart (chunks of several sizes after one cached prefix) and it takes away at least a
+    fifth of the squared residuals."""
+    base_notes: list[str] = []
+    base = _fit_prefill(points, base_notes)
+    assert base is not None  # without the small term the line always comes out (or raises)
+    chosen, chosen_notes = base, base_notes
+    sizes_after_prefix: defaultdict[int, set[int]] = defaultdict(set)
+    for n, c, _ in points:
+        if c >= SMALL_CHUNK_PREFIX:
+            sizes_after_prefix[c // 64].add(n)  # "one cached prefix": within 64 tokens
+    if any(len(sizes) >= SMALL_CHUNK_RUNS for sizes in sizes_after_prefix.values()):
+        best: tuple[_Prefill, list[str]] | None = None
+        for size in SMALL_CHUNK_SIZES:
+            trial_notes: list[str] = []
+            trial = _fit_prefill(points, trial_notes, size)
+            if trial is not None and (best is None or trial.squares < best[0].squares):
+                best = trial, trial_notes
+        if best is not None and best[0].squares < SMALL_CHUNK_GAIN * base.squares:
+            chosen, chosen_notes = best
+    elif sizes_after_prefix:
+        base_notes.append(f"fewer than {SMALL_CHUNK_RUNS} prompt sizes after one cached prefix: no small-chunk "
+                          "term (bench --prefix-tokens 512 with 16 to 256 tokens after it)")
+    notes.extend(chosen_notes)
+    return chosen
 
 
 def fit_cost_model(measured: Sequence[Measured], *, slots: int, batch_tokens: int = DEFAULT_BATCH_TOKENS,
@@ -163,8 +231,8 @@ def fit_cost_model(measured: Sequence[Measured], *, slots: int, batch_tokens: in
     points = [(m.uncached_tokens, m.cached_tokens, float(m.ttft_s)) for m in prefill if m.ttft_s is not None]
     if not points:
         raise ValueError("no request with a TTFT at concurrency 1: run a prompt-size sweep (bench at concurrency 1)")
-    overhead, per_token, per_context = _fit_prefill(points, notes)
-    if len({c for _, c, _ in points}) < 2 and per_context:
+    prompt = _fit_prompt(points, notes)
+    if len({c for _, c, _ in points}) < 2 and prompt.context:
         notes.append("every prompt found the same cached context: the context term rests on the sweep's curvature "
                      "alone (run bench --prefix-tokens)")
 
@@ -197,10 +265,11 @@ def fit_cost_model(measured: Sequence[Measured], *, slots: int, batch_tokens: in
     jitter, spreads = _jitter(prefill)
     if not spreads:
         notes.append("no run at concurrency 1 with two or more requests: jitter 0 (bench --requests 3)")
-    cost = CostModel(prefill_s_per_token=per_token, decode_s_per_token=base, decode_s_per_extra_slot=extra,
-                     decode_s_per_context_token=per_context_decode, request_overhead_s=overhead,
-                     prefill_s_per_context_token=per_context, batch_tokens=batch_tokens, cache_type=cache_type,
-                     jitter=jitter)
+    cost = CostModel(prefill_s_per_token=prompt.token, decode_s_per_token=base, decode_s_per_extra_slot=extra,
+                     decode_s_per_context_token=per_context_decode, request_overhead_s=prompt.overhead,
+                     prefill_s_per_context_token=prompt.context, batch_tokens=batch_tokens, cache_type=cache_type,
+                     jitter=jitter, small_chunk_tokens=prompt.small_tokens,
+                     small_chunk_s_per_context_token=prompt.small)
 
     def predicted_ttft(m: Measured) -> float:
         return cost.ttft_alone_s(m.uncached_tokens, m.cached_tokens)

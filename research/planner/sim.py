@@ -42,11 +42,13 @@ A slot's prompt cache is a list of segments (a message, a system block: key and 
 tokens a request finds cached are those of the longest run of leading segments equal to what the
 slot last held, if the slot holds this student's own prompt, and at most all but one token
 (llama-server evaluates at least the last one). After a turn the slot holds its prompt and the
-answer it generated (`TurnShape.answer_key`, as many tokens as were generated), so a next prompt
-that carries the answer back finds it cached too.
+answer it generated (`TurnShape.answer_key`, as many tokens as were generated less the last one
+sampled, which llama-server never evaluates), so a next prompt that carries the answer back finds
+that much of it cached too.
 
 A prompt chunk's cost grows with the tokens already in the slot before it (the cached prefix and
-the chunks already evaluated): `cost.chunk_pairs` per chunk, summed into the step.
+the chunks already evaluated): `cost.chunk_pairs` per chunk, summed into the step, and so do a
+small chunk's first tokens (`CostModel.small_pairs`).
 """
 from __future__ import annotations
 
@@ -125,12 +127,16 @@ class FleetPlan:
 
 
 def cached_prefix_tokens(held: Sequence[tuple[str, int]], wanted: Sequence[tuple[str, int]]) -> int:
-    """Tokens of the leading segments of `wanted` equal to those of `held`."""
+    """Tokens of the leading segments of `wanted` equal to those of `held`; a segment the slot
+    holds only the start of (an answer: the last token sampled is not in the KV) counts that
+    start, and the match ends there."""
     reused = 0
     for (held_key, held_tokens), (key, tokens) in zip(held, wanted):
-        if held_key != key or held_tokens != tokens:
+        if held_key != key:
             break
-        reused += tokens
+        reused += min(held_tokens, tokens)
+        if held_tokens != tokens:
+            break
     return reused
 
 
@@ -417,14 +423,16 @@ class Simulation:
         room = worker.cost.batch_tokens - len(generating)
         step: list[tuple[_Request, int]] = [(r, 0) for r in generating]
         prompt_tokens = 0
-        pairs = 0.0
+        pairs = small = 0.0
         # llama-server fills the batch's room with prompt chunks slot by slot, in slot order.
         for request in sorted(worker.running, key=lambda r: r.slot or 0):
             if request.first_token_s is None and room > 0:
                 chunk = min(request.prefill_left, room)
                 room -= chunk
                 prompt_tokens += chunk
-                pairs += chunk_pairs(chunk, request.shape.prompt_tokens - request.prefill_left)
+                before = request.shape.prompt_tokens - request.prefill_left
+                pairs += chunk_pairs(chunk, before)
+                small += worker.cost.small_pairs(chunk, before)
                 step.append((request, chunk))
         if not step:
             if worker.stepping:
@@ -433,7 +441,7 @@ class Simulation:
             return
         context = sum(r.shape.prompt_tokens + r.generated for r in generating)
         seconds = worker.cost.step_s(generating=len(generating), prompt_tokens=prompt_tokens, context_tokens=context,
-                                     cache_type=self.plan.cache_type, prompt_pairs=pairs)
+                                     cache_type=self.plan.cache_type, prompt_pairs=pairs, small_pairs=small)
         jitter = worker.cost.jitter
         if self._noise is not None and jitter > 0:  # log-normal, mean 1: noise, not a bias
             sigma = math.sqrt(math.log(1 + jitter * jitter))
@@ -494,7 +502,9 @@ class Simulation:
         worker.claimed.pop(request.slot, None)
         shape, student = request.shape, request.student
         if shape.answer_key and worker.cache.get(request.slot) == shape.segments:
-            worker.cache[request.slot] = (*shape.segments, (shape.answer_key, request.generated))
+            # llama-server's KV holds the prompt and every generated token but the last one sampled
+            # (measured: a next turn found the prompt and 8 of a 9-token answer cached)
+            worker.cache[request.slot] = (*shape.segments, (shape.answer_key, max(request.generated - 1, 0)))
         computed = shape.prompt_tokens - request.reused
         self.counters[student.name] = self.counters.get(student.name, 0.0) + admission_rules.settle_amount(
             self.plan.policy, charged_policy=request.charged_policy, charged=request.charged,

@@ -360,6 +360,20 @@ def test_a_prompt_chunk_costs_more_the_more_context_is_already_in_the_slot() -> 
     assert two.ttft_ms == pytest.approx((0.5 + 10 * 0.01 + 1e-4 * 10 * (100 + 9 / 2)) * 1000)
 
 
+def test_a_small_chunks_first_tokens_pay_the_small_chunk_cost_per_token_cached_before_it() -> None:
+    """The CPU worker's measured shape: a chunk's first `small_chunk_tokens` tokens read the tokens
+    cached before it at an extra cost. Turn 2 finds 100 cached and computes 10: 4 of them pay it."""
+    cost = CostModel(prefill_s_per_token=0.01, prefill_s_per_context_token=1e-4, decode_s_per_token=0.1,
+                     request_overhead_s=0.5, batch_tokens=4096, small_chunk_tokens=4,
+                     small_chunk_s_per_context_token=1e-3)
+    a = Scripted("a", [shape(("sys", 100), output=1, conversation="ca"),
+                       shape(("sys", 100), ("q2", 10), output=1, conversation="ca")], pauses=[1.0])
+    one, two = simulate(plan=plan(), costs=[cost], students=[a])[0]
+    assert one.ttft_ms == pytest.approx((0.5 + 100 * 0.01 + 1e-4 * 100 * 99 / 2) * 1000)  # nothing cached before
+    assert two.ttft_ms == pytest.approx((0.5 + 10 * 0.01 + 1e-4 * 10 * (100 + 9 / 2) + 1e-3 * 4 * 100) * 1000)
+    assert two.ttft_ms == pytest.approx(cost.ttft_alone_s(10, 100) * 1000)
+
+
 def test_a_prompt_split_over_batches_pays_for_the_chunks_before_it() -> None:
     """A 6-token batch: 10 prompt tokens go as 6 then 4; the second chunk sits after 6 tokens."""
     cost = CostModel(prefill_s_per_token=0.01, prefill_s_per_context_token=1e-3, decode_s_per_token=0.1,
@@ -371,15 +385,16 @@ def test_a_prompt_split_over_batches_pays_for_the_chunks_before_it() -> None:
 
 
 def test_the_answer_a_slot_generated_is_found_cached_when_the_next_prompt_carries_it_back() -> None:
-    """The slot holds prompt + answer: a next prompt of [sys, the answer, a tool result] computes
-    the tool result only (llama-server's KV holds the generated tokens too)."""
+    """The slot holds prompt + answer but the answer's last token (sampled, never evaluated: a
+    measured 9-token answer came back with 8 of its tokens cached): a next prompt of [sys, the
+    answer, a tool result] computes that last token and the tool result only."""
     first = TurnShape(segments=(("sys", 100),), prompt_bytes=400, output_tokens=5, conversation="ca",
                       answer_key="answer-1")
     second = shape(("sys", 100), ("answer-1", 5), ("tool", 20), output=5, conversation="ca")
     a = Scripted("a", [first, second], pauses=[1.0])
     one, two = simulate(plan=plan(), costs=[COST], students=[a])[0]
-    assert two.reused_prompt_tokens == 105
-    assert two.ttft_ms == pytest.approx((0.5 + 20 * 0.01) * 1000)
+    assert two.reused_prompt_tokens == 104
+    assert two.ttft_ms == pytest.approx((0.5 + 21 * 0.01) * 1000)
     # without the key the answer is computed again
     b = Scripted("b", [shape(("sys", 100), output=5, conversation="cb"), second], pauses=[1.0])
     assert simulate(plan=plan(), costs=[COST], students=[b])[0][1].reused_prompt_tokens == 100

@@ -57,6 +57,9 @@ def cost_lines(cost: CostModel) -> list[str]:
         f"  prompt evaluation  {cost.prefill_s_per_token * 1000:.3f} ms per uncached token "
         f"({1 / cost.prefill_s_per_token if cost.prefill_s_per_token else float('inf'):.1f} tok/s), "
         f"+{cost.prefill_s_per_context_token * 1e6:.3f} us per token already before it in the slot",
+        (f"  small chunks       +{cost.small_chunk_s_per_context_token * 1e6:.3f} us per token cached before it, "
+         f"for each of a chunk's first {cost.small_chunk_tokens} tokens" if cost.small_chunk_tokens else
+         "  small chunks       none fitted (no slower pairs in chunks of a few dozen tokens)"),
         f"  request overhead   {cost.request_overhead_s * 1000:.1f} ms before the first prompt token",
         f"  decode             {cost.decode_s_per_token * 1000:.2f} ms per token for one slot "
         f"({1 / cost.decode_s_per_token:.1f} tok/s), +{cost.decode_s_per_extra_slot * 1000:.2f} ms per extra slot "
