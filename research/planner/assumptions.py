@@ -94,6 +94,13 @@ def assumed_cost(rig: RigAssumptions) -> tuple[CostModel, list[Assumption], dict
                    f"docs/inference-notes.md) x FP32 {spec.fp32_tflops:g}/{p40.fp32_tflops:g} TFLOPS "
                    f"x {P40_MODEL_BILLIONS:g}B/{rig.model_billions:g}B parameters",
                    f"llama-bench -p 512 and {bench}: a prompt-size sweep at concurrency 1"),
+        Assumption("prompt time per (new token, token before it in the slot)", 0.0, "s",
+                   "assumption: folded into the pp512 rate (the CPU demo measured ~1-1.5 us a pair)",
+                   f"{bench}: turns after a 512-token cached prefix (bench --prefix-tokens 512)"),
+        Assumption("extra prompt time per cached token for a small chunk's first tokens", 0.0, "s",
+                   "assumption: not measured on a GPU (the CPU demo's: ~3.5-6 us a pair for a chunk's first "
+                   "32 tokens, docs/research/planner.md)",
+                   f"{bench}: 16 to 256 tokens after a 512-token cached prefix (scripts/validate_planner.sh)"),
         Assumption("request overhead before the first prompt token", rig.request_overhead_s, "s",
                    "assumption: HTTP, the gateway, the chat template and tokenizing a long prompt",
                    f"{bench}: the intercept of the prompt-size sweep"),

@@ -6,6 +6,9 @@ step boundaries, and the mean of 8 replicates with a 10 % jitter (this pass's be
 8-12 %). Prints, per configuration, the prediction and its ratio to the mean of the four runs:
 
     PYTHONPATH=. .venv/bin/python docs/research/planner-validation/retro.py > docs/research/planner-validation/retro.txt
+
+retro.txt is its output with the simulator of commit f606b5a; retro-5.txt with the fifth pass's
+(a slot holds its answer less the last token sampled; these calibrations have no small-chunk term).
 """
 import dataclasses
 import json
