@@ -26,7 +26,7 @@ token (HTTP, the gateway, the chat template, tokenizing), taken to overlap with 
 The small-chunk term is what a CPU worker measured (docs/research/planner-validation.md, fifth
 pass): a prompt chunk of a few dozen tokens after a long cached prefix, an agent's next turn,
 takes about three times longer per (new token, cached token) pair than a chunk of hundreds of
-tokens does; the matrix kernels are efficient only from some batch size on. `fit._fit_prefill`
+tokens does; the matrix kernels are efficient only from some batch size on. `fit._fit_prompt`
 fits the size (0: no such term) and the extra cost from turns of different sizes after one cached
 prefix (`bench --prefix-tokens`).
 

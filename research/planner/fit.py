@@ -173,7 +173,8 @@ def _fit_prefill(points: Sequence[tuple[int, int, float]], notes: list[str], sma
             continue
         if coef is None:
             per = max(through_origin([(float(n), y) for n, _, y in points]), 0.0)
-            return _Prefill(0.0, per, 0.0, squares=sum(((y - per * n) * w) ** 2 for (n, _, y), w in zip(points, weights)))
+            return _Prefill(0.0, per, 0.0,
+                            squares=sum(((y - per * n) * w) ** 2 for (n, _, y), w in zip(points, weights)))
         values = dict(zip(terms, coef))
         if "small" in terms and values["small"] <= 0:
             return None
