@@ -175,11 +175,10 @@ from pathlib import Path
 d = Path(sys.argv[1])
 def ttft(path):
     return json.loads(path.read_text())["levels"][0]["ttft_ms"]["p50"]
-bench = next(iter(sorted(d.glob("bench-alone-w1-prompt-256.json"))), None)
-for probe in sorted(d.glob("probe-*.json")):
-    if bench:
-        print(f"{probe.stem}: 256-token TTFT {ttft(probe):.0f} ms against {ttft(bench):.0f} ms in the bench "
-              f"(ratio {ttft(probe) / ttft(bench):.2f})")
+bench = d / "bench-alone-w1-prompt-256.json"
+for probe in sorted(d.glob("probe-*.json")) if bench.exists() else []:
+    print(f"{probe.stem}: 256-token TTFT {ttft(probe):.0f} ms against {ttft(bench):.0f} ms in the bench "
+          f"(ratio {ttft(probe) / ttft(bench):.2f})")
 PY
     cat "$dir/drift.txt"
     replays=$(ls "$dir"/replay-[0-9]*.json | sort -V)

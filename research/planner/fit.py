@@ -206,7 +206,7 @@ def _fit_prompt(points: Sequence[tuple[int, int, float]], notes: list[str]) -> _
     sizes_after_prefix: defaultdict[int, set[int]] = defaultdict(set)
     for n, c, _ in points:
         if c >= SMALL_CHUNK_PREFIX:
-            sizes_after_prefix[c // 64].add(n)  # "one cached prefix": within 64 tokens
+            sizes_after_prefix[c // 64].add(n)  # "one cached prefix": the same 64-token band of c
     if any(len(sizes) >= SMALL_CHUNK_RUNS for sizes in sizes_after_prefix.values()):
         best: tuple[_Prefill, list[str]] | None = None
         for size in SMALL_CHUNK_SIZES:
