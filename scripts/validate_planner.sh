@@ -99,6 +99,15 @@ bench_worker() {  # worker slots prefix phase: a prompt-size sweep at concurrenc
             --prompt-tokens "$prompt" --prefix-tokens 512 --output-tokens 8 \
             --label "$LABEL cached prefix 512 of $prompt" --json "$prefix-prefix-$prompt.json"
     done
+    # The same short chunks after a longer prefix (an agent's conversation at this scale): after
+    # one prefix only, the small-chunk term (its cost grows with the prefix) and a fixed request
+    # overhead differ only on the chunks shorter than the term's size, and the fit could take one
+    # for the other (the fifth pass's 1x4 calibration did); a second prefix tells them apart.
+    for prompt in 1296 1344; do
+        "$PYTHON" manage.py bench --worker "$worker" --requests 3 --warmup 1 --concurrency 1 \
+            --prompt-tokens "$prompt" --prefix-tokens 1280 --output-tokens 8 \
+            --label "$LABEL cached prefix 1280 of $prompt" --json "$prefix-prefix-$prompt.json"
+    done
     "$PYTHON" manage.py bench --worker "$worker" --requests 6 --warmup 1 --concurrency "$levels" \
         --prompt-tokens 128 --output-tokens 32 --label "$LABEL concurrency sweep" --json "$prefix-concurrency.json"
 }

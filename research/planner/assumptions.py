@@ -100,7 +100,8 @@ def assumed_cost(rig: RigAssumptions) -> tuple[CostModel, list[Assumption], dict
         Assumption("extra prompt time per cached token for a small chunk's first tokens", 0.0, "s",
                    "assumption: not measured on a GPU (the CPU demo's: ~3.5-6 us a pair for a chunk's first "
                    "32 tokens, docs/research/planner.md)",
-                   f"{bench}: 16 to 256 tokens after a 512-token cached prefix (scripts/validate_planner.sh)"),
+                   f"{bench}: 16 to 256 tokens after a 512-token cached prefix, 16 and 64 after 1,280 "
+                   "(scripts/validate_planner.sh)"),
         Assumption("request overhead before the first prompt token", rig.request_overhead_s, "s",
                    "assumption: HTTP, the gateway, the chat template and tokenizing a long prompt",
                    f"{bench}: the intercept of the prompt-size sweep"),

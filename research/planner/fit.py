@@ -12,6 +12,7 @@ Input: the requests of benchmark runs of one worker (research.models.RequestSamp
   With three or more sizes of n after one cached prefix, the small-chunk term too
   (+ small_chunk_s_per_context_token x min(n, small_chunk_tokens) x c): each size in
   SMALL_CHUNK_SIZES is tried, and the best is kept if it takes away a fifth of the squared residuals.
+  Short chunks after a second, longer prefix tell that term (it grows with c) from the overhead.
   The residuals of cached and uncached turns are shown apart.
 - **decode at batch 1**, from the runs at concurrency 1, each run's median TPOT against its
   requests' mean context while they generate (prompt + half the output):
@@ -218,7 +219,7 @@ def _fit_prompt(points: Sequence[tuple[int, int, float]], notes: list[str]) -> _
             chosen, chosen_notes = best
     elif sizes_after_prefix:
         base_notes.append(f"fewer than {SMALL_CHUNK_RUNS} prompt sizes after one cached prefix: no small-chunk "
-                          "term (bench --prefix-tokens 512 with 16 to 256 tokens after it)")
+                          "term (bench --prefix-tokens 512 with 16 to 256 tokens after it, and 1280 with 16 and 64)")
     notes.extend(chosen_notes)
     return chosen
 
