@@ -68,7 +68,13 @@ def test_the_access_log_never_holds_the_key_of_an_ollama_path(proxy, worker, stu
         response = wait_for(tags, 10)
         assert response is not None and response.status_code == 200
         http.get(f"/v1/models?leak={raw_key}")
-    log = wait_for(lambda: proxy.access_log() if "copilot-test" in proxy.access_log() else None, 10)
+    # nginx writes a request's line after its response has gone: wait for both requests' lines
+    # (reading after the first only once missed the second's, in CI).
+    def both_lines() -> str | None:
+        text = proxy.access_log()
+        return text if "copilot-test" in text and "GET /v1/models" in text else None
+
+    log = wait_for(both_lines, 10)
     assert log, proxy.access_log()
     secret = raw_key.split("-", 2)[2]
     assert raw_key not in log and secret not in log
