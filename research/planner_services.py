@@ -17,7 +17,7 @@ from research.planner.cost import CostModel, TokenModel
 from research.planner.fit import Fit, Measured, fit_contention, fit_cost_model
 from research.planner.plan import DEFAULT_REPLICATES, ClassPlan, largest_class, sweep
 from research.planner.sim import FleetPlan
-from research.planner.tokens import measure_tokens, sample_parts
+from research.planner.tokens import SAMPLE_SCALE, measure_tokens, sample_parts
 
 
 class CalibrationRefused(ValueError):
@@ -64,9 +64,12 @@ def worker_token_counter(base_url: str, api_key: str | None = None) -> Callable[
     return count
 
 
-def count_tokens(base_url: str, api_key: str | None = None) -> tuple[TokenModel, dict[str, Any]]:
-    """The worker's TokenModel over the personas' segments (research/planner/tokens.py)."""
-    return measure_tokens(worker_token_counter(base_url, api_key), sample_parts())
+def count_tokens(base_url: str, api_key: str | None = None, *,
+                 scale: float = SAMPLE_SCALE) -> tuple[TokenModel, dict[str, Any]]:
+    """The worker's TokenModel over the personas' segments at `scale` (research/planner/tokens.py),
+    and what it rests on, the scale included."""
+    model, basis = measure_tokens(worker_token_counter(base_url, api_key), sample_parts(scale=scale))
+    return model, {**basis, "scale": scale}
 
 
 def calibration_fit(*, runs: Sequence[BenchmarkRun], label: str = "", tokens: TokenModel | None = None,

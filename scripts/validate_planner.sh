@@ -142,12 +142,13 @@ for config in $ALL_CONFIGS; do
         # 2. The cost model, from worker 1's runs (the planner gives every worker the same one);
         # worker 2's fit (its loaded runs) is printed beside it, as a check of that assumption.
         # While the demo is still up: --count-tokens asks the worker's tokenizer and template how
-        # many tokens the personas' messages are (no generation).
+        # many tokens the personas' messages are (no generation), sampled at the replay's own scale
+        # (shorter texts tokenize denser; from the eighth pass on, docs/research/planner-validation.md).
         for w in $(seq 2 "$workers"); do
-            "$PYTHON" manage.py calibrate_worker --worker "demo-worker-$w" --count-tokens \
+            "$PYTHON" manage.py calibrate_worker --worker "demo-worker-$w" --count-tokens --token-scale "$SCALE" \
                 --label "$LABEL $name worker $w" >"$dir/calibration-w$w.txt"
         done
-        "$PYTHON" manage.py calibrate_worker --worker demo-worker-1 --count-tokens "${loaded[@]}" \
+        "$PYTHON" manage.py calibrate_worker --worker demo-worker-1 --count-tokens --token-scale "$SCALE" "${loaded[@]}" \
             --label "$LABEL $name worker 1" >"$dir/calibration.txt"
         demo_stop
     fi

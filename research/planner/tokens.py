@@ -45,6 +45,9 @@ from research.planner.workload import (
 
 Counter = Callable[[list[dict[str, Any]]], int]
 SAMPLE_SEED = 7  # not the validation's seed: the counts are of the kinds of text, not of its prompts
+# The personas' scale the texts are sampled at. Shorter texts tokenize denser (at 0.03 tool results
+# count ~10 % more tokens a character than at 0.1): calibrate_worker --token-scale sets the plan's own.
+SAMPLE_SCALE = 0.1
 # An assistant message with one tool call, to see whether the template renders calls.
 PROBE_CALL: dict[str, Any] = {"id": "call_1", "type": "function",
               "function": {"name": "read_file", "arguments": json.dumps({"path": "src/main.py"})}}
@@ -56,7 +59,7 @@ class Part(NamedTuple):
     chars: int
 
 
-def sample_parts(*, seed: int = SAMPLE_SEED, scale: float = 0.1, turns: int = 6,
+def sample_parts(*, seed: int = SAMPLE_SEED, scale: float = SAMPLE_SCALE, turns: int = 6,
                  context_tokens: int = 32768) -> list[Part]:
     """The distinct texts the worker gets in every persona's first `turns` turns
     (workload.worker_messages_of): each message's content, an assistant message's without its

@@ -355,3 +355,28 @@ def test_calibrate_worker_count_tokens_stores_the_workers_token_counts(monkeypat
     assert tokens is not None and tokens.tokens_per_message == 3
     assert all(4.5 <= value <= 5.5 for value in tokens.chars_per_token.values())
     assert "characters per token" in out.getvalue()
+    assert "over the personas' segments at scale 0.1)" in out.getvalue()  # the default
+
+
+@pytest.mark.django_db
+def test_calibrate_worker_counts_the_personas_texts_at_the_scale_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shorter texts tokenize denser: the validation plans at --scale 0.03 and counts there."""
+    from research import planner_services
+
+    worker = worker_register(name="cpu-3", base_url="http://127.0.0.1:9", model_id="m", pool_name="dev",
+                             state="healthy")
+    stored_synthetic_runs(worker)
+    # a tokenizer with a cost per text on top of its length, as a real one has at a text's edges
+    monkeypatch.setattr(planner_services, "worker_token_counter", lambda base_url, api_key=None: (
+        lambda messages: 3 * len(messages) + sum(4 + len(m["content"]) // 5 for m in messages if m["content"])))
+    bases = {}
+    for scale in ("0.1", "0.03"):
+        out = StringIO()
+        call_command("calibrate_worker", "--worker", "cpu-3", "--count-tokens", "--token-scale", scale, stdout=out)
+        assert f"segments at scale {scale})" in out.getvalue()
+        calibration = Calibration.objects.get(pk=int(out.getvalue().strip().splitlines()[-1].split()[1]))
+        bases[scale] = (calibration.residuals["tokens"], CostModel.from_dict(calibration.cost).tokens)
+    (basis_01, tokens_01), (basis_003, tokens_003) = bases["0.1"], bases["0.03"]
+    assert (basis_01["scale"], basis_003["scale"]) == (0.1, 0.03)
+    assert basis_003["characters"]["tool"] < basis_01["characters"]["tool"]  # shorter tool results
+    assert tokens_003.chars_per_token["tool"] < tokens_01.chars_per_token["tool"]  # counted denser

@@ -12,7 +12,8 @@
 `--count-tokens` asks the worker (or `--tokens-url`, a llama-server of the same model) to count
 the class personas' prompt segments with its tokenizer and chat template (no generation), and
 stores the characters per token it finds with the calibration (research/planner/tokens.py);
-without it the planner counts 4 characters a token.
+without it the planner counts 4 characters a token. The texts are the personas' at `--token-scale`
+(default 0.1): give the scale you will plan at, as shorter texts tokenize denser.
 
 Prints the cost model, the fit's residuals (or the assumptions and their sources), and as its
 last line `calibration N`, the stored calibration's id for `plan_class --calibration N`.
@@ -26,6 +27,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from research.models import BenchmarkRun, Calibration
 from research.planner.assumptions import RigAssumptions
 from research.planner.cost import CostModel
+from research.planner.tokens import SAMPLE_SCALE
 from research.planner_services import (
     CalibrationRefused,
     calibration_assume,
@@ -99,7 +101,8 @@ def residual_lines(residuals: dict[str, Any]) -> list[str]:
                      f"{shared['ttft_points']} requests, {shared['decode_runs']} runs)")
     basis = residuals.get("tokens")
     if basis:
-        lines.append("token counts (the worker's tokenizer and template, over the personas' segments):")
+        at = f" at scale {basis['scale']:g}" if basis.get("scale") is not None else ""
+        lines.append(f"token counts (the worker's tokenizer and template, over the personas' segments{at}):")
         for kind, segments in sorted(basis.get("segments", {}).items()):
             lines.append(f"    {kind}: {segments} segments, {basis['characters'][kind]} characters, "
                          f"{basis['tokens'][kind]} tokens")
@@ -119,6 +122,9 @@ class Command(BaseCommand):
         parser.add_argument("--label", default="")
         parser.add_argument("--count-tokens", action="store_true",
                             help="Count the personas' prompt segments with the worker's tokenizer (it must be up).")
+        parser.add_argument("--token-scale", type=float, default=SAMPLE_SCALE,
+                            help="With --count-tokens: the personas' --scale to sample their texts at; give the "
+                                 "scale you will plan at (shorter texts tokenize denser).")
         parser.add_argument("--tokens-url", default=None,
                             help="With --count-tokens: a llama-server of the same model to count with "
                                  "(default: the worker's own address).")
@@ -185,7 +191,7 @@ class Command(BaseCommand):
                     worker = runs[0].worker
                     url = options["tokens_url"] or (worker.base_url if worker else runs[0].base_url)
                     tokens, basis = count_tokens(url, None if options["tokens_url"] or worker is None
-                                                 else worker.api_key or None)
+                                                 else worker.api_key or None, scale=options["token_scale"])
                 calibration, fit = calibration_fit(runs=runs, label=options["label"], tokens=tokens,
                                                    tokens_basis=basis, loaded_runs=loaded,
                                                    loaded_workers=options["loaded_workers"])
