@@ -380,3 +380,6 @@ def test_calibrate_worker_counts_the_personas_texts_at_the_scale_it_is_given(mon
     assert (basis_01["scale"], basis_003["scale"]) == (0.1, 0.03)
     assert basis_003["characters"]["tool"] < basis_01["characters"]["tool"]  # shorter tool results
     assert tokens_003.chars_per_token["tool"] < tokens_01.chars_per_token["tool"]  # counted denser
+    for wrong in ("0", "-0.1", "1.5"):
+        with pytest.raises(CommandError, match="--token-scale must be in"):
+            call_command("calibrate_worker", "--worker", "cpu-3", "--count-tokens", "--token-scale", wrong)

@@ -147,6 +147,8 @@ class Command(BaseCommand):
         group.add_argument("--cache-type", default=defaults.cache_type, choices=["f16", "q8_0", "q4_0"])
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not 0 < options["token_scale"] <= 1:
+            raise CommandError("--token-scale must be in (0, 1], as class_replay's and plan_class's --scale")
         if options["assumptions"]:
             if options["gpus"] < 1 or options["model_gb"] <= 0 or not 0 < options["roofline_fraction"] <= 1:
                 raise CommandError("--gpus >= 1, --model-gb > 0 and --roofline-fraction in (0, 1] are needed")
