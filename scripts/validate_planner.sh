@@ -91,22 +91,18 @@ bench_worker() {  # worker slots prefix phase: a prompt-size sweep at concurrenc
             --prompt-tokens "$prompt" --output-tokens 8 --label "$LABEL prompt sweep $prompt" \
             --json "$prefix-prompt-$prompt.json"
     done
-    # Turns that find ~512 tokens of their prompt cached and compute 16 to 256 more: what a
-    # continuing agent turn does, and what separates the per-context prefill cost from the rest
-    # (several sizes after one prefix: the small-chunk term, research/planner/fit.py).
-    for prompt in 528 544 576 640 768; do
+    # Turns that find a prefix cached and compute a few more tokens (cached:prompt): what a
+    # continuing agent turn does, and what separates the per-context prefill cost from the rest.
+    # 16 to 256 after 512 (several sizes after one prefix: the small-chunk term,
+    # research/planner/fit.py); 16 and 64 after 1,280, because after one prefix only the
+    # small-chunk term (its cost grows with the prefix) and a fixed request overhead differ only on
+    # the chunks shorter than the term's size, and the fit could take one for the other (the fifth
+    # pass's 1x4 calibration did): a second prefix tells them apart.
+    for shape in 512:528 512:544 512:576 512:640 512:768 1280:1296 1280:1344; do
+        local cached=${shape%:*} prompt=${shape#*:}
         "$PYTHON" manage.py bench --worker "$worker" --requests 3 --warmup 1 --concurrency 1 \
-            --prompt-tokens "$prompt" --prefix-tokens 512 --output-tokens 8 \
-            --label "$LABEL cached prefix 512 of $prompt" --json "$prefix-prefix-$prompt.json"
-    done
-    # The same short chunks after a longer prefix (an agent's conversation at this scale): after
-    # one prefix only, the small-chunk term (its cost grows with the prefix) and a fixed request
-    # overhead differ only on the chunks shorter than the term's size, and the fit could take one
-    # for the other (the fifth pass's 1x4 calibration did); a second prefix tells them apart.
-    for prompt in 1296 1344; do
-        "$PYTHON" manage.py bench --worker "$worker" --requests 3 --warmup 1 --concurrency 1 \
-            --prompt-tokens "$prompt" --prefix-tokens 1280 --output-tokens 8 \
-            --label "$LABEL cached prefix 1280 of $prompt" --json "$prefix-prefix-$prompt.json"
+            --prompt-tokens "$prompt" --prefix-tokens "$cached" --output-tokens 8 \
+            --label "$LABEL cached prefix $cached of $prompt" --json "$prefix-prefix-$prompt.json"
     done
     "$PYTHON" manage.py bench --worker "$worker" --requests 6 --warmup 1 --concurrency "$levels" \
         --prompt-tokens 128 --output-tokens 32 --label "$LABEL concurrency sweep" --json "$prefix-concurrency.json"
