@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from tests.browser.conftest import sign_in
 from tests.conftest import MODEL_ID
@@ -86,5 +87,7 @@ def test_slips_print_one_page_per_student_and_focus_follows_a_new_key(gateway, w
     sign_in(student_page, gateway.url, "alice", "pw-alice-1")
     student_page.goto(f"{gateway.url}/keys/")
     student_page.click("text=Create key")
-    focused = student_page.evaluate("document.activeElement && document.activeElement.getAttribute('data-copy-target')")
-    assert focused == "new-key"
+    # The click submits a form: wait for the page that shows the key, then for its autofocus (the
+    # browser moves focus a moment after the document is parsed; reading it at once was flaky in CI).
+    student_page.wait_for_selector("[data-testid=new-key]")
+    expect(student_page.locator("button[data-copy-target=new-key]")).to_be_focused(timeout=10_000)
