@@ -10,15 +10,15 @@ request log of the configuration's database. p50 and p90 in ms.
 
     PYTHONPATH=. OCS_ENV=test .venv/bin/python docs/research/planner-validation/decompose.py 1x4 /tmp/p8
 """
-import json, os, statistics as st, sys, sqlite3
+import json, os, sys, sqlite3
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ocsweb.settings")
 import django; django.setup()
 from dataclasses import replace
 from research.planner.cost import CostModel
 from research.planner import sim as S
-from research.planner.plan import ClassPlan
 from research.planner.workload import class_students
 from research.class_personas import parse_mix
+from research.metrics import percentile  # the replay's own p50 / p95
 cfg, (w, s, c) = sys.argv[1], {"1x4": (1, 4, 4096), "2x2": (2, 2, 4096), "2x4": (2, 4, 2048)}[sys.argv[1]]
 base = sys.argv[2]
 plan_file = json.load(open(f"{base}/validation/{cfg}/plan.json"))
@@ -38,7 +38,7 @@ def begin_step(self, worker):
 S.Simulation._begin_step = begin_step
 mix = parse_mix("agent:3,claude:1,codex:1,chat:2,burst:1")
 fleet = S.FleetPlan(workers=w, slots=s, context_tokens=c, duration_s=180.0, policy="tokens")
-def q(xs, p): xs=sorted(xs); return round(xs[min(len(xs)-1,int(p*len(xs)))],0) if xs else None
+def q(xs, p): return round(percentile(xs, p * 100)) if xs else None
 rows={}
 for seed in range(4):
     students = class_students(mix=mix, seed=1, scale=0.03, context_tokens=c, duration_s=180.0, tools_inline=True, model=fleet.model_id, tokens=cost.tokens)
