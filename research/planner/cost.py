@@ -2,17 +2,31 @@
 
 llama-server runs its slots in one loop: every iteration is one batch (at most `batch_tokens`,
 its `-b`, default 2,048) holding one token of each slot that is generating and, in the room left,
-chunks of the prompts of slots that are still evaluating theirs (slot by slot, in slot order). So:
+chunks of the prompts of slots that are still evaluating theirs (slot by slot, in slot order).
+llama.cpp runs the batch as forward passes (ubatches, at most `ubatch_tokens`, its `-ub`, default
+512; `ubatches` below, after the pinned build's split): with a KV stream per slot (--no-kv-unified,
+every worker here), a pass holds slots of consecutive ids and as many tokens of each, so a prompt
+chunk that shares its step with a neighbouring slot runs as several pieces. So:
 
-    step seconds = decode_s(slots generating, their context) + prefill_s(the step's prompt chunks)
-    prefill_s(chunks) = sum over chunks of  prefill_s_per_token x n
+    step seconds = decode_s(slots generating, their context) + prefill_s(the step's prompt pieces)
+                   + pass_s x (passes - 1)
+    prefill_s(pieces) = sum over pieces of  prefill_s_per_token x n
                                           + prefill_s_per_context_token x n x (c + (n - 1) / 2)
                                           + small_chunk_s_per_context_token x min(n, small_chunk_tokens) x c
-                        (a chunk of n prompt tokens after c tokens already in its slot: each new
+                        (a piece of n prompt tokens after c tokens already in its slot: each new
                         token also attends to every token before it; and the first
-                        small_chunk_tokens of a chunk read the tokens before it more slowly)
+                        small_chunk_tokens of each piece read the tokens before it more slowly)
     decode_s(n, context) = decode_s_per_token + decode_s_per_extra_slot x (n - 1)
                            + decode_s_per_context_token x (tokens of context of the n slots)   (n >= 1; 0 when n = 0)
+
+A chunk alone, of at most a ubatch, is one piece in one pass, and slots 0..n-1 decoding together
+one pass: the shapes the calibration benches, so the fit's closed forms are these. `pass_s`, a
+pass's own cost beside its tokens', is a one-slot decode step less what an extra slot adds
+(fit.py); measured on the pinned build (docs/research/planner-validation/passes-probe.txt): slots 0
+and 2 decoding (two passes) take two one-slot steps, slots 0 and 1 one step and an extra slot; 60
+and 80 new tokens after ~1,000 cached on slots 1 and 2 beside a decoding slot 0 take 16 % longer
+than on slots 1 and 3, as the extra pieces' small-chunk term says. A slot's context costs what its
+own holds, whatever its pass-mates hold (measured there too).
 
 From that, with nothing else running, a prompt of P uncached tokens takes
 `request_overhead_s + P x prefill_s_per_token` to its first token, and each further token takes
@@ -51,12 +65,14 @@ by `calibrate_worker --count-tokens`; None: the planner's old fixed guess (4 cha
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from fleet.gguf import KV_BYTES_PER_ELEMENT
 
 DEFAULT_BATCH_TOKENS = 2048
+DEFAULT_UBATCH_TOKENS = 512  # llama-server's -ub: the most tokens one forward pass takes
 
 
 DEFAULT_CHARS_PER_TOKEN = 4.0
@@ -95,6 +111,65 @@ class TokenModel:
         return cls(**{key: value for key, value in data.items() if key in known})
 
 
+@dataclass(frozen=True)
+class Piece:
+    """A slot's tokens in one forward pass (a ubatch): `tokens` after `context` already in its slot;
+    `decode`: a generating slot's one sampled token."""
+
+    slot: int
+    tokens: int
+    context: int
+    decode: bool = False
+
+
+def ubatches(entries: Sequence[Piece], *, ubatch_tokens: int, streams: int) -> list[list[Piece]]:
+    """How llama.cpp splits one step's batch (`entries` in batch order: llama-server puts the
+    generating slots' tokens first, then the prompt chunks, each in slot order) into forward passes.
+
+    With one KV stream (one slot, or --kv-unified) it cuts the batch in order into passes of at most
+    `ubatch_tokens` (split_simple). With a stream per slot (--no-kv-unified, how every worker here
+    runs: fleet/local_worker.ISOLATION_ARGS) it takes equal splits (llama_batch_allocr::split_equal,
+    sequential): a pass holds slots of consecutive ids, starting from the first slot in batch order
+    with tokens left, and the same number of tokens of each (the fewest any of them has left, at most
+    `ubatch_tokens` over the number of slots). So a prompt chunk that shares a step with other slots
+    is cut into several passes: a decode token of the slot before it takes one token of the chunk
+    into its pass, a neighbour's chunk as many tokens as that chunk has."""
+    left = [entry.tokens for entry in entries]
+    context = [entry.context for entry in entries]
+    passes: list[list[Piece]] = []
+
+    def take(index: int, tokens: int) -> Piece:
+        entry = entries[index]
+        piece = Piece(entry.slot, tokens, context[index], entry.decode)
+        left[index] -= tokens
+        context[index] += tokens
+        return piece
+
+    while any(n > 0 for n in left):
+        if streams <= 1:
+            room, pieces = ubatch_tokens, []
+            for index, n in enumerate(left):
+                if n > 0 and room > 0:
+                    tokens = min(n, room)
+                    room -= tokens
+                    pieces.append(take(index, tokens))
+            passes.append(pieces)
+            continue
+        chosen: list[int] = []
+        for index, n in enumerate(left):
+            if n > 0 and (not chosen or entries[index].slot == entries[chosen[-1]].slot + 1):
+                chosen.append(index)
+        tokens = max(1, min(min(left[i] for i in chosen), ubatch_tokens // len(chosen)))
+        passes.append([take(index, tokens) for index in chosen])
+    return passes
+
+
+def lone_pieces(tokens: int, context_before: int, ubatch_tokens: int = DEFAULT_UBATCH_TOKENS) -> list[Piece]:
+    """A prompt chunk alone in the loop, as the forward passes it runs as (one piece each)."""
+    return [piece for one in ubatches([Piece(0, tokens, context_before)], ubatch_tokens=ubatch_tokens, streams=1)
+            for piece in one]
+
+
 def chunk_pairs(tokens: int, context_before: int) -> float:
     """Pairs (new token, token before it in the slot) of a chunk of `tokens` prompt tokens after
     `context_before` tokens: what the per-context prefill term multiplies."""
@@ -123,12 +198,18 @@ class CostModel:
     jitter: float = 0.0
     small_chunk_tokens: int = 0
     small_chunk_s_per_context_token: float = 0.0
+    ubatch_tokens: int = DEFAULT_UBATCH_TOKENS
+    pass_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.prefill_s_per_token < 0 or self.decode_s_per_token <= 0 or self.batch_tokens < 1:
-            raise ValueError("a cost model needs prefill >= 0 and decode > 0 seconds per token, and a batch of >= 1")
+        if (self.prefill_s_per_token < 0 or self.decode_s_per_token <= 0 or self.batch_tokens < 1
+                or self.ubatch_tokens < 1):
+            raise ValueError("a cost model needs prefill >= 0 and decode > 0 seconds per token, and a batch and "
+                             "a ubatch of >= 1 token")
         if self.small_chunk_tokens < 0 or self.small_chunk_s_per_context_token < 0:
             raise ValueError("the small-chunk term (tokens, seconds per pair) is >= 0")
+        if self.pass_s < 0:
+            raise ValueError("a forward pass's own cost (pass_s) is >= 0")
         if self.contention < 0 or self.jitter < 0:
             raise ValueError("contention (a slowdown per other worker computing) and jitter (a relative spread) "
                              "are >= 0")
@@ -144,30 +225,34 @@ class CostModel:
         return (self.decode_s_per_token + self.decode_s_per_extra_slot * (generating - 1)
                 + self.decode_s_per_context_token * kv_scale * max(0, context_tokens))
 
-    def small_pairs(self, tokens: int, context_before: int) -> float:
-        """The small-chunk pairs of one chunk (small_chunk_pairs at this model's size)."""
-        return small_chunk_pairs(tokens, context_before, self.small_chunk_tokens)
-
     def prefill_s(self, prompt_tokens: int, prompt_pairs: float = 0.0, cache_type: str | None = None,
                   small_pairs: float = 0.0) -> float:
-        """Seconds of `prompt_tokens` of prompt whose chunks hold `prompt_pairs` (chunk_pairs) and
-        `small_pairs` (small_pairs), each summed over the chunks."""
+        """Seconds of `prompt_tokens` of prompt whose pieces hold `prompt_pairs` (chunk_pairs) and
+        `small_pairs` (small_chunk_pairs), each summed over the pieces."""
         kv_scale = KV_BYTES_PER_ELEMENT[cache_type or self.cache_type] / KV_BYTES_PER_ELEMENT[self.cache_type]
         return (self.prefill_s_per_token * max(0, prompt_tokens)
                 + kv_scale * (self.prefill_s_per_context_token * max(0.0, prompt_pairs)
                               + self.small_chunk_s_per_context_token * max(0.0, small_pairs)))
 
-    def ttft_alone_s(self, uncached_tokens: int, cached_tokens: int = 0) -> float:
-        """Time to first token of a prompt evaluated with nothing else in the loop (one chunk)."""
-        return self.request_overhead_s + self.prefill_s(uncached_tokens, chunk_pairs(uncached_tokens, cached_tokens),
-                                                        small_pairs=self.small_pairs(uncached_tokens, cached_tokens))
+    def step_s(self, batch: Sequence[Piece], *, streams: int, cache_type: str | None = None) -> float:
+        """Seconds of one iteration of llama-server's loop over `batch` (one Piece a slot, in batch
+        order), on a worker with `streams` KV streams (its slots): cut into forward passes
+        (`ubatches`), each pass after the first costs `pass_s`, and each prompt piece pays the
+        small-chunk term, as a chunk alone pays it once (module docstring)."""
+        passes = ubatches(batch, ubatch_tokens=self.ubatch_tokens, streams=streams)
+        pieces = [piece for one in passes for piece in one]
+        decoding = [piece for piece in pieces if piece.decode]
+        prompt = [piece for piece in pieces if not piece.decode]
+        return (self.decode_s(len(decoding), sum(piece.context for piece in decoding), cache_type)
+                + self.prefill_s(sum(piece.tokens for piece in prompt),
+                                 sum(chunk_pairs(piece.tokens, piece.context) for piece in prompt), cache_type,
+                                 sum(small_chunk_pairs(piece.tokens, piece.context, self.small_chunk_tokens)
+                                     for piece in prompt))
+                + self.pass_s * (len(passes) - 1))
 
-    def step_s(self, *, generating: int, prompt_tokens: int, context_tokens: int = 0,
-               cache_type: str | None = None, prompt_pairs: float = 0.0, small_pairs: float = 0.0) -> float:
-        """Seconds of one iteration: the decode of `generating` slots plus `prompt_tokens` of prompt
-        (`prompt_pairs`, `small_pairs`: their chunks' pairs, summed)."""
-        return (self.decode_s(generating, context_tokens, cache_type)
-                + self.prefill_s(prompt_tokens, prompt_pairs, cache_type, small_pairs))
+    def ttft_alone_s(self, uncached_tokens: int, cached_tokens: int = 0) -> float:
+        """Time to first token of a prompt evaluated with nothing else in the loop."""
+        return self.request_overhead_s + self.step_s([Piece(0, uncached_tokens, cached_tokens)], streams=1)
 
     def rate(self, others_computing: int) -> float:
         """Seconds of a step alone done per second while `others_computing` other workers compute."""

@@ -10,7 +10,8 @@ Input: the requests of benchmark runs of one worker (research.models.RequestSamp
   the tokens before it. A prompt-size sweep spreads n; turns that find a long prefix cached
   (`bench --prefix-tokens`) spread c, which is what separates the context term from the rest.
   With three or more sizes of n after one cached prefix, the small-chunk term too
-  (+ small_chunk_s_per_context_token x min(n, small_chunk_tokens) x c): each size in
+  (+ small_chunk_s_per_context_token x min(n, small_chunk_tokens) x c, for each forward pass of at
+  most 512 tokens the prompt runs as: cost.ubatches): each size in
   SMALL_CHUNK_SIZES is tried, and the best is kept if it takes away a fifth of the squared residuals.
   Short chunks after a second, longer prefix tell that term (it grows with c) from the overhead.
   The residuals of cached and uncached turns are shown apart.
@@ -48,7 +49,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from research.planner.cost import DEFAULT_BATCH_TOKENS, CostModel, chunk_pairs, small_chunk_pairs
+from research.planner.cost import DEFAULT_BATCH_TOKENS, CostModel, chunk_pairs, lone_pieces, small_chunk_pairs
 
 
 @dataclass(frozen=True)
@@ -156,8 +157,9 @@ def _fit_prefill(points: Sequence[tuple[int, int, float]], notes: list[str], sma
         terms.remove("overhead")
 
     def row(n: int, c: int) -> list[float]:
-        return [{"overhead": 1.0, "token": float(n), "context": chunk_pairs(n, c),
-                 "small": small_chunk_pairs(n, c, small_tokens)}[t] for t in terms]
+        # a prompt longer than a ubatch runs as several forward passes, each paying the small-chunk term
+        small = sum(small_chunk_pairs(p.tokens, p.context, small_tokens) for p in lone_pieces(n, c))
+        return [{"overhead": 1.0, "token": float(n), "context": chunk_pairs(n, c), "small": small}[t] for t in terms]
 
     # Relative least squares (each point weighted by 1 / its TTFT): a 200 ms turn's error counts as
     # much as a 4 s prompt's of the same share, as the planner is judged (and a line fitted in
@@ -233,11 +235,6 @@ def fit_cost_model(measured: Sequence[Measured], *, slots: int, batch_tokens: in
     points = [(m.uncached_tokens, m.cached_tokens, float(m.ttft_s)) for m in prefill if m.ttft_s is not None]
     if not points:
         raise ValueError("no request with a TTFT at concurrency 1: run a prompt-size sweep (bench at concurrency 1)")
-    prompt = _fit_prompt(points, notes)
-    if len({c for _, c, _ in points}) < 2 and prompt.context:
-        notes.append("every prompt found the same cached context: the context term rests on the sweep's curvature "
-                     "alone (run bench --prefix-tokens)")
-
     decode_points = decode_steps(measured, slots=slots)
     if not decode_points:
         raise ValueError("no request with a TPOT (output tokens > 1): runs need at least 2 output tokens")
@@ -264,6 +261,16 @@ def fit_cost_model(measured: Sequence[Measured], *, slots: int, batch_tokens: in
     if extra < 0:
         notes.append(f"decode time per extra slot came out {extra:.5f} s: set to 0")
         extra = 0.0
+    # A forward pass's own cost (CostModel.pass_s): a one-slot decode step less what one more slot
+    # adds to it. A prompt longer than a ubatch runs as several passes; each after the first costs
+    # that, taken off before the prompt line is fitted.
+    pass_s = max(0.0, base - extra)
+    points = [(n, c, y - pass_s * (len(lone_pieces(n, c)) - 1)) for n, c, y in points]
+    prompt = _fit_prompt(points, notes)
+    if len({c for _, c, _ in points}) < 2 and prompt.context:
+        notes.append("every prompt found the same cached context: the context term rests on the sweep's curvature "
+                     "alone (run bench --prefix-tokens)")
+
     jitter, spreads = _jitter(prefill)
     if not spreads:
         notes.append("no run at concurrency 1 with two or more requests: jitter 0 (bench --requests 3)")
@@ -271,7 +278,7 @@ def fit_cost_model(measured: Sequence[Measured], *, slots: int, batch_tokens: in
                      decode_s_per_context_token=per_context_decode, request_overhead_s=prompt.overhead,
                      prefill_s_per_context_token=prompt.context, batch_tokens=batch_tokens, cache_type=cache_type,
                      jitter=jitter, small_chunk_tokens=prompt.small_tokens,
-                     small_chunk_s_per_context_token=prompt.small)
+                     small_chunk_s_per_context_token=prompt.small, pass_s=pass_s)
 
     def predicted_ttft(m: Measured) -> float:
         return cost.ttft_alone_s(m.uncached_tokens, m.cached_tokens)

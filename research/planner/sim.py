@@ -46,9 +46,10 @@ answer it generated (`TurnShape.answer_key`, as many tokens as were generated le
 sampled, which llama-server never evaluates), so a next prompt that carries the answer back finds
 that much of it cached too.
 
-A prompt chunk's cost grows with the tokens already in the slot before it (the cached prefix and
-the chunks already evaluated): `cost.chunk_pairs` per chunk, summed into the step, and so do a
-small chunk's first tokens (`CostModel.small_pairs`).
+A step is costed as llama.cpp runs it (`CostModel.step_s`): the batch (the generating slots' tokens,
+then the prompt chunks, in slot order) is cut into forward passes (`cost.ubatches`), and each
+prompt piece's cost grows with the tokens already in the slot before it (the cached prefix and the
+chunks already evaluated) and, in a pass of several slots, with the longest slot's.
 """
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ from core import fair_share, slot_owners
 from fleet import scheduler
 from inference import admission_rules
 from research.class_metrics import Turn
-from research.planner.cost import CostModel, chunk_pairs
+from research.planner.cost import CostModel, Piece
 
 POOL_ID = 1
 
@@ -419,29 +420,23 @@ class Simulation:
             self._idle_entered.append(worker)
 
     def _begin_step(self, worker: _Worker) -> None:
-        generating = [r for r in worker.running if r.first_token_s is not None]
+        generating = sorted((r for r in worker.running if r.first_token_s is not None), key=lambda r: r.slot or 0)
         room = worker.cost.batch_tokens - len(generating)
         step: list[tuple[_Request, int]] = [(r, 0) for r in generating]
-        prompt_tokens = 0
-        pairs = small = 0.0
+        batch = [Piece(r.slot or 0, 1, r.shape.prompt_tokens + r.generated, decode=True) for r in generating]
         # llama-server fills the batch's room with prompt chunks slot by slot, in slot order.
         for request in sorted(worker.running, key=lambda r: r.slot or 0):
             if request.first_token_s is None and room > 0:
                 chunk = min(request.prefill_left, room)
                 room -= chunk
-                prompt_tokens += chunk
-                before = request.shape.prompt_tokens - request.prefill_left
-                pairs += chunk_pairs(chunk, before)
-                small += worker.cost.small_pairs(chunk, before)
+                batch.append(Piece(request.slot or 0, chunk, request.shape.prompt_tokens - request.prefill_left))
                 step.append((request, chunk))
         if not step:
             if worker.stepping:
                 worker.stepping = False
                 self._retime()  # one fewer worker computing: the others speed up
             return
-        context = sum(r.shape.prompt_tokens + r.generated for r in generating)
-        seconds = worker.cost.step_s(generating=len(generating), prompt_tokens=prompt_tokens, context_tokens=context,
-                                     cache_type=self.plan.cache_type, prompt_pairs=pairs, small_pairs=small)
+        seconds = worker.cost.step_s(batch, streams=worker.view.slots, cache_type=self.plan.cache_type)
         jitter = worker.cost.jitter
         if self._noise is not None and jitter > 0:  # log-normal, mean 1: noise, not a bias
             sigma = math.sqrt(math.log(1 + jitter * jitter))

@@ -16,8 +16,9 @@ from research.models import BenchmarkRun, Calibration, RequestSample
 from research.planner.cost import CostModel
 from research.planner.fit import Measured, fit_contention, fit_cost_model
 
+# pass_s: a pass's own cost, a one-slot step less an extra slot's (what the fit derives)
 TRUE = CostModel(prefill_s_per_token=0.004, decode_s_per_token=0.05, decode_s_per_extra_slot=0.006,
-                 request_overhead_s=0.12)
+                 request_overhead_s=0.12, pass_s=0.044)
 
 
 def synthetic(*, prompts: tuple[int, ...] = (64, 256, 1024, 2048), concurrencies: tuple[int, ...] = (1, 2, 4, 8),
@@ -28,12 +29,12 @@ def synthetic(*, prompts: tuple[int, ...] = (64, 256, 1024, 2048), concurrencies
         run += 1
         for _ in range(3):
             measured.append(Measured(run_id=run, concurrency=1, prompt_tokens=prompt, cached_tokens=0, output_tokens=32,
-                                     ttft_s=TRUE.request_overhead_s + TRUE.prefill_s_per_token * prompt,
+                                     ttft_s=TRUE.ttft_alone_s(prompt),
                                      tpot_s=TRUE.decode_s(1)))
             if cached:
                 measured.append(Measured(run_id=run, concurrency=1, prompt_tokens=prompt + cached,
                                          cached_tokens=cached, output_tokens=32,
-                                         ttft_s=TRUE.request_overhead_s + TRUE.prefill_s_per_token * prompt,
+                                         ttft_s=TRUE.ttft_alone_s(prompt),
                                          tpot_s=TRUE.decode_s(1)))
     for concurrency in concurrencies[1:]:
         run += 1
@@ -48,7 +49,8 @@ def test_the_fit_recovers_known_parameters_from_synthetic_sweeps() -> None:
     assert fit.cost.request_overhead_s == pytest.approx(TRUE.request_overhead_s)
     assert fit.cost.decode_s_per_token == pytest.approx(TRUE.decode_s_per_token)
     assert fit.cost.decode_s_per_extra_slot == pytest.approx(TRUE.decode_s_per_extra_slot)
-    assert fit.residuals["ttft"]["rms_s"] == pytest.approx(0, abs=1e-9)
+    assert fit.cost.pass_s == pytest.approx(TRUE.pass_s)
+    assert fit.residuals["ttft"]["rms_s"] == pytest.approx(0, abs=1e-9)  # 1,024 and 2,048 tokens: 2 and 4 passes
     assert fit.residuals["ttft_cached"]["n"] == 12  # cached turns on the same line: cached tokens cost nothing
 
 

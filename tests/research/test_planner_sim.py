@@ -2,7 +2,7 @@
 gateway's own rules (a change to one changes the simulation)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -240,6 +240,16 @@ def test_requests_reaching_an_idle_worker_at_one_instant_share_its_first_batch()
         assert sorted(t.first_token_s for t in turns) == [pytest.approx(1.6), pytest.approx(1.6)]
         for student in order:
             student.sent, student.ended = 0, []
+
+
+def test_the_simulator_costs_a_step_as_its_forward_passes() -> None:
+    """The same two prompts on a worker whose passes cost something of their own: 100 and 10
+    tokens on slots 0 and 1 run as two passes (10 tokens of each, then slot 0's other 90), so the
+    step costs one pass more than its tokens (cost.ubatches, measured in passes-probe.txt)."""
+    long = Scripted("long", [shape(("l", 100), output=2, conversation="cl")])
+    short = Scripted("short", [shape(("s", 10), output=2, conversation="cs")])
+    turns, _ = simulate(plan=plan(slots=2), costs=[replace(COST, pass_s=0.2)], students=[long, short])
+    assert sorted(t.first_token_s for t in turns) == [pytest.approx(1.8), pytest.approx(1.8)]
 
 
 def test_a_request_that_waits_past_the_maximum_is_refused_with_the_gateways_retry_after() -> None:

@@ -66,7 +66,8 @@ def cost_lines(cost: CostModel) -> list[str]:
         f"  decode             {cost.decode_s_per_token * 1000:.2f} ms per token for one slot "
         f"({1 / cost.decode_s_per_token:.1f} tok/s), +{cost.decode_s_per_extra_slot * 1000:.2f} ms per extra slot "
         f"in the batch, +{cost.decode_s_per_context_token * 1e6:.3f} us per token of context",
-        f"  batch              {cost.batch_tokens} tokens, KV cache {cost.cache_type}",
+        f"  batch              {cost.batch_tokens} tokens, run as passes of at most {cost.ubatch_tokens}; "
+        f"+{cost.pass_s * 1000:.2f} ms for each pass of a step after its first; KV cache {cost.cache_type}",
         f"  contention         +{cost.contention:.1%} a step for each other worker computing at the same time",
         f"  jitter             {cost.jitter:.1%} (relative SD of a step's time, from identical requests)",
         counted,
