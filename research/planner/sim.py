@@ -48,8 +48,8 @@ that much of it cached too.
 
 A step is costed as llama.cpp runs it (`CostModel.step_s`): the batch (the generating slots' tokens,
 then the prompt chunks, in slot order) is cut into forward passes (`cost.ubatches`), and each
-prompt piece's cost grows with the tokens already in the slot before it (the cached prefix and the
-chunks already evaluated) and, in a pass of several slots, with the longest slot's.
+prompt piece's cost grows with the tokens already in its slot before it (the cached prefix and the
+pieces already evaluated).
 """
 from __future__ import annotations
 
