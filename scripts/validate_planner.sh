@@ -28,6 +28,11 @@
 # fresh VAR_BASE; the bench runs, the calibration and the prediction are redone, the replays kept.
 # To measure more runs of a prediction already made, copy its plan.json, calibration.txt and
 # replays into a new OUT's <config>/ and run with RUNS="1 2 3 4": only the missing replays run.
+#
+# STEP_TIMING=1: the workers write their logs at trace verbosity (LLAMA_ARG_LOG_VERBOSITY=5, benches
+# and replays alike), and after each replay docs/research/planner-validation/step_timing.py costs
+# every iteration of their loops with the calibration (<config>/steps-N.txt): how fast the workers
+# ran during that replay against the speed the calibration measured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +47,8 @@ MIX="${MIX:-agent:3,claude:1,codex:1,chat:2,burst:1}"
 POLICY="${POLICY:-tokens}"
 LABEL="${LABEL:-h20v}"
 RUNS="${RUNS:-1 2}"
+STEP_TIMING="${STEP_TIMING:-0}"
+[ "$STEP_TIMING" = 1 ] && export LLAMA_ARG_LOG_VERBOSITY=5  # llama-server reads it; the demo passes it on
 # name:workers:slots:context (tokens per slot)
 ALL_CONFIGS="1x4:1:4:4096 2x2:2:2:4096 2x4:2:4:2048"
 CONFIGS="${CONFIGS:-1x4 2x2 2x4}"
@@ -54,6 +61,18 @@ unset DATABASE_URL REDIS_URL
 mkdir -p "$OUT"
 
 say() { echo "[$(date -u +%H:%M:%S)] $*"; }
+
+# Each worker's log and its server's start time (seconds since boot, from /proc: the log's own
+# timestamps count from the process's start), so step_timing.py can line the workers' logs up.
+worker_starts() {  # var_dir
+    local pid log
+    for pid in $(pgrep -x llama-server); do
+        log=$(readlink "/proc/$pid/fd/1" 2>/dev/null) || continue
+        case "$log" in "$1"/logs/demo-worker-*.log)
+            echo "$log $(awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", $22 / hz}' "/proc/$pid/stat")" ;;
+        esac
+    done | sort
+}
 
 DEMO_PID=""
 demo_start() {  # name workers slots context port log
@@ -162,6 +181,7 @@ for config in $ALL_CONFIGS; do
     for run in $RUNS; do
         if [ ! -s "$dir/replay-$run.json" ]; then
             demo_start "$name" "$workers" "$slots" "$context" "$port" "$dir/demo-replay-$run.log"
+            [ "$STEP_TIMING" = 1 ] && worker_starts "$OCS_VAR_DIR" >"$dir/workers-$run.txt"
             # How fast the machine is now: the bench's 256-token point again, on this replay's demo
             # (a few seconds; no student owns a slot yet, so the replay recomputes what it wrote).
             "$PYTHON" manage.py bench --worker demo-worker-1 --requests 3 --warmup 1 --concurrency 1 \
@@ -171,6 +191,12 @@ for config in $ALL_CONFIGS; do
                 --duration "$DURATION" --scale "$SCALE" --seed "$SEED" --policy "$POLICY" \
                 --label "$LABEL $name run $run" --json "$dir/replay-$run.json" | tee "$dir/replay-$run.txt"
             demo_stop
+            if [ "$STEP_TIMING" = 1 ]; then
+                PYTHONPATH=. "$PYTHON" docs/research/planner-validation/step_timing.py "$calibration" --slots "$slots" \
+                    $(awk '{print $1}' "$dir/workers-$run.txt") \
+                    --started "$(awk '{print $2}' "$dir/workers-$run.txt" | paste -sd,)" >"$dir/steps-$run.txt"
+                tail -1 "$dir/steps-$run.txt"
+            fi
         fi
     done
     # Drift: each replay's probe against the bench's same point (worker 1 alone, before the
