@@ -74,11 +74,15 @@ def count_tokens(base_url: str, api_key: str | None = None, *,
 
 def calibration_fit(*, runs: Sequence[BenchmarkRun], label: str = "", tokens: TokenModel | None = None,
                     tokens_basis: dict[str, Any] | None = None, loaded_runs: Sequence[BenchmarkRun] = (),
-                    loaded_workers: int = 2) -> tuple[Calibration, Fit]:
+                    loaded_workers: int = 2, load_factor: float = 1.0) -> tuple[Calibration, Fit]:
     """Fits a cost model to `runs` (all of one worker, benched alone) and stores it, with `tokens`
-    (the worker's token counts, measured by `count_tokens`) in it if given, and the contention
+    (the worker's token counts, measured by `count_tokens`) in it if given, the contention
     fitted from `loaded_runs` (the same worker benched while `loaded_workers` workers of its host,
-    it included, were benched at once; none: contention 0)."""
+    it included, were benched at once; none: contention 0), and `load_factor` (CostModel: the
+    worker's speed under a class against these benches, measured apart; the fit and its residuals
+    are the benches' own)."""
+    if not load_factor > 0:
+        raise CalibrationRefused("--load-factor is a ratio of times: > 0 (1: the benches' speed)")
     if not runs:
         raise CalibrationRefused("no finished benchmark runs to calibrate from")
     workers = {run.worker_id for run in [*runs, *loaded_runs]}
@@ -111,6 +115,10 @@ def calibration_fit(*, runs: Sequence[BenchmarkRun], label: str = "", tokens: To
         fit.residuals["tokens"] = tokens_basis or {}
     else:
         fit.notes.append("no token counts: the planner counts 4 characters a token (calibrate_worker --count-tokens)")
+    if load_factor != 1.0:
+        fit.cost = dataclasses.replace(fit.cost, load_factor=load_factor)
+        fit.notes.append(f"load factor x{load_factor:g}: every step and request overhead planned at {load_factor:g} "
+                         f"times its fitted time (the worker's speed under a class, measured apart from these runs)")
     calibration = Calibration.objects.create(
         label=label or f"{worker.name if worker else first.base_url}: runs {', '.join(str(r.pk) for r in runs)}",
         source=Calibration.Source.RUNS, worker=worker, runs=[run.pk for run in [*runs, *loaded_runs]],

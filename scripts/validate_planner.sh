@@ -33,6 +33,12 @@
 # and replays alike), and after each replay docs/research/planner-validation/step_timing.py costs
 # every iteration of their loops with the calibration (<config>/steps-N.txt): how fast the workers
 # ran during that replay against the speed the calibration measured.
+#
+# LOAD_FACTOR=1 (implies STEP_TIMING=1): after the benches, a warm-up class replay of another seed
+# (WARM_SEED, default SEED + 100; WARM_DURATION, default 120 s) on a fresh demo, its steps timed
+# from the workers' logs against the bench calibration; that speed becomes the calibration's load
+# factor (calibrate_worker --load-factor: <config>/calibration-load.txt, the one the prediction
+# uses): the workers' speed under a class, which the benches alone do not show (eleventh pass).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +54,10 @@ POLICY="${POLICY:-tokens}"
 LABEL="${LABEL:-h20v}"
 RUNS="${RUNS:-1 2}"
 STEP_TIMING="${STEP_TIMING:-0}"
+LOAD_FACTOR="${LOAD_FACTOR:-0}"
+WARM_SEED="${WARM_SEED:-$((SEED + 100))}"
+WARM_DURATION="${WARM_DURATION:-120}"
+[ "$LOAD_FACTOR" = 1 ] && STEP_TIMING=1
 [ "$STEP_TIMING" = 1 ] && export LLAMA_ARG_LOG_VERBOSITY=5  # llama-server reads it; the demo passes it on
 # name:workers:slots:context (tokens per slot)
 ALL_CONFIGS="1x4:1:4:4096 2x2:2:2:4096 2x4:2:4:2048"
@@ -136,6 +146,8 @@ for config in $ALL_CONFIGS; do
     export OCS_VAR_DIR="$VAR_BASE/$name"
     mkdir -p "$OCS_VAR_DIR"
     dir="$OUT/$name"; mkdir -p "$dir"
+    loaded=()
+    [ "$workers" -gt 1 ] && loaded=(--loaded-label "$LABEL loaded" --loaded-workers "$workers")
 
     # 1. Bench runs of this configuration: worker 1 alone (the cost model), then, with more than
     # one worker, every worker at once (they share the cores: how much slower worker 1 is then
@@ -143,7 +155,6 @@ for config in $ALL_CONFIGS; do
     if [ ! -s "$dir/calibration.txt" ]; then
         demo_start "$name" "$workers" "$slots" "$context" "$port" "$dir/demo-bench.log"
         bench_worker demo-worker-1 "$slots" "$dir/bench-alone-w1" "alone" >"$dir/bench-alone-w1.log" 2>&1
-        loaded=()
         if [ "$workers" -gt 1 ]; then
             pids=()
             for w in $(seq 1 "$workers"); do
@@ -151,7 +162,6 @@ for config in $ALL_CONFIGS; do
                 pids+=($!)
             done
             for pid in "${pids[@]}"; do wait "$pid"; done
-            loaded=(--loaded-label "$LABEL loaded" --loaded-workers "$workers")
         fi
         say "$name: bench done"
         # 2. The cost model, from worker 1's runs (the planner gives every worker the same one);
@@ -169,6 +179,29 @@ for config in $ALL_CONFIGS; do
     fi
     calibration=$(tail -1 "$dir/calibration.txt" | awk '{print $2}')
     say "$name: calibration $calibration"
+
+    # 2b. LOAD_FACTOR=1: the workers' speed under a class (a warm-up replay of another seed),
+    # against the calibration just fitted, stored as a second calibration with that load factor.
+    if [ "$LOAD_FACTOR" = 1 ]; then
+        if [ ! -s "$dir/calibration-load.txt" ]; then
+            demo_start "$name" "$workers" "$slots" "$context" "$port" "$dir/demo-warmup.log"
+            worker_starts "$OCS_VAR_DIR" >"$dir/workers-warmup.txt"
+            "$PYTHON" manage.py class_replay --base-url "http://127.0.0.1:$port/v1" --mix "$MIX" \
+                --duration "$WARM_DURATION" --scale "$SCALE" --seed "$WARM_SEED" --policy "$POLICY" \
+                --label "$LABEL $name warm-up" --json "$dir/warmup.json" >"$dir/warmup.txt"
+            PYTHONPATH=. "$PYTHON" docs/research/planner-validation/step_timing.py "$calibration" --slots "$slots" \
+                $(awk '{print $1}' "$dir/workers-warmup.txt") \
+                --started "$(awk '{print $2}' "$dir/workers-warmup.txt" | paste -sd,)" >"$dir/steps-warmup.txt"
+            factor=$(tail -1 "$dir/steps-warmup.txt" | sed -n 's/.*against the calibration: x\([0-9.]*\).*/\1/p')
+            [ -n "$factor" ] || { tail -3 "$dir/steps-warmup.txt"; echo "no speed in steps-warmup.txt" >&2; exit 1; }
+            "$PYTHON" manage.py calibrate_worker --worker demo-worker-1 --count-tokens --token-scale "$SCALE" \
+                "${loaded[@]}" --load-factor "$factor" --label "$LABEL $name worker 1 under a class" \
+                >"$dir/calibration-load.txt"
+            demo_stop
+        fi
+        calibration=$(tail -1 "$dir/calibration-load.txt" | awk '{print $2}')
+        say "$name: calibration $calibration ($(grep -m1 'under a class' "$dir/calibration-load.txt" | sed 's/^ *//'))"
+    fi
 
     # 3. The prediction, with the replay's own flags.
     if [ ! -s "$dir/plan.json" ]; then

@@ -59,6 +59,14 @@ relative standard deviation of identical requests' TTFTs in a bench run): what m
 runs of one class differ. A simulation given a noise seed draws each step's time around its
 cost with it (sim.py); plan.predict averages replicates so drawn.
 
+`load_factor` is how much longer every step and the request overhead take while a class keeps
+the worker busy than on the benches the model was fitted to (1: the benches' speed). On the CPU
+demo a class ran each configuration at its own speed against its benches (1x4 x1.15-1.23, 2x4
+x1.07-1.15, 2x2 x1.0; docs/research/planner-validation.md, eleventh pass), while the shape of the
+model held; `calibrate_worker --load-factor K` stores a factor measured under a class-shaped load
+(scripts/validate_planner.sh LOAD_FACTOR=1: a short warm-up replay of another seed, its steps
+timed from the worker's own log). On the rigs it is an assumption until a rig day measures it.
+
 `tokens` is how the worker's tokenizer and chat template count a prompt (TokenModel), measured
 by `calibrate_worker --count-tokens`; None: the planner's old fixed guess (4 characters a token,
 4 tokens a message).
@@ -200,6 +208,7 @@ class CostModel:
     small_chunk_s_per_context_token: float = 0.0
     ubatch_tokens: int = DEFAULT_UBATCH_TOKENS
     pass_s: float = 0.0
+    load_factor: float = 1.0
 
     def __post_init__(self) -> None:
         if (self.prefill_s_per_token < 0 or self.decode_s_per_token <= 0 or self.batch_tokens < 1
@@ -210,6 +219,8 @@ class CostModel:
             raise ValueError("the small-chunk term (tokens, seconds per pair) is >= 0")
         if self.pass_s < 0:
             raise ValueError("a forward pass's own cost (pass_s) is >= 0")
+        if not self.load_factor > 0:
+            raise ValueError("the load factor (a step's time under a class against the benches') is > 0")
         if self.contention < 0 or self.jitter < 0:
             raise ValueError("contention (a slowdown per other worker computing) and jitter (a relative spread) "
                              "are >= 0")
@@ -243,16 +254,22 @@ class CostModel:
         pieces = [piece for one in passes for piece in one]
         decoding = [piece for piece in pieces if piece.decode]
         prompt = [piece for piece in pieces if not piece.decode]
-        return (self.decode_s(len(decoding), sum(piece.context for piece in decoding), cache_type)
-                + self.prefill_s(sum(piece.tokens for piece in prompt),
-                                 sum(chunk_pairs(piece.tokens, piece.context) for piece in prompt), cache_type,
-                                 sum(small_chunk_pairs(piece.tokens, piece.context, self.small_chunk_tokens)
-                                     for piece in prompt))
-                + self.pass_s * (len(passes) - 1))
+        return self.load_factor * (
+            self.decode_s(len(decoding), sum(piece.context for piece in decoding), cache_type)
+            + self.prefill_s(sum(piece.tokens for piece in prompt),
+                             sum(chunk_pairs(piece.tokens, piece.context) for piece in prompt), cache_type,
+                             sum(small_chunk_pairs(piece.tokens, piece.context, self.small_chunk_tokens)
+                                 for piece in prompt))
+            + self.pass_s * (len(passes) - 1))
+
+    @property
+    def overhead_s(self) -> float:
+        """Seconds before a request's prompt reaches the loop (request_overhead_s, under load)."""
+        return self.request_overhead_s * self.load_factor
 
     def ttft_alone_s(self, uncached_tokens: int, cached_tokens: int = 0) -> float:
         """Time to first token of a prompt evaluated with nothing else in the loop."""
-        return self.request_overhead_s + self.step_s([Piece(0, uncached_tokens, cached_tokens)], streams=1)
+        return self.overhead_s + self.step_s([Piece(0, uncached_tokens, cached_tokens)], streams=1)
 
     def rate(self, others_computing: int) -> float:
         """Seconds of a step alone done per second while `others_computing` other workers compute."""

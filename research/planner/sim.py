@@ -394,7 +394,7 @@ class Simulation:
             self._send_prompt(request, worker)
 
     def _send_prompt(self, request: _Request, worker: _Worker) -> None:
-        self._at(self.now + worker.cost.request_overhead_s, "loop", request)
+        self._at(self.now + worker.cost.overhead_s, "loop", request)
 
     def _slot_tasks_at_boundary(self, worker: _Worker) -> None:
         """A step of `worker` ended: llama-server runs the queued slot tasks (one per handover: the

@@ -166,6 +166,26 @@ def test_calibrate_worker_fits_costs_to_the_runs_alone_and_contention_to_the_loa
 
 
 @pytest.mark.django_db
+def test_calibrate_worker_keeps_the_benches_fit_and_plans_at_the_load_factor_it_is_given() -> None:
+    worker = worker_register(name="cpu-1", base_url="http://127.0.0.1:9", model_id="m", pool_name="dev",
+                             state="healthy")
+    stored_synthetic_runs(worker)
+    out = StringIO()
+    call_command("calibrate_worker", "--worker", "cpu-1", "--load-factor", "1.18", stdout=out)
+    calibration = Calibration.objects.get(pk=int(out.getvalue().strip().splitlines()[-1].split()[1]))
+    cost = CostModel.from_dict(calibration.cost)
+    assert cost.prefill_s_per_token == pytest.approx(TRUE.prefill_s_per_token)  # the fit is the benches'
+    assert cost.load_factor == 1.18
+    assert cost.ttft_alone_s(256) == pytest.approx(1.18 * TRUE.ttft_alone_s(256))  # what the planner plans with
+    assert "x1.180 every step" in out.getvalue() and any("load factor" in note for note in calibration.notes)
+    for bad in ("0", "-1"):
+        with pytest.raises(CommandError, match="> 0"):
+            call_command("calibrate_worker", "--worker", "cpu-1", "--load-factor", bad, stdout=StringIO())
+    with pytest.raises(CommandError, match="an assumed calibration states its own"):
+        call_command("calibrate_worker", "--assumptions", "--load-factor", "1.2", stdout=StringIO())
+
+
+@pytest.mark.django_db
 def test_calibrate_worker_refuses_a_worker_without_runs() -> None:
     with pytest.raises(CommandError, match="no finished benchmark runs"):
         call_command("calibrate_worker", "--worker", "nobody", stdout=StringIO())

@@ -72,6 +72,19 @@ def test_one_slot_fixed_costs_give_exact_ttfts_and_the_second_student_waits_for_
     assert duration == 100.0
 
 
+def test_a_load_factor_stretches_every_step_and_the_overhead_by_itself() -> None:
+    a = Scripted("a", [shape(("a-sys", 100), output=5, conversation="ca")])
+    b = Scripted("b", [shape(("b-sys", 50), output=3, conversation="cb")], arrival_s=0.2)
+    turns, _ = simulate(plan=plan(), costs=[replace(COST, load_factor=1.2)], students=[a, b])
+    first, second = sorted(turns, key=lambda t: t.sent_s)
+    assert first.ttft_ms == pytest.approx(1.2 * 1500.0)  # the one-slot case above, every time x1.2
+    assert first.e2e_ms == pytest.approx(1.2 * 1900.0)
+    assert second.queue_wait_s == pytest.approx(1.2 * 1.9 - 0.2)
+    assert second.ttft_ms == pytest.approx((1.2 * 1.9 - 0.2 + 1.2 * (0.5 + 0.5)) * 1000)
+    with pytest.raises(ValueError, match="load factor"):
+        replace(COST, load_factor=0.0)
+
+
 def test_a_later_turn_reuses_the_students_own_prefix_in_its_slot() -> None:
     a = Scripted("a", [shape(("sys", 100), output=2), shape(("sys", 100), ("tool", 30), output=2)], pauses=[1.0])
     turns, _ = simulate(plan=plan(), costs=[COST], students=[a])

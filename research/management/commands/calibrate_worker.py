@@ -70,6 +70,8 @@ def cost_lines(cost: CostModel) -> list[str]:
         f"+{cost.pass_s * 1000:.2f} ms for each pass of a step after its first; KV cache {cost.cache_type}",
         f"  contention         +{cost.contention:.1%} a step for each other worker computing at the same time",
         f"  jitter             {cost.jitter:.1%} (relative SD of a step's time, from identical requests)",
+        f"  under a class      x{cost.load_factor:.3f} every step and the request overhead "
+        + ("(the benches' speed)" if cost.load_factor == 1 else "(the worker's speed under a class, measured apart)"),
         counted,
     ]
 
@@ -134,6 +136,10 @@ class Command(BaseCommand):
                                  "benched at once: they give the contention, the rest the cost model.")
         parser.add_argument("--loaded-workers", type=int, default=2,
                             help="With --loaded-label: how many workers (this one included) were benched at once.")
+        parser.add_argument("--load-factor", type=float, default=1.0,
+                            help="With --worker or --runs: plan every step and the request overhead at this many "
+                                 "times the fitted time (the worker's speed under a class against its benches, "
+                                 "measured apart; default 1).")
         group = parser.add_argument_group("assumptions (with --assumptions)")
         defaults = RigAssumptions()
         group.add_argument("--gpu", default=defaults.gpu, help="Card name from research/roofline.py (GTX 1070).")
@@ -151,6 +157,9 @@ class Command(BaseCommand):
         if not 0 < options["token_scale"] <= 1:
             raise CommandError("--token-scale must be in (0, 1], as class_replay's and plan_class's --scale")
         if options["assumptions"]:
+            if options["load_factor"] != 1.0:
+                raise CommandError("--load-factor scales a fitted worker's times (--worker or --runs); an assumed "
+                                   "calibration states its own")
             if options["gpus"] < 1 or options["model_gb"] <= 0 or not 0 < options["roofline_fraction"] <= 1:
                 raise CommandError("--gpus >= 1, --model-gb > 0 and --roofline-fraction in (0, 1] are needed")
             rig = RigAssumptions(gpu=options["gpu"], gpus=options["gpus"], weight_gb=options["model_gb"],
@@ -197,7 +206,8 @@ class Command(BaseCommand):
                                                  else worker.api_key or None, scale=options["token_scale"])
                 calibration, fit = calibration_fit(runs=runs, label=options["label"], tokens=tokens,
                                                    tokens_basis=basis, loaded_runs=loaded,
-                                                   loaded_workers=options["loaded_workers"])
+                                                   loaded_workers=options["loaded_workers"],
+                                                   load_factor=options["load_factor"])
             except ValueError as exc:
                 raise CommandError(str(exc)) from None
             self._show(calibration)

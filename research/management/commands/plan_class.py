@@ -105,10 +105,13 @@ class Command(BaseCommand):
                           f"KV {result['rows'][0]['report']['config']['cache_type']}, policy {fleet.policy}, "
                           f"max wait {fleet.max_wait_s:g} s, {fleet.duration_s:g} s simulated, mix {options['mix']}")
         replicates = result["rows"][0]["report"]["prediction"]["replicates"]
-        jitter = CostModel.from_dict(calibration.cost).jitter
-        self.stdout.write(f"the mean of {replicates} simulated runs, step times drawn with {jitter:.1%} jitter"
+        cost = CostModel.from_dict(calibration.cost)
+        self.stdout.write(f"the mean of {replicates} simulated runs, step times drawn with {cost.jitter:.1%} jitter"
                           if replicates > 1 else "one simulated run, every step exactly its fitted cost"
-                          + ("" if jitter else " (the calibration has no jitter)"))
+                          + ("" if cost.jitter else " (the calibration has no jitter)"))
+        if cost.load_factor != 1:
+            self.stdout.write(f"every step and request overhead at x{cost.load_factor:.3f} of its fitted time "
+                              f"(the calibration's load factor: the worker's speed under a class)")
         if calibration.source == Calibration.Source.ASSUMPTIONS:
             self.stdout.write("built from assumptions, not measured: `calibrate_worker --assumptions` lists their sources")
         if result["memory"]:
