@@ -200,32 +200,44 @@ class Ranking:
     measured: tuple[str, ...]
     # pairs whose measured runs overlap: their measured order is inside the noise
     unresolved: tuple[tuple[str, str], ...] = ()
+    # every pair, neighbours or not, whose measured runs do not overlap, lower first: the orders
+    # the runs establish whatever the noise of two identical runs
+    resolved: tuple[tuple[str, str], ...] = ()
 
     @property
     def same(self) -> bool:
         return self.predicted == self.measured
 
+    @property
+    def contradicted(self) -> tuple[tuple[str, str], ...]:
+        """The orders the runs establish (`resolved`) that the prediction does not give."""
+        where = {label: index for index, label in enumerate(self.predicted)}
+        return tuple((low, high) for low, high in self.resolved
+                     if low not in where or high not in where or where[low] > where[high])
+
     def as_dict(self) -> dict[str, Any]:
         return {"figure": self.figure, "predicted": list(self.predicted), "measured": list(self.measured),
-                "same": self.same, "unresolved": [list(pair) for pair in self.unresolved]}
+                "same": self.same, "unresolved": [list(pair) for pair in self.unresolved],
+                "resolved": [list(pair) for pair in self.resolved],
+                "contradicted": [list(pair) for pair in self.contradicted]}
 
 
 def rank_configurations(comparisons: Sequence[Comparison], *, figure: str = RANK_FIGURE) -> Ranking:
     """Orders the configurations by `figure` (agent p95 TTFT), lowest first: by the prediction and
     by the mean of the measured runs; ties keep the given order. A configuration without the
     figure on one side is left out of that side's order. `unresolved` names the neighbours, in the
-    measured order, whose measured runs' ranges overlap (two identical runs could swap them)."""
+    measured order, whose measured runs' ranges overlap (two identical runs could swap them);
+    `resolved` every pair whose ranges do not (the orders the runs establish)."""
     checks = [(c.label, c.figure(figure)) for c in comparisons]
     predicted = [label for label, check in sorted(
         ((label, check) for label, check in checks if check.predicted_ms is not None),
         key=lambda item: item[1].predicted_ms or 0.0)]
     with_runs = sorted(((label, check) for label, check in checks if check.mean_ms is not None),
                        key=lambda item: item[1].mean_ms or 0.0)
-    unresolved = []
-    for (low_label, low), (high_label, high) in zip(with_runs, with_runs[1:]):
-        low_values = [v for v in low.measured_ms if v is not None]
-        high_values = [v for v in high.measured_ms if v is not None]
-        if max(low_values) >= min(high_values):
-            unresolved.append((low_label, high_label))
+    runs = {label: [v for v in check.measured_ms if v is not None] for label, check in with_runs}
+    unresolved = [(low, high) for (low, _), (high, _) in zip(with_runs, with_runs[1:])
+                  if max(runs[low]) >= min(runs[high])]
+    resolved = [(low, high) for i, (low, _) in enumerate(with_runs) for high, _ in with_runs[i + 1:]
+                if max(runs[low]) < min(runs[high])]
     return Ranking(figure=figure, predicted=tuple(predicted), measured=tuple(label for label, _ in with_runs),
-                   unresolved=tuple(unresolved))
+                   unresolved=tuple(unresolved), resolved=tuple(resolved))

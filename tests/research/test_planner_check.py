@@ -104,12 +104,21 @@ def test_the_ranking_by_agent_p95_predicted_and_measured() -> None:
     ranking = rank_configurations(comparisons)
     assert ranking.predicted == ("2x4", "2x2", "1x4") and ranking.measured == ("2x4", "2x2", "1x4")
     assert ranking.same and ranking.unresolved == ()
+    assert ranking.resolved == (("2x4", "2x2"), ("2x4", "1x4"), ("2x2", "1x4")) and ranking.contradicted == ()
     # swap the measured order of two: not the same; and overlapping runs are named
     comparisons[1] = compare_reports(report((1, 20.0), None), [report((1, 9.0), None), report((1, 13.0), None)],
                                      label="2x2")
     ranking = rank_configurations(comparisons)
     assert ranking.measured == ("2x2", "2x4", "1x4") and not ranking.same
     assert ranking.unresolved == (("2x2", "2x4"),)
+    # the swapped pair overlaps, so the runs do not establish it: what they do establish is predicted
+    assert ranking.resolved == (("2x2", "1x4"), ("2x4", "1x4")) and ranking.contradicted == ()
+    # runs apart beyond their spread, in the order the prediction reverses: contradicted
+    comparisons[1] = compare_reports(report((1, 20.0), None), [report((1, 5.0), None), report((1, 6.0), None)],
+                                     label="2x2")
+    ranking = rank_configurations(comparisons)
+    assert ("2x2", "2x4") in ranking.resolved and ranking.contradicted == (("2x2", "2x4"),)
+    assert ranking.as_dict()["contradicted"] == [["2x2", "2x4"]]
 
 
 def test_a_plan_sweep_gives_the_row_of_the_measured_class_size() -> None:

@@ -34,23 +34,24 @@ from research.planner.plan import ClassPlan, predict  # noqa: E402
 
 HERE = Path(__file__).parent
 CONFIGS = ("1x4", "2x2", "2x4")
-TIME_FIELDS = ("prefill_s_per_token", "decode_s_per_token", "decode_s_per_extra_slot", "decode_s_per_context_token",
-               "request_overhead_s", "prefill_s_per_context_token", "small_chunk_s_per_context_token", "pass_s")
 SPEED = re.compile(r"speed in this run against the calibration: x([0-9.]+)")
 
 
 def slower(model: CostModel, k: float) -> CostModel:
-    return replace(model, **{name: getattr(model, name) * k for name in TIME_FIELDS})
+    """Every step and the request overhead at k times the benches' time (a plan's own load factor,
+    if it had one, replaced: step_timing.py's speeds are against the benches)."""
+    return replace(model, load_factor=k)
 
 
-def predicted(config: str, tag: str, k: float = 1.0, replicates: int = 16) -> dict:
+def predicted(config: str, tag: str, k: float | None = None, replicates: int = 16) -> dict:
     report = json.loads((HERE / config / f"plan-{tag}.json").read_text())["rows"][0]["report"]
     conf = report["config"]
     fleet = S.FleetPlan(workers=conf["workers"], slots=conf["slots"], context_tokens=conf["context"],
                         duration_s=conf["duration_s"], policy=conf["policy"], model_id=conf["model"])
     plan = ClassPlan(mix=conf["mix"], fleet=fleet, seed=conf["seed"], scale=conf["scale"],
                      tools_inline=conf["tools_inline"], replicates=replicates)
-    return predict(plan, slower(CostModel.from_dict(report["prediction"]["cost_model"]), k))
+    model = CostModel.from_dict(report["prediction"]["cost_model"])
+    return predict(plan, model if k is None else slower(model, k))  # None: as the plan had it
 
 
 # A speed that moves over time: the step's cost times the factor of the spell the simulated clock is in.
@@ -99,7 +100,7 @@ def at_measured_speed(tag: str) -> None:
             print(f"{config}: no steps-{tag}-N.txt or replay-{tag}-N.json")
             continue
         k = sum(speeds) / len(speeds)
-        for label, factor in ((f"{config} as predicted", 1.0), (f"{config} at x{k:.3f}", k)):
+        for label, factor in ((f"{config} as predicted", None), (f"{config} at x{k:.3f}", k)):
             comparison = compare_reports(predicted(config, tag, factor), replays, label=label)
             print(f"{label} (speeds in its replays: {', '.join(f'x{s:.3f}' for s in speeds)})")
             for figure in comparison.figures:
@@ -107,7 +108,7 @@ def at_measured_speed(tag: str) -> None:
                 ratio = f"{figure.ratio:.2f}" if figure.ratio is not None else "-"
                 print(f"  {figure.name:<16}{(figure.predicted_ms or 0) / 1000:6.2f} s against {runs} s, "
                       f"ratio {ratio}: {figure.verdict_text()}")
-            if factor != 1.0:
+            if factor is not None:
                 comparisons.append(replace(comparison, label=config))
     if len(comparisons) > 1:
         ranking = rank_configurations(comparisons)

@@ -88,6 +88,15 @@ class Command(BaseCommand):
             self.stdout.write("  the same order" if ranking.same else "  NOT the same order")
             for low, high in ranking.unresolved:
                 self.stdout.write(f"  measured {low} and {high}: their runs overlap, the order is inside the noise")
+            established = ", ".join(f"{low} < {high}" for low, high in ranking.resolved)
+            if not ranking.resolved:
+                self.stdout.write("  the runs establish no order (every pair's runs overlap)")
+            elif ranking.contradicted:
+                self.stdout.write(f"  the orders the runs establish ({established}): NOT all predicted ("
+                                  + ", ".join(f"{low} < {high}" for low, high in ranking.contradicted)
+                                  + " predicted the other way)")
+            else:
+                self.stdout.write(f"  the orders the runs establish ({established}): all predicted")
         held = sum(1 for c in comparisons for f in c.figures if f.holds)
         total = sum(len(c.figures) for c in comparisons)
         self.stdout.write(f"figures within the bound or the spread: {held} of {total}")
