@@ -8,7 +8,9 @@
 of the same configuration (seed, mix, scale, duration). Prints, per configuration, agent and chat
 TTFT p50 and p95: predicted, each run, the ratio predicted ÷ measured, the runs' spread and the
 verdict (research/planner/compare.py); with two configurations or more, their ranking by agent
-p95 TTFT, predicted and measured. Exits 0 whatever the verdicts: it measures, it does not gate.
+p95 TTFT, predicted and measured (the runs' means), the neighbours whose runs overlap, and the
+orders the runs establish (every pair whose runs do not overlap), each predicted or not. Exits 0
+whatever the verdicts: it measures, it does not gate.
 """
 from __future__ import annotations
 
