@@ -84,6 +84,14 @@ worker_starts() {  # var_dir
     done | sort
 }
 
+# Every iteration of the workers' loops during one run, costed with calibration $1 (read from the
+# configuration's own database, $OCS_VAR_DIR) on workers of $2 slots, whose logs and start times
+# are $3 (worker_starts); the last line of $4 is the run's speed against the calibration.
+step_times() {  # calibration slots workers-file out
+    PYTHONPATH=. "$PYTHON" docs/research/planner-validation/step_timing.py "$1" --slots "$2" \
+        $(awk '{print $1}' "$3") --started "$(awk '{print $2}' "$3" | paste -sd,)" >"$4"
+}
+
 DEMO_PID=""
 demo_start() {  # name workers slots context port log
     local name=$1 workers=$2 slots=$3 context=$4 port=$5 log=$6
@@ -189,9 +197,7 @@ for config in $ALL_CONFIGS; do
             "$PYTHON" manage.py class_replay --base-url "http://127.0.0.1:$port/v1" --mix "$MIX" \
                 --duration "$WARM_DURATION" --scale "$SCALE" --seed "$WARM_SEED" --policy "$POLICY" \
                 --label "$LABEL $name warm-up" --json "$dir/warmup.json" >"$dir/warmup.txt"
-            PYTHONPATH=. "$PYTHON" docs/research/planner-validation/step_timing.py "$calibration" --slots "$slots" \
-                $(awk '{print $1}' "$dir/workers-warmup.txt") \
-                --started "$(awk '{print $2}' "$dir/workers-warmup.txt" | paste -sd,)" >"$dir/steps-warmup.txt"
+            step_times "$calibration" "$slots" "$dir/workers-warmup.txt" "$dir/steps-warmup.txt"
             factor=$(tail -1 "$dir/steps-warmup.txt" | sed -n 's/.*against the calibration: x\([0-9.]*\).*/\1/p')
             [ -n "$factor" ] || { tail -3 "$dir/steps-warmup.txt"; echo "no speed in steps-warmup.txt" >&2; exit 1; }
             "$PYTHON" manage.py calibrate_worker --worker demo-worker-1 --count-tokens --token-scale "$SCALE" \
@@ -225,9 +231,7 @@ for config in $ALL_CONFIGS; do
                 --label "$LABEL $name run $run" --json "$dir/replay-$run.json" | tee "$dir/replay-$run.txt"
             demo_stop
             if [ "$STEP_TIMING" = 1 ]; then
-                PYTHONPATH=. "$PYTHON" docs/research/planner-validation/step_timing.py "$calibration" --slots "$slots" \
-                    $(awk '{print $1}' "$dir/workers-$run.txt") \
-                    --started "$(awk '{print $2}' "$dir/workers-$run.txt" | paste -sd,)" >"$dir/steps-$run.txt"
+                step_times "$calibration" "$slots" "$dir/workers-$run.txt" "$dir/steps-$run.txt"
                 tail -1 "$dir/steps-$run.txt"
             fi
         fi

@@ -234,10 +234,10 @@ def rank_configurations(comparisons: Sequence[Comparison], *, figure: str = RANK
         key=lambda item: item[1].predicted_ms or 0.0)]
     with_runs = sorted(((label, check) for label, check in checks if check.mean_ms is not None),
                        key=lambda item: item[1].mean_ms or 0.0)
+    measured = [label for label, _ in with_runs]
     runs = {label: [v for v in check.measured_ms if v is not None] for label, check in with_runs}
-    unresolved = [(low, high) for (low, _), (high, _) in zip(with_runs, with_runs[1:])
-                  if max(runs[low]) >= min(runs[high])]
-    resolved = [(low, high) for i, (low, _) in enumerate(with_runs) for high, _ in with_runs[i + 1:]
+    resolved = [(low, high) for i, low in enumerate(measured) for high in measured[i + 1:]
                 if max(runs[low]) < min(runs[high])]
-    return Ranking(figure=figure, predicted=tuple(predicted), measured=tuple(label for label, _ in with_runs),
+    unresolved = [pair for pair in zip(measured, measured[1:]) if pair not in resolved]
+    return Ranking(figure=figure, predicted=tuple(predicted), measured=tuple(measured),
                    unresolved=tuple(unresolved), resolved=tuple(resolved))
