@@ -21,6 +21,10 @@ from research.planner.sim import FleetPlan, simulate
 from research.planner.workload import class_students
 
 DEFAULT_REPLICATES = 8
+# FleetPlan's gateway settings a prediction's `config` records under their own names, besides
+# those the class replay's `config` has too (policy, max_wait_s, cache_type)
+GATEWAY_SETTINGS = ("slot_lease_s", "affinity_ttl_s", "light_lane_tokens", "affinity_wait_s",
+                    "affinity_wait_tokens", "slot_files")
 
 
 def scaled_mix(mix: dict[str, int], students: int) -> dict[str, int]:
@@ -106,11 +110,30 @@ def predict(plan: ClassPlan, cost: CostModel, *, calibration: dict[str, Any] | N
         "duration_s": fleet.duration_s, "scale": plan.scale, "seed": plan.seed, "tools_inline": plan.tools_inline,
         "model": fleet.model_id, "window_s": 10, "max_wait_s": fleet.max_wait_s,
         "cache_type": fleet.cache_type or cost.cache_type,
+        # the rest of the gateway's settings simulated (plan_from_report reads them back)
+        **{name: getattr(fleet, name) for name in GATEWAY_SETTINGS},
     }
     report["prediction"] = {"simulator": "research.planner", "cost_model": cost.as_dict(),
                             "calibration": calibration or {},
                             "replicates": max(runs, 1)}
     return report
+
+
+def plan_from_report(report: dict[str, Any], *, replicates: int = DEFAULT_REPLICATES) -> tuple[ClassPlan, CostModel]:
+    """The plan and the cost model a prediction (`predict`'s report) was made with, so that it can
+    be simulated again, changed in one respect. A setting a prediction older than GATEWAY_SETTINGS
+    did not record takes FleetPlan's default (the site's default)."""
+    config = report["config"]
+    recorded = {name: config[name] for name in GATEWAY_SETTINGS if name in config}
+    fleet = FleetPlan(workers=config["workers"], slots=config["slots"], context_tokens=config["context"],
+                      duration_s=config["duration_s"], policy=config["policy"], model_id=config["model"],
+                      cache_type=config.get("cache_type"), **recorded,
+                      **({"max_wait_s": config["max_wait_s"]} if "max_wait_s" in config else {}))
+    weights = config.get("weights") or {}
+    plan = ClassPlan(mix=config["mix"], fleet=fleet, seed=config["seed"], scale=config["scale"],
+                     tools_inline=config["tools_inline"], replicates=replicates,
+                     weights=Weights(**weights) if weights else Weights())
+    return plan, CostModel.from_dict(report["prediction"]["cost_model"])
 
 
 def sweep(plan: ClassPlan, cost: CostModel, sizes: Sequence[int], *,

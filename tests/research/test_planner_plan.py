@@ -3,17 +3,25 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 
-from research.class_metrics import Turn
+from research.class_metrics import Turn, Weights
 from research.class_personas import roster
 from research.class_replay import arrival_offsets, student_conversation
 from research.models import Calibration
 from research.planner.cost import CostModel
-from research.planner.plan import ClassPlan, agent_ttft_p95_s, largest_class, predict, scaled_mix
+from research.planner.plan import (
+    ClassPlan,
+    agent_ttft_p95_s,
+    largest_class,
+    plan_from_report,
+    predict,
+    scaled_mix,
+)
 from research.planner.sim import FleetPlan
 from research.planner.workload import class_students
 
@@ -52,6 +60,30 @@ def test_a_prediction_has_the_class_replays_json_shape() -> None:
     assert report["config"]["slots_total"] == 4 and report["refused"] == 0
     assert report["agent_cache_hit_rate"] > 0.2  # later turns find their prefix in their own slot
     json.dumps(report)  # stores as the replay's does
+
+
+def test_a_prediction_is_simulated_again_from_its_own_report() -> None:
+    """Research scripts re-run a committed prediction changed in one respect (plan_from_report):
+    every gateway setting it was made with comes back, so the same plan predicts the same class."""
+    fleet = FleetPlan(workers=2, slots=2, context_tokens=4096, duration_s=60, policy="requests", max_wait_s=12.0,
+                      slot_lease_s=9.0, affinity_ttl_s=30.0, light_lane_tokens=64, affinity_wait_s=0.5,
+                      affinity_wait_tokens=128, slot_files=False, model_id="planned-model")
+    plan = ClassPlan(mix={"agent": 2, "chat": 1, "burst": 1}, fleet=fleet, seed=4, scale=0.05, tools_inline=False,
+                     weights=Weights(prompt_token=1.0, output_token=3.0), replicates=1)
+    report = predict(plan, SLOW)
+    again, cost = plan_from_report(json.loads(json.dumps(report)), replicates=1)
+    assert again == replace(plan, fleet=replace(fleet, cache_type=SLOW.cache_type)) and cost == SLOW
+    assert predict(again, cost)["per_student"] == report["per_student"]
+
+
+def test_a_report_older_than_the_gateway_settings_takes_the_defaults() -> None:
+    report = predict(ClassPlan(mix={"chat": 1}, fleet=FleetPlan(workers=1, slots=1, context_tokens=2048,
+                                                                duration_s=20, slot_files=False), replicates=1), FAST)
+    for name in ("slot_lease_s", "affinity_ttl_s", "light_lane_tokens", "affinity_wait_s", "affinity_wait_tokens",
+                 "slot_files", "max_wait_s"):
+        del report["config"][name]
+    again, _ = plan_from_report(report)
+    assert again.fleet.slot_files is FleetPlan.slot_files and again.fleet.max_wait_s == FleetPlan.max_wait_s
 
 
 def test_a_slower_worker_predicts_longer_waits() -> None:

@@ -6,7 +6,8 @@ boundaries, and the wait for the step in progress), and the prompt (llama-server
 time, from the step that takes its first chunk to its first token: prompt tokens not cached over
 `timings.prompt_per_second`; simulated: the same two instants).
 Simulated: the pass's own cost model (plan.json), four noisy runs; measured: both replays, from the
-request log of the configuration's database. p50 and p90 in ms.
+request log of the configuration's database (the replays labelled `... run N`, not a warm-up).
+p50 and p90 in ms.
 
     PYTHONPATH=. OCS_ENV=test .venv/bin/python docs/research/planner-validation/decompose.py 1x4 /tmp/p8
 """
@@ -14,15 +15,13 @@ import json, os, sys, sqlite3
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ocsweb.settings")
 import django; django.setup()
 from dataclasses import replace
-from research.planner.cost import CostModel
 from research.planner import sim as S
+from research.planner.plan import plan_from_report
 from research.planner.workload import class_students
-from research.class_personas import parse_mix
 from research.metrics import percentile  # the replay's own p50 / p95
-cfg, (w, s, c) = sys.argv[1], {"1x4": (1, 4, 4096), "2x2": (2, 2, 4096), "2x4": (2, 4, 2048)}[sys.argv[1]]
-base = sys.argv[2]
-plan_file = json.load(open(f"{base}/validation/{cfg}/plan.json"))
-cost = CostModel.from_dict(plan_file["rows"][0]["report"]["prediction"]["cost_model"])
+cfg, base = sys.argv[1], sys.argv[2]
+plan, cost = plan_from_report(json.load(open(f"{base}/validation/{cfg}/plan.json"))["rows"][0]["report"])
+fleet = plan.fleet
 loop = {}
 orig = S.Simulation._enter_loop
 def enter(self, request):
@@ -36,14 +35,14 @@ def begin_step(self, worker):
         if chunk > 0:
             started.setdefault(request.id, self.now)
 S.Simulation._begin_step = begin_step
-mix = parse_mix("agent:3,claude:1,codex:1,chat:2,burst:1")
-fleet = S.FleetPlan(workers=w, slots=s, context_tokens=c, duration_s=180.0, policy="tokens")
 def q(xs, p): return round(percentile(xs, p * 100)) if xs else None
 rows={}
 for seed in range(4):
-    students = class_students(mix=mix, seed=1, scale=0.03, context_tokens=c, duration_s=180.0, tools_inline=True, model=fleet.model_id, tokens=cost.tokens)
+    students = class_students(mix=plan.mix, seed=plan.seed, scale=plan.scale, context_tokens=fleet.context_tokens,
+                              duration_s=fleet.duration_s, tools_inline=plan.tools_inline, model=fleet.model_id,
+                              tokens=cost.tokens)
     loop.clear(); started.clear()  # request ids repeat from one run to the next
-    sim = S.Simulation(plan=replace(fleet, noise_seed=1000+seed), costs=[cost]*w, students=students)
+    sim = S.Simulation(plan=replace(fleet, noise_seed=1000+seed), costs=[cost] * fleet.workers, students=students)
     sim.run()
     for r in sim.requests.values():
         if r.first_token_s is None or r.claimed_s is None: continue
@@ -54,8 +53,9 @@ for per, xs in sorted(rows.items()):
     print(per, len(xs), *[ (q([x[i] for x in xs],.5), q([x[i] for x in xs],.9)) for i in range(4)])
 db=sqlite3.connect(f"{base}/var/{cfg}/ocs.sqlite3")
 m=db.execute("""select u.username, r.prompt_tokens, r.cached_tokens, r.queue_wait_ms, r.ttft_ms, r.prompt_tokens_per_s
-from inference_requestlog r join accounts_user u on u.id=r.user_id where r.status=200 and u.username like 'replay-%' and r.ttft_ms is not null""").fetchall()
-print(f"{cfg} measured (both replays)")
+from inference_requestlog r join accounts_user u on u.id=r.user_id where r.status=200 and u.username like 'replay-%' and r.ttft_ms is not null
+and r.at >= coalesce((select min(started_at) from research_benchmarkrun where kind='class-replay' and label like '% run %'), '')""").fetchall()
+print(f"{cfg} measured (the measured replays; a warm-up replay left out)")
 for per in ["agent","burst","chat","claude","codex"]:
     xs=[]
     for u,p,cc,qq,t,pps in m:

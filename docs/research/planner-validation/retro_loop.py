@@ -15,7 +15,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ocsweb.settings")
 import django; django.setup()
 from research.planner import sim as S
 from research.planner.cost import CostModel, ubatches
-from research.planner.plan import ClassPlan, predict
+from research.planner.plan import plan_from_report, predict
 
 BASE = "docs/research/planner-validation"
 original_boundary, original_step = S.Simulation._slot_tasks_at_boundary, CostModel.step_s
@@ -46,11 +46,6 @@ for kind, value in (("none", 0.0), ("stall", 0.015), ("stall", 0.030), ("pass", 
         added[kind] = value
     row = []
     for cfg in ("1x4", "2x2", "2x4"):
-        report = json.load(open(f"{BASE}/{cfg}/plan-10.json"))["rows"][0]["report"]
-        conf = report["config"]
-        fleet = S.FleetPlan(workers=conf["workers"], slots=conf["slots"], context_tokens=conf["context"],
-                            duration_s=conf["duration_s"], policy=conf["policy"], model_id=conf["model"])
-        plan = ClassPlan(mix=conf["mix"], fleet=fleet, seed=conf["seed"], scale=conf["scale"],
-                         tools_inline=conf["tools_inline"])
-        row.append(f"{cfg} {predict(plan, CostModel.from_dict(report['prediction']['cost_model']))['agents']['ttft_ms']['p95'] / 1000:.2f}")
+        plan, cost = plan_from_report(json.load(open(f"{BASE}/{cfg}/plan-10.json"))["rows"][0]["report"])
+        row.append(f"{cfg} {predict(plan, cost)['agents']['ttft_ms']['p95'] / 1000:.2f}")
     print(f"  {kind:5s} {value * 1000:4.0f} ms: " + ", ".join(row))

@@ -30,7 +30,7 @@ django.setup()
 from research.planner import sim as S  # noqa: E402
 from research.planner.compare import compare_reports, rank_configurations  # noqa: E402
 from research.planner.cost import CostModel  # noqa: E402
-from research.planner.plan import ClassPlan, predict  # noqa: E402
+from research.planner.plan import plan_from_report, predict  # noqa: E402
 
 HERE = Path(__file__).parent
 CONFIGS = ("1x4", "2x2", "2x4")
@@ -45,12 +45,7 @@ def slower(model: CostModel, k: float) -> CostModel:
 
 def predicted(config: str, tag: str, k: float | None = None, replicates: int = 16) -> dict:
     report = json.loads((HERE / config / f"plan-{tag}.json").read_text())["rows"][0]["report"]
-    conf = report["config"]
-    fleet = S.FleetPlan(workers=conf["workers"], slots=conf["slots"], context_tokens=conf["context"],
-                        duration_s=conf["duration_s"], policy=conf["policy"], model_id=conf["model"])
-    plan = ClassPlan(mix=conf["mix"], fleet=fleet, seed=conf["seed"], scale=conf["scale"],
-                     tools_inline=conf["tools_inline"], replicates=replicates)
-    model = CostModel.from_dict(report["prediction"]["cost_model"])
+    plan, model = plan_from_report(report, replicates=replicates)
     return predict(plan, model if k is None else slower(model, k))  # None: as the plan had it
 
 
