@@ -1,7 +1,7 @@
 """Every pass's ranking by agent p95 TTFT, judged two ways with the project's own check
 (research.planner.compare.rank_configurations): the whole order (predicted == the runs' means'
 order), and the orders the runs establish (pairs whose runs do not overlap) against the prediction.
-Then the runs of passes 11, 12 and 13 pooled per configuration (the same gateway code, class and seed;
+Then the runs of passes 11 to 15 pooled per configuration (the same gateway code, class and seed;
 only the planner changed between them): is 1x4 against 2x4 an order at all?
 
     PYTHONPATH=. .venv/bin/python docs/research/planner-validation/ranking_history.py
@@ -43,8 +43,8 @@ def history() -> None:
               f"{'same' if ranking.same else 'NOT same':<13}{order(ranking.resolved)} ({verdict})")
 
 
-def pooled(tags: tuple[str, ...] = ("11", "12", "13")) -> None:
-    print(f"\nagent TTFT p95 of every replay of passes {' and '.join(tags)} (s), pooled per configuration:")
+def pooled(tags: tuple[str, ...] = ("11", "12", "13", "14", "15")) -> None:
+    print(f"\nagent TTFT p95 of every replay of passes {', '.join(tags)} (s), pooled per configuration:")
     runs = {}
     for config in ("1x4", "2x2", "2x4"):
         values = [json.loads(path.read_text())["agents"]["ttft_ms"]["p95"] / 1000
