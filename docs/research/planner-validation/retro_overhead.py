@@ -37,7 +37,6 @@ for tag in sys.argv[1].split(","):
                 START["s"] = 0.0
             replays = [json.loads(p.read_text()) for p in sorted((HERE / cfg).glob(f"replay-{tag}-*.json"))]
             comps.append(compare_reports(predict(plan, cost), replays, label=cfg))
-        
         print(f"pass {tag} {variant}:")
         for c in comps:
             print("  ", c.label, "  ".join(f"{f.name} {f.predicted_ms/1000:.2f}/{(f.mean_ms or 0)/1000:.2f} {'ok' if f.holds else 'OUT'}" for f in c.figures))
