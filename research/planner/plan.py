@@ -124,15 +124,13 @@ def plan_from_report(report: dict[str, Any], *, replicates: int = DEFAULT_REPLIC
     be simulated again, changed in one respect. A setting a prediction older than GATEWAY_SETTINGS
     did not record takes FleetPlan's default (the site's default)."""
     config = report["config"]
-    recorded = {name: config[name] for name in GATEWAY_SETTINGS if name in config}
+    recorded = {name: config[name] for name in (*GATEWAY_SETTINGS, "max_wait_s") if name in config}
     fleet = FleetPlan(workers=config["workers"], slots=config["slots"], context_tokens=config["context"],
                       duration_s=config["duration_s"], policy=config["policy"], model_id=config["model"],
-                      cache_type=config.get("cache_type"), **recorded,
-                      **({"max_wait_s": config["max_wait_s"]} if "max_wait_s" in config else {}))
-    weights = config.get("weights") or {}
+                      cache_type=config.get("cache_type"), **recorded)
     plan = ClassPlan(mix=config["mix"], fleet=fleet, seed=config["seed"], scale=config["scale"],
                      tools_inline=config["tools_inline"], replicates=replicates,
-                     weights=Weights(**weights) if weights else Weights())
+                     weights=Weights(**(config.get("weights") or {})))
     return plan, CostModel.from_dict(report["prediction"]["cost_model"])
 
 
