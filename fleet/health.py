@@ -69,16 +69,21 @@ def _targets() -> list[WorkerTarget]:
     ]
 
 
-def _apply(worker_id: int, to_state: str, reason: str) -> tuple[str, str] | None:
+def _apply(worker_id: int, judged: str, to_state: str, reason: str) -> tuple[str, str] | None:
+    """Move the worker only if it is still in the state its probe was judged against: a worker
+    that registered again (or a teacher moved) while the probe was out is judged next round, so a
+    probe of the process that died never marks the one now starting down."""
+    from django.db import transaction
+
     from fleet.models import Worker
     from fleet.services import worker_set_state
 
-    worker = Worker.objects.filter(id=worker_id).first()
-    if worker is None:
-        return None
-    previous = worker.state
-    if worker_set_state(worker=worker, state=to_state, reason=reason):
-        return previous, to_state
+    with transaction.atomic():
+        worker = Worker.objects.select_for_update().filter(id=worker_id).first()
+        if worker is None or worker.state != judged:
+            return None
+        if worker_set_state(worker=worker, state=to_state, reason=reason):
+            return judged, to_state
     return None
 
 
@@ -97,16 +102,17 @@ async def probe_round(
         suspects = set(previous_suspects)
     report = RoundReport()
     for target, (observation, busy) in zip(targets, results):
+        state = target.state  # as read when the round began
         if target.id in suspects - previous_suspects:
             # Seen failing by a real request since the last round: one more failure.
-            new_state = tracker.observe(target.id, target.state, Observation(ok=False, detail="a request failed"))
-            target = WorkerTarget(target.id, target.name, target.base_url, new_state or target.state, target.api_key)
-        new_state = tracker.observe(target.id, target.state, observation)
+            state = tracker.observe(target.id, state, Observation(ok=False, detail="a request failed")) or state
+        new_state = tracker.observe(target.id, state, observation)
         report.observations[target.name] = observation
         if busy is not None:
             report.busy_slots[target.name] = busy
         if new_state is not None:
-            applied = await sync_to_async(_apply, thread_sensitive=False)(target.id, new_state, observation.detail)
+            applied = await sync_to_async(_apply, thread_sensitive=False)(target.id, target.state, new_state,
+                                                                          observation.detail)
             if applied:
                 report.transitions.append((target.name, applied[0], applied[1], observation.detail))
     tracker.forget({t.id for t in targets})

@@ -8,6 +8,10 @@ never changed by observations.
 - starting/down/degraded --RECOVER_AFTER successes in a row--> healthy (starting needs one)
 - starting stays starting while the worker answers "loading" (503): a big model loads for minutes.
 - healthy/degraded/down --"loading" (503)--> starting: its process restarted and loads its model.
+
+A worker's streak counts only observations made in the state it is in: when another hand moved it
+(a restarted worker registering again as `starting`, a teacher), the streak starts over, so
+failures of the process that died are never charged to the one now loading.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ class Observation:
 class Streak:
     successes: int = 0
     failures: int = 0
+    state: str | None = None  # the state the last observation left the worker in
 
 
 @dataclass
@@ -40,6 +45,13 @@ class HealthTracker:
     def observe(self, worker_id: int, state: str, observation: Observation) -> str | None:
         """Record one observation; returns the new state if the worker should change state."""
         streak = self.streaks.setdefault(worker_id, Streak())
+        if streak.state is not None and streak.state != state:
+            streak.successes = streak.failures = 0
+        new_state = self._judge(streak, state, observation)
+        streak.state = new_state or state
+        return new_state
+
+    def _judge(self, streak: Streak, state: str, observation: Observation) -> str | None:
         if observation.ok:
             streak.successes += 1
             streak.failures = 0

@@ -100,3 +100,31 @@ def test_a_worker_refusing_its_key_is_not_healthy_though_its_health_route_answer
         asyncio.run(go())
     assert Worker.objects.get(id=worker.id).state == "down"
     assert "401" in WorkerEvent.objects.filter(worker=worker).first().reason
+
+
+def test_a_probe_out_while_the_worker_registers_again_never_marks_the_new_process_down() -> None:
+    """The rig agent restarts (its old llama-server died) and registers the worker again while the
+    monitor's probe of the dead one is out: the round judged the old state, so it changes nothing;
+    the new process is `starting` until a probe of its own says otherwise."""
+    from asgiref.sync import sync_to_async
+
+    worker = worker_register(name="w", base_url="http://10.0.0.1:8080", model_id="m", pool_name="production",
+                             state="healthy")
+    tracker = HealthTracker()
+    one_round(tracker, 500)
+    assert Worker.objects.get(id=worker.id).state == "degraded"
+
+    async def dead_while_it_registers(request: httpx.Request) -> httpx.Response:
+        await sync_to_async(worker_register, thread_sensitive=False)(
+            name="w", base_url="http://10.0.0.1:8080", model_id="m", pool_name="production")
+        return httpx.Response(500, json={})
+
+    async def go() -> None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(dead_while_it_registers)) as client:
+            await probe_round(tracker, client, set())
+
+    asyncio.run(go())
+    assert Worker.objects.get(id=worker.id).state == "starting"
+    assert not WorkerEvent.objects.filter(worker=worker, to_state="down").exists()
+    one_round(tracker, 200)
+    assert Worker.objects.get(id=worker.id).state == "healthy"

@@ -48,3 +48,11 @@ def test_streaks_are_per_worker() -> None:
 def test_a_serving_worker_that_answers_loading_has_restarted_and_is_starting_again() -> None:
     for state in ["healthy", "degraded", "down"]:
         assert run(HealthTracker(), state, [LOADING, LOADING, OK]) == ["starting", "starting", "healthy"], state
+
+
+def test_a_worker_registered_again_is_not_charged_the_failures_of_the_process_that_died() -> None:
+    """Its old process failed one probe (degraded); the new one registers (starting) and its port is
+    not open yet: one failure of its own, not the second in a row that marks a worker down."""
+    tracker = HealthTracker()
+    assert run(tracker, "healthy", [FAIL]) == ["degraded"]
+    assert run(tracker, "starting", [FAIL, FAIL]) == ["starting", "down"]
