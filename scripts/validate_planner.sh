@@ -6,6 +6,8 @@
 #
 #   scripts/validate_planner.sh                 # all three configurations, ~25 min on 2 cores
 #   CONFIGS="2x2" scripts/validate_planner.sh   # one of them
+#   CONFIGS="2x4 1x4 1x2" MIX=agent:6,claude:2,codex:2,chat:4,burst:2 scripts/validate_planner.sh
+#                                               # the sixteenth pass's: twice the class
 #
 # The bench runs: worker 1 alone (the cost model), then every worker at once (the contention of
 # workers that share the cores; calibrate_worker --loaded-label); the real replays are not touched.
@@ -59,8 +61,10 @@ WARM_SEED="${WARM_SEED:-$((SEED + 100))}"
 WARM_DURATION="${WARM_DURATION:-120}"
 [ "$LOAD_FACTOR" = 1 ] && STEP_TIMING=1
 [ "$STEP_TIMING" = 1 ] && export LLAMA_ARG_LOG_VERBOSITY=5  # llama-server reads it; the demo passes it on
-# name:workers:slots:context (tokens per slot)
-ALL_CONFIGS="1x4:1:4:4096 2x2:2:2:4096 2x4:2:4:2048"
+# name:workers:slots:context (tokens per slot). 1x2 from the sixteenth pass on: with twice the
+# class (MIX), the planner asked beforehand with four earlier passes' cost models (candidates.py)
+# ranks 2x4 < 1x4 < 1x2 under every one, where 1x4 and 2x4 measure the same at the class above.
+ALL_CONFIGS="1x4:1:4:4096 2x2:2:2:4096 2x4:2:4:2048 1x2:1:2:4096"
 CONFIGS="${CONFIGS:-1x4 2x2 2x4}"
 
 # The embedded default (SQLite, in-process live state): class_replay cannot set the gateway's
