@@ -12,6 +12,7 @@ predictions (<config>/plan-<tag>.json, their own cost models):
 
     PYTHONPATH=. OCS_ENV=test .venv/bin/python docs/research/planner-validation/retro_speed.py 11
     PYTHONPATH=. OCS_ENV=test .venv/bin/python docs/research/planner-validation/retro_speed.py 10 --slowdowns
+    PYTHONPATH=. OCS_ENV=test .venv/bin/python docs/research/planner-validation/retro_speed.py 16 --configs 2x4,1x4,1x2
 """
 import argparse
 import itertools
@@ -33,7 +34,7 @@ from research.planner.cost import CostModel  # noqa: E402
 from research.planner.plan import plan_from_report, predict  # noqa: E402
 
 HERE = Path(__file__).parent
-CONFIGS = ("1x4", "2x2", "2x4")
+CONFIGS = ["1x4", "2x2", "2x4"]  # --configs: another pass's set
 SPEED = re.compile(r"speed in this run against the calibration: x([0-9.]+)")
 
 
@@ -116,5 +117,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tag", help="the pass: its files are <config>/plan-<tag>.json and so on")
     parser.add_argument("--slowdowns", action="store_true")
+    parser.add_argument("--configs", help="the pass's configurations, comma-separated (default 1x4,2x2,2x4)")
     args = parser.parse_args()
+    if args.configs:
+        CONFIGS[:] = args.configs.split(",")
     slowdowns(args.tag) if args.slowdowns else at_measured_speed(args.tag)
