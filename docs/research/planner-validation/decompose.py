@@ -37,6 +37,7 @@ def begin_step(self, worker):
 S.Simulation._begin_step = begin_step
 def q(xs, p): return round(percentile(xs, p * 100)) if xs else None
 rows={}
+computed = {"simulated": [], "measured": []}  # prompt tokens each turn computed (not found cached)
 for seed in range(4):
     students = class_students(mix=plan.mix, seed=plan.seed, scale=plan.scale, context_tokens=fleet.context_tokens,
                               duration_s=fleet.duration_s, tools_inline=plan.tools_inline, model=fleet.model_id,
@@ -47,6 +48,7 @@ for seed in range(4):
     for r in sim.requests.values():
         if r.first_token_s is None or r.claimed_s is None: continue
         per = r.student.persona
+        computed["simulated"].append(r.shape.prompt_tokens - r.reused)
         rows.setdefault(per, []).append(((r.claimed_s-r.sent_s)*1000, (started[r.id]-r.claimed_s)*1000, (r.first_token_s-started[r.id])*1000, (r.first_token_s-r.sent_s)*1000))
 print(f"{cfg} simulated (4 noisy runs): persona, turns, (p50, p90) of line | handover | prompt | TTFT")
 for per, xs in sorted(rows.items()):
@@ -61,5 +63,9 @@ for per in ["agent","burst","chat","claude","codex"]:
     for u,p,cc,qq,t,pps in m:
         if per not in u: continue
         pm=(p-cc)/pps*1000 if pps else 0
+        computed["measured"].append(p-cc)
         xs.append((qq, t-qq-pm, pm, t))
     print(per, len(xs), *[(q([x[i] for x in xs],.5), q([x[i] for x in xs],.9)) for i in range(4)])
+for side, xs in computed.items():  # the work the turns brought, whatever the loop made of it
+    print(f"{cfg} {side}: prompt tokens computed a turn p50 {q(xs,.5)}, p90 {q(xs,.9)}, p99 {q(xs,.99)}, "
+          f"max {max(xs)} ({len(xs)} turns)")

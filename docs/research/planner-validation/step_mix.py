@@ -27,6 +27,7 @@ from research.planner import sim as S  # noqa: E402
 from research.planner.plan import plan_from_report, predict  # noqa: E402
 
 HERE = Path(__file__).parent
+WORKER = re.compile(r"^(\S+\.log): \d+ iterations")
 ROW = re.compile(r"^  (decode \d+(?: \+ chunks)?|chunks only|all)\s+(\d+)\s+([\d.]+)")
 
 
@@ -74,9 +75,16 @@ def main() -> None:
         print(f"  {kind:<20}{int(count):>6}{seconds:>9.1f}{seconds / count:>8.2f}")
     for path in sorted((HERE / args.config).glob(f"steps-{args.tag}-*.txt")):
         print(f"measured, {path.name} (count, passes s):")
+        taking = False  # each worker's first table (its steps against the model with contention)
         for line in path.read_text().splitlines():
+            worker = WORKER.match(line)
+            if worker:
+                taking = True
+                print(f" {worker.group(1)}")
+            elif line.strip().startswith("the same against the model alone"):
+                taking = False
             row = ROW.match(line)
-            if row:
+            if row and taking:
                 kind, count, seconds = row.group(1), int(row.group(2)), float(row.group(3))
                 print(f"  {kind:<20}{count:>6}{seconds:>9.1f}{seconds / count:>8.2f}")
 
