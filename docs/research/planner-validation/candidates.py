@@ -15,6 +15,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from research.class_personas import parse_mix
 from research.planner.plan import plan_from_report, predict
 
 HERE = Path(__file__).parent
@@ -34,7 +35,7 @@ def agent_p95(pass_number: str, mix: dict[str, int], candidate: tuple[str, str, 
 
 def main() -> None:
     passes = sys.argv[1].split(",")
-    mix = {name: int(count) for name, count in (part.split(":") for part in sys.argv[2].split(","))}
+    mix = parse_mix(sys.argv[2])
     print(f"agent TTFT p95 (s), refused turns as infinite; class {sys.argv[2]}; "
           f"{REPLICATES} simulated runs each")
     print(f"{'config':<8}" + "".join(f"{'pass ' + p:>10}" for p in passes))
