@@ -14,7 +14,7 @@ from fleet.models import Worker
 from research.models import BenchmarkRun, Calibration, RequestSample
 from research.planner.assumptions import RigAssumptions, assumed_cost, memory_check
 from research.planner.cost import CostModel, TokenModel
-from research.planner.fit import Fit, Measured, fit_contention, fit_cost_model
+from research.planner.fit import Fit, Measured, SlotFileSample, fit_contention, fit_cost_model, fit_slot_files
 from research.planner.plan import DEFAULT_REPLICATES, ClassPlan, largest_class, sweep
 from research.planner.sim import FleetPlan
 from research.planner.tokens import SAMPLE_SCALE, measure_tokens, sample_parts
@@ -72,15 +72,65 @@ def count_tokens(base_url: str, api_key: str | None = None, *,
     return model, {**basis, "scale": scale}
 
 
+# The slot file probe: its file's name on the worker (one file, overwritten at every probe), and the
+# prompts it puts in the slot first (a sentence repeated: about one token a word with any tokenizer).
+PROBE_FILE = "ocs-calibration-probe.bin"
+PROBE_WORDS = (120, 480, 1200)
+PROBE_SENTENCE = "the students read the notes and wrote down what the worker did next "
+PROBE_REPEATS = 3
+
+
+def measure_slot_files(base_url: str, api_key: str | None = None, *, slot: int = 0,
+                       words: Sequence[int] = PROBE_WORDS,
+                       repeats: int = PROBE_REPEATS) -> tuple[float, float, dict[str, Any]]:
+    """How long the worker's loop spends saving and restoring a slot file, per token
+    (CostModel.slot_save_s_per_token, slot_restore_s_per_token), and the fit's basis: a prompt of
+    each size in `words` is evaluated in `slot`, then saved to and restored from one probe file
+    `repeats` times, each timed by llama-server itself (the `timings` of its answer: the task's
+    time in the loop's thread, no HTTP). Leaves the slot erased. Needs the worker up with
+    --slot-save-path (the platform's launcher sets it) and not serving students (their turns
+    would wait for the slot, and find it emptied)."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    samples: list[SlotFileSample] = []
+    try:
+        with httpx.Client(timeout=300.0, headers=headers) as client:
+            sentence = PROBE_SENTENCE.split()
+            for size in words:
+                text = " ".join(sentence[i % len(sentence)] for i in range(size))
+                evaluated = client.post(root + "/completion", json={"prompt": text, "id_slot": slot, "n_predict": 1,
+                                                                    "cache_prompt": True})
+                evaluated.raise_for_status()
+                for _ in range(repeats):
+                    for action, count, timing in (("save", "n_saved", "save_ms"), ("restore", "n_restored", "restore_ms")):
+                        answer = client.post(f"{root}/slots/{slot}?action={action}", json={"filename": PROBE_FILE})
+                        if answer.status_code == 501:
+                            raise CalibrationRefused(
+                                f"{root} has no slot files (started without --slot-save-path): its handovers cost no "
+                                f"saves or restores; calibrate without --slot-files and plan with slot files off")
+                        answer.raise_for_status()
+                        body = answer.json()
+                        samples.append(SlotFileSample(action, int(body[count]), float(body["timings"][timing]) / 1000))
+            client.post(f"{root}/slots/{slot}?action=erase").raise_for_status()
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        if isinstance(exc, CalibrationRefused):
+            raise
+        raise CalibrationRefused(f"could not time slot files at {root}: {type(exc).__name__}: {exc}") from None
+    save, restore, basis = fit_slot_files(samples)
+    return save, restore, {**basis, "slot": slot, "repeats": repeats}
+
+
 def calibration_fit(*, runs: Sequence[BenchmarkRun], label: str = "", tokens: TokenModel | None = None,
                     tokens_basis: dict[str, Any] | None = None, loaded_runs: Sequence[BenchmarkRun] = (),
-                    loaded_workers: int = 2, load_factor: float = 1.0) -> tuple[Calibration, Fit]:
+                    loaded_workers: int = 2, load_factor: float = 1.0,
+                    slot_files: tuple[float, float, dict[str, Any]] | None = None) -> tuple[Calibration, Fit]:
     """Fits a cost model to `runs` (all of one worker, benched alone) and stores it, with `tokens`
     (the worker's token counts, measured by `count_tokens`) in it if given, the contention
     fitted from `loaded_runs` (the same worker benched while `loaded_workers` workers of its host,
     it included, were benched at once; none: contention 0), and `load_factor` (CostModel: the
     worker's speed under a class against these benches, measured apart; the fit and its residuals
-    are the benches' own)."""
+    are the benches' own), and `slot_files` (seconds per token of a save and of a restore, and
+    their basis, from `measure_slot_files`; none: handovers' slot files taken as free)."""
     if not load_factor > 0:
         raise CalibrationRefused("--load-factor is a ratio of times: > 0 (1: the benches' speed)")
     if not runs:
@@ -115,6 +165,13 @@ def calibration_fit(*, runs: Sequence[BenchmarkRun], label: str = "", tokens: To
         fit.residuals["tokens"] = tokens_basis or {}
     else:
         fit.notes.append("no token counts: the planner counts 4 characters a token (calibrate_worker --count-tokens)")
+    if slot_files is not None:
+        save, restore, slot_basis = slot_files
+        fit.cost = dataclasses.replace(fit.cost, slot_save_s_per_token=save, slot_restore_s_per_token=restore)
+        fit.residuals["slot_files"] = slot_basis
+    else:
+        fit.notes.append("no slot file costs: a handover's save and restore planned as free (calibrate_worker "
+                         "--slot-files, with the worker up)")
     if load_factor != 1.0:
         fit.cost = dataclasses.replace(fit.cost, load_factor=load_factor)
         fit.notes.append(f"load factor x{load_factor:g}: every step and request overhead planned at {load_factor:g} "

@@ -180,13 +180,14 @@ for config in $ALL_CONFIGS; do
         # worker 2's fit (its loaded runs) is printed beside it, as a check of that assumption.
         # While the demo is still up: --count-tokens asks the worker's tokenizer and template how
         # many tokens the personas' messages are (no generation), sampled at the replay's own scale
-        # (shorter texts tokenize denser; from the eighth pass on, docs/research/planner-validation.md).
+        # (shorter texts tokenize denser; from the eighth pass on, docs/research/planner-validation.md);
+        # --slot-files times worker 1's slot file saves and restores (from the seventeenth pass on).
         for w in $(seq 2 "$workers"); do
             "$PYTHON" manage.py calibrate_worker --worker "demo-worker-$w" --count-tokens --token-scale "$SCALE" \
                 --label "$LABEL $name worker $w" >"$dir/calibration-w$w.txt"
         done
         "$PYTHON" manage.py calibrate_worker --worker demo-worker-1 --count-tokens --token-scale "$SCALE" "${loaded[@]}" \
-            --label "$LABEL $name worker 1" >"$dir/calibration.txt"
+            --slot-files --label "$LABEL $name worker 1" >"$dir/calibration.txt"
         demo_stop
     fi
     calibration=$(tail -1 "$dir/calibration.txt" | awk '{print $2}')
@@ -205,7 +206,7 @@ for config in $ALL_CONFIGS; do
             factor=$(tail -1 "$dir/steps-warmup.txt" | sed -n 's/.*against the calibration: x\([0-9.]*\).*/\1/p')
             [ -n "$factor" ] || { tail -3 "$dir/steps-warmup.txt"; echo "no speed in steps-warmup.txt" >&2; exit 1; }
             "$PYTHON" manage.py calibrate_worker --worker demo-worker-1 --count-tokens --token-scale "$SCALE" \
-                "${loaded[@]}" --load-factor "$factor" --label "$LABEL $name worker 1 under a class" \
+                "${loaded[@]}" --slot-files --load-factor "$factor" --label "$LABEL $name worker 1 under a class" \
                 >"$dir/calibration-load.txt"
             demo_stop
         fi

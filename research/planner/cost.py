@@ -209,6 +209,10 @@ class CostModel:
     ubatch_tokens: int = DEFAULT_UBATCH_TOKENS
     pass_s: float = 0.0
     load_factor: float = 1.0
+    # A slot file task (a handover's save of the previous owner's prompt, or restore of the new
+    # owner's) runs in the loop's own thread, between two steps: seconds per token of the file.
+    slot_save_s_per_token: float = 0.0
+    slot_restore_s_per_token: float = 0.0
 
     def __post_init__(self) -> None:
         if (self.prefill_s_per_token < 0 or self.decode_s_per_token <= 0 or self.batch_tokens < 1
@@ -219,6 +223,8 @@ class CostModel:
             raise ValueError("the small-chunk term (tokens, seconds per pair) is >= 0")
         if self.pass_s < 0:
             raise ValueError("a forward pass's own cost (pass_s) is >= 0")
+        if self.slot_save_s_per_token < 0 or self.slot_restore_s_per_token < 0:
+            raise ValueError("a slot file task's seconds per token are >= 0")
         if not self.load_factor > 0:
             raise ValueError("the load factor (a step's time under a class against the benches') is > 0")
         if self.contention < 0 or self.jitter < 0:
@@ -261,6 +267,11 @@ class CostModel:
                              sum(small_chunk_pairs(piece.tokens, piece.context, self.small_chunk_tokens)
                                  for piece in prompt))
             + self.pass_s * (len(passes) - 1))
+
+    def slot_task_s(self, kind: str, tokens: int) -> float:
+        """Seconds the loop spends on a slot file task (`save` or `restore`) of `tokens` tokens."""
+        per_token = self.slot_save_s_per_token if kind == "save" else self.slot_restore_s_per_token
+        return per_token * max(0, tokens)
 
     @property
     def overhead_s(self) -> float:

@@ -375,3 +375,33 @@ def fit_contention(alone: CostModel, loaded: Sequence[Measured], *, slots: int,
              "ttft_ratio": statistics.median(ttft) if ttft else None,
              "decode_ratio": statistics.median(decode) if decode else None}
     return contention, basis, notes
+
+
+@dataclass(frozen=True)
+class SlotFileSample:
+    """One slot file task timed by llama-server itself: `kind` ("save" or "restore"), the tokens
+    the file held, and the seconds the task took in the loop's thread (its `timings`)."""
+
+    kind: str
+    tokens: int
+    seconds: float
+
+
+def fit_slot_files(samples: Sequence[SlotFileSample]) -> tuple[float, float, dict[str, Any]]:
+    """Seconds per token of a save and of a restore (CostModel.slot_save_s_per_token,
+    slot_restore_s_per_token), each a line through the origin over its samples (a file is the
+    slot's KV, so its size and the time to write or read it grow with its tokens), and the basis:
+    per kind the samples, the tokens' range, and the worst relative residual."""
+    rates: dict[str, float] = {}
+    basis: dict[str, Any] = {}
+    for kind in ("save", "restore"):
+        points = [(float(s.tokens), s.seconds) for s in samples if s.kind == kind and s.tokens > 0 and s.seconds >= 0]
+        if not points:
+            raise ValueError(f"no {kind} of a slot holding tokens was timed: slot file costs cannot be fitted")
+        rate = through_origin(points)
+        rates[kind] = rate
+        basis[kind] = {"n": len(points), "tokens": [int(min(x for x, _ in points)), int(max(x for x, _ in points))],
+                       "s_per_token": rate,
+                       "max_relative": max(abs(y - rate * x) / y for x, y in points if y > 0) if any(
+                           y > 0 for _, y in points) else None}
+    return rates["save"], rates["restore"], basis

@@ -160,7 +160,8 @@ class _Request:
     charged: float = 0.0
     in_line: bool = False
     hold_ends_scheduled: bool = False
-    slot_tasks: int = 0  # slot file tasks (save, restore) still to run before its prompt is sent
+    # slot file tasks (("save" | "restore", tokens of the file)) still to run before its prompt is sent
+    slot_tasks: list[tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -172,8 +173,9 @@ class _Worker:
     owners: dict[int, slot_owners.SlotOwner] = field(default_factory=dict)
     files: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)  # student -> saved prompt
     running: list[_Request] = field(default_factory=list)  # in llama-server's loop
-    slot_tasks: list[_Request] = field(default_factory=list)  # requests whose slot file tasks wait in its queue
+    slot_tasks: list[_Request] = field(default_factory=list)  # requests whose next slot file task is in its queue
     stepping: bool = False
+    tasking: bool = False  # running its queue's slot file tasks (between two steps, or while idle)
     step: list[tuple[_Request, int]] = field(default_factory=list)  # (request, prompt tokens this step; 0: decode)
     # The step in progress, as seconds of it alone still to do, since when, at which rate (below 1
     # while other workers compute: CostModel.contention), and which of its scheduled ends holds.
@@ -226,7 +228,8 @@ class Simulation:
             if self._idle_entered and (not self._events or self._events[0][0] > self.now):
                 entered, self._idle_entered = self._idle_entered, []
                 for worker in entered:
-                    self._begin_step(worker)
+                    if not worker.stepping and not worker.tasking:
+                        self._begin_step(worker)
                 continue
             self.now, _, kind, payload = heapq.heappop(self._events)
             if kind == "send":
@@ -237,6 +240,10 @@ class Simulation:
                 self._enter_loop(cast(_Request, payload))
             elif kind == "pump":
                 self._pump()
+            elif kind == "task":
+                self._task_done(cast(_Worker, payload))
+            elif kind == "task_arrives":
+                self._task_arrives(cast(_Request, payload))
             else:
                 worker, version = cast(tuple[_Worker, int], payload)
                 if version == worker.version:  # an end re-timed since (another worker started or stopped) is stale
@@ -312,15 +319,16 @@ class Simulation:
                 continue
             previous = worker.owners.get(index)
             own = slot_owners.holds_own_prefix(previous, student)
-            tasks = 0
+            tasks: list[tuple[str, int]] = []
             if not own and self.plan.slot_files:
                 keep, restore = slot_owners.handover(previous, student, worker.files, light=prefer is not None,
                                                      lane_slot=index == prefer)
                 if keep:
                     worker.files[keep] = worker.cache.get(index, ())
+                    tasks.append(("save", sum(tokens for _, tokens in worker.files[keep])))
                 if restore:
                     worker.cache[index], own = worker.files[student], True
-                tasks = bool(keep) + bool(restore)
+                    tasks.append(("restore", sum(tokens for _, tokens in worker.cache[index])))
             worker.owners[index] = slot_owners.SlotOwner(student=student, conversation=conversation,
                                                          last_used_ms=int(self.now * 1000))
             if conversation:
@@ -377,7 +385,7 @@ class Simulation:
     # --- the worker: llama-server's loop --------------------------------------------------------
 
     def _start(self, request: _Request, worker: _Worker, index: int, *, own_prefix: bool,
-               slot_tasks: int = 0) -> None:
+               slot_tasks: Sequence[tuple[str, int]] = ()) -> None:
         prompt = request.shape.prompt_tokens
         held = worker.cache.get(index, ())
         found = cached_prefix_tokens(held, request.shape.segments) if own_prefix else 0
@@ -387,27 +395,55 @@ class Simulation:
         request.worker_id, request.slot, request.claimed_s = worker.view.id, index, self.now
         worker.claimed[index] = request
         worker.cache[index] = request.shape.segments
-        if slot_tasks and worker.stepping:  # the save and the restore wait for the loop's step boundaries
-            request.slot_tasks = slot_tasks
-            worker.slot_tasks.append(request)
+        if slot_tasks:  # the save and the restore go through the loop's queue first, one after the other
+            request.slot_tasks = list(slot_tasks)
+            self._task_arrives(request)
         else:
             self._send_prompt(request, worker)
 
     def _send_prompt(self, request: _Request, worker: _Worker) -> None:
         self._at(self.now + worker.cost.overhead_s, "loop", request)
 
-    def _slot_tasks_at_boundary(self, worker: _Worker) -> None:
-        """A step of `worker` ended: llama-server runs the queued slot tasks (one per handover: the
-        save, then the restore the gateway sends after it) before its next step; a request whose
-        last task ran sends its prompt now (it joins the step after the next). An idle worker runs
-        them all at once."""
-        waiting, worker.slot_tasks = worker.slot_tasks, []
-        for request in waiting:
-            request.slot_tasks = 0 if not worker.stepping else request.slot_tasks - 1
-            if request.slot_tasks > 0:
-                worker.slot_tasks.append(request)
-            else:
-                self._send_prompt(request, worker)
+    def _task_arrives(self, request: _Request) -> None:
+        """`request`'s next slot file task reaches its worker's queue: llama-server runs it at once
+        when idle, after the step in progress otherwise, and in the run of tasks under way if one is
+        (its queue runs every task it holds, those arriving meanwhile too, before its next step)."""
+        assert request.worker_id is not None
+        worker = self.workers[request.worker_id]
+        worker.slot_tasks.append(request)
+        if not worker.stepping and not worker.tasking:
+            self._run_tasks(worker)
+
+    def _run_tasks(self, worker: _Worker) -> None:
+        """Runs the queue's slot file tasks one by one (each CostModel.slot_task_s: the file written
+        or read in the loop's thread), then the loop's next step. A request whose task ran sends its
+        next one (the restore after the save's answer) or its prompt; that one finds the loop in the
+        run still under way if the queue held more, and otherwise waits for the next step's end.
+        Tasks that cost nothing run in this instant, so with CostModel's defaults a task on a busy
+        worker waits one step, and an idle worker's run at once."""
+        while worker.slot_tasks:
+            request = worker.slot_tasks[0]
+            kind, tokens = request.slot_tasks[0]
+            seconds = worker.cost.slot_task_s(kind, tokens)
+            worker.tasking = True
+            if seconds > 0:
+                self._at(self.now + seconds, "task", worker)
+                return
+            self._task_ran(worker)
+        worker.tasking = False
+        self._begin_step(worker)
+
+    def _task_done(self, worker: _Worker) -> None:
+        self._task_ran(worker)
+        self._run_tasks(worker)
+
+    def _task_ran(self, worker: _Worker) -> None:
+        request = worker.slot_tasks.pop(0)
+        request.slot_tasks.pop(0)
+        if request.slot_tasks:  # the gateway sends the next task once this one has answered
+            self._at(self.now, "task_arrives", request)
+        else:
+            self._send_prompt(request, worker)
 
     def _enter_loop(self, request: _Request) -> None:
         assert request.worker_id is not None
@@ -416,7 +452,7 @@ class Simulation:
         # llama-server's loop takes every task queued before it builds a batch: requests reaching an
         # idle worker at one instant (claimed together when slots freed together) share a batch, and
         # which of them the event queue happened to hand over first must not decide that.
-        if not worker.stepping and worker not in self._idle_entered:
+        if not worker.stepping and not worker.tasking and worker not in self._idle_entered:
             self._idle_entered.append(worker)
 
     def _begin_step(self, worker: _Worker) -> None:
@@ -486,8 +522,12 @@ class Simulation:
                     self._finish(worker, request)
                     freed = True
         worker.step = []
-        self._begin_step(worker)
-        self._slot_tasks_at_boundary(worker)
+        if worker.slot_tasks:  # the queue's tasks run between this step and the next
+            worker.stepping = False
+            self._retime()
+            self._run_tasks(worker)
+        else:
+            self._begin_step(worker)
         if freed:
             self._pump()
 

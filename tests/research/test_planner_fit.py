@@ -14,7 +14,7 @@ from fleet.models import Worker
 from fleet.services import worker_register
 from research.models import BenchmarkRun, Calibration, RequestSample
 from research.planner.cost import CostModel
-from research.planner.fit import Measured, fit_contention, fit_cost_model
+from research.planner.fit import Measured, SlotFileSample, fit_contention, fit_cost_model, fit_slot_files
 
 # pass_s: a pass's own cost, a one-slot step less an extra slot's (what the fit derives)
 TRUE = CostModel(prefill_s_per_token=0.004, decode_s_per_token=0.05, decode_s_per_extra_slot=0.006,
@@ -405,3 +405,57 @@ def test_calibrate_worker_counts_the_personas_texts_at_the_scale_it_is_given(mon
     for wrong in ("0", "-0.1", "1.5"):
         with pytest.raises(CommandError, match="--token-scale must be in"):
             call_command("calibrate_worker", "--worker", "cpu-3", "--count-tokens", "--token-scale", wrong)
+
+
+def test_slot_file_costs_are_fitted_per_token_and_refused_without_samples() -> None:
+    rng = random.Random(3)
+    samples = [SlotFileSample(kind, tokens, rate * tokens * rng.uniform(0.95, 1.05))
+               for kind, rate in (("save", 20e-6), ("restore", 4e-6)) for tokens in (120, 480, 1200) for _ in range(3)]
+    save, restore, basis = fit_slot_files(samples)
+    assert save == pytest.approx(20e-6, rel=0.05) and restore == pytest.approx(4e-6, rel=0.05)
+    assert basis["save"]["n"] == 9 and basis["restore"]["tokens"] == [120, 1200]
+    assert basis["save"]["max_relative"] <= 0.1
+    with pytest.raises(ValueError, match="no restore"):
+        fit_slot_files([s for s in samples if s.kind == "save"])
+
+
+def test_calibrate_worker_times_a_real_workers_slot_files(transactional_db, llama_server: str) -> None:  # noqa: ANN001
+    """`--slot-files` on the real llama-server: saves and restores of three prompt sizes, timed
+    by llama-server, stored as seconds per token and shown; the probe leaves the slot empty."""
+    import httpx
+
+    from tests.conftest import FIXTURE_WORKER_KEY
+
+    worker = worker_register(name="it-slot-files", base_url=llama_server, model_id="m", pool_name="dev", slots=4,
+                             state="healthy", api_key=FIXTURE_WORKER_KEY)
+    stored_synthetic_runs(worker)
+    out = StringIO()
+    call_command("calibrate_worker", "--worker", "it-slot-files", "--slot-files", stdout=out)
+    calibration = Calibration.objects.get(pk=int(out.getvalue().strip().splitlines()[-1].split()[1]))
+    cost = CostModel.from_dict(calibration.cost)
+    assert 0 < cost.slot_restore_s_per_token and 0 < cost.slot_save_s_per_token < 0.01
+    basis = calibration.residuals["slot_files"]
+    assert basis["save"]["n"] == basis["restore"]["n"] == 9
+    low, high = basis["save"]["tokens"]
+    assert 100 <= low < high  # three sizes of prompt, each saved whole
+    assert "slot files         save" in out.getvalue() and "restore: 9 tasks" in out.getvalue()
+    from research.planner_services import PROBE_SENTENCE
+
+    words = PROBE_SENTENCE.split()
+    again = httpx.post(f"{llama_server}/completion", headers={"Authorization": f"Bearer {FIXTURE_WORKER_KEY}"},
+                       json={"prompt": " ".join(words[i % len(words)] for i in range(1200)), "id_slot": 0,
+                             "n_predict": 1, "cache_prompt": True}, timeout=120).json()
+    assert again["timings"]["cache_n"] == 0  # the probe's last prompt is not left in the slot
+
+
+@pytest.mark.django_db
+def test_calibrate_worker_without_slot_file_costs_says_it_plans_them_free() -> None:
+    worker = worker_register(name="cpu-9", base_url="http://127.0.0.1:9", model_id="m", pool_name="dev",
+                             state="healthy")
+    stored_synthetic_runs(worker)
+    out = StringIO()
+    call_command("calibrate_worker", "--worker", "cpu-9", stdout=out)
+    assert "slot files         not measured" in out.getvalue()
+    assert "a handover's save and restore planned as free" in out.getvalue()
+    with pytest.raises(CommandError, match="--slot-files times a running worker"):
+        call_command("calibrate_worker", "--assumptions", "--slot-files", stdout=StringIO())

@@ -241,6 +241,49 @@ def test_a_handover_on_a_busy_worker_waits_a_step_boundary_for_its_slot_file_tas
     assert with_files["c"].first_token_s == pytest.approx(11.1 + 0.1 + 1.0)
 
 
+def test_a_slot_file_task_holds_the_loop_for_its_files_size() -> None:
+    """A save or restore runs in llama-server's loop thread (CostModel.slot_save_s_per_token,
+    slot_restore_s_per_token): b's turn takes a's slot after a's 100 tokens are saved (0.2 s), and
+    a's next turn waits for b's 50 tokens to be saved (0.1 s), then for her own 100 to be read back
+    (0.05 s), one after the other, before her 20 new tokens are computed."""
+    cost = CostModel(prefill_s_per_token=0.01, decode_s_per_token=0.1, request_overhead_s=0.0, batch_tokens=4096)
+
+    def run(costed: CostModel) -> dict:
+        a = Scripted("a", [shape(("a", 100), output=1, conversation="ca"),
+                           shape(("a", 100), ("tool", 20), output=1, conversation="ca")], pauses=[9.0])
+        b = Scripted("b", [shape(("b", 50), output=1, conversation="cb")], arrival_s=5.0)
+        turns, _ = simulate(plan=plan(), costs=[costed], students=[a, b])
+        return {(t.student, round(t.sent_s)): t for t in turns}
+
+    free = run(cost)
+    timed = run(replace(cost, slot_save_s_per_token=0.002, slot_restore_s_per_token=0.0005))
+    assert free[("b", 5)].first_token_s == pytest.approx(5.5)
+    assert timed[("b", 5)].first_token_s == pytest.approx(5.0 + 0.2 + 0.5)
+    assert free[("a", 10)].first_token_s == pytest.approx(10.0 + 0.2)
+    assert timed[("a", 10)].first_token_s == pytest.approx(10.0 + 0.1 + 0.05 + 0.2)
+    assert timed[("a", 10)].reused_prompt_tokens == 100  # her file, restored
+
+
+def test_handovers_claimed_together_on_an_idle_worker_reach_its_loop_one_by_one() -> None:
+    """Two slots freed together and refilled together (c and d take a's and b's): with free slot
+    files both prompts reach the idle loop at once and share a step; with each save taking 0.1 s,
+    the saves run one after the other, c's prompt starts a step alone when the second save is done
+    and d's joins the step after it: the loop stops moving its slots in lockstep, as llama-server's
+    did in the sixteenth pass (docs/research/planner-validation.md)."""
+    cost = CostModel(prefill_s_per_token=0.01, decode_s_per_token=0.1, request_overhead_s=0.0, batch_tokens=4096)
+
+    def run(costed: CostModel) -> dict:
+        students = [Scripted(name, [shape((name, 100), output=1, conversation=f"c{name}")], arrival_s=arrival)
+                    for name, arrival in (("a", 0.0), ("b", 0.0), ("c", 5.0), ("d", 5.0))]
+        turns, _ = simulate(plan=plan(slots=2), costs=[costed], students=students)
+        return {t.student: t.first_token_s for t in turns}
+
+    free = run(cost)
+    timed = run(replace(cost, slot_save_s_per_token=0.001))
+    assert free["c"] == pytest.approx(7.0) == free["d"]
+    assert sorted([timed["c"], timed["d"]]) == [pytest.approx(5.2 + 1.0), pytest.approx(6.2 + 1.0)]
+
+
 def test_requests_reaching_an_idle_worker_at_one_instant_share_its_first_batch() -> None:
     """llama-server builds a batch from every task queued when its loop turns: two prompts that
     arrive together at an idle worker are evaluated together, the short one waiting for the long

@@ -9,6 +9,11 @@ pass"), both taken at the sizes measured:
   shape changes; pass_s charges only the passes after a step's first).
 
     PYTHONPATH=. OCS_ENV=test .venv/bin/python docs/research/planner-validation/retro_loop.py
+
+Written against the simulator as it was until the seventeenth pass (commit 0dff6ce): since then a
+slot file task's time is in the simulator itself (CostModel.slot_save_s_per_token and
+slot_restore_s_per_token, run in the loop between steps and one after the other on an idle worker),
+and the function this script patched is gone; rerun it on that commit.
 """
 import json, os
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ocsweb.settings")
@@ -18,6 +23,8 @@ from research.planner.cost import CostModel, ubatches
 from research.planner.plan import plan_from_report, predict
 
 BASE = "docs/research/planner-validation"
+if not hasattr(S.Simulation, "_slot_tasks_at_boundary"):
+    raise SystemExit("retro_loop.py patches the simulator of the tenth pass: git checkout 0dff6ce to rerun it")
 original_boundary, original_step = S.Simulation._slot_tasks_at_boundary, CostModel.step_s
 added = {"stall": 0.0, "pass": 0.0}
 

@@ -37,10 +37,17 @@ def main() -> None:
     parser.add_argument("tag")
     parser.add_argument("--speed", type=float, help="the load factor to simulate at (default: the plan's own)")
     parser.add_argument("--extra-ms", type=float, default=0.0)
+    parser.add_argument("--save-us", type=float, default=None,
+                        help="a slot file save's microseconds per token in the loop (default: the plan's own)")
+    parser.add_argument("--restore-us", type=float, default=None, help="the same for a restore")
     args = parser.parse_args()
     report = json.loads((HERE / args.config / f"plan-{args.tag}.json").read_text())["rows"][0]["report"]
     plan, cost = plan_from_report(report, replicates=1)
     cost = replace(cost, jitter=0.0, **({"load_factor": args.speed} if args.speed else {}))
+    if args.save_us is not None:
+        cost = replace(cost, slot_save_s_per_token=args.save_us / 1e6)
+    if args.restore_us is not None:
+        cost = replace(cost, slot_restore_s_per_token=args.restore_us / 1e6)
 
     tally: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
     original_begin = S.Simulation._begin_step

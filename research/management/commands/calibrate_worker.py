@@ -15,6 +15,11 @@ stores the characters per token it finds with the calibration (research/planner/
 without it the planner counts 4 characters a token. The texts are the personas' at `--token-scale`
 (default 0.1): give the scale you will plan at, as shorter texts tokenize denser.
 
+`--slot-files` times the worker's slot file saves and restores (a handover's two tasks, run in
+llama-server's loop between two steps; inference/slot_files.py): a few prompts of 120-1,200 words
+evaluated in slot 0, each saved and restored three times, timed by llama-server itself; stored as
+seconds per token of a save and of a restore. Run it with the worker up, serving no students.
+
 Prints the cost model, the fit's residuals (or the assumptions and their sources), and as its
 last line `calibration N`, the stored calibration's id for `plan_class --calibration N`.
 """
@@ -33,6 +38,7 @@ from research.planner_services import (
     calibration_assume,
     calibration_fit,
     count_tokens,
+    measure_slot_files,
     runs_of_worker,
 )
 
@@ -70,6 +76,10 @@ def cost_lines(cost: CostModel) -> list[str]:
         f"+{cost.pass_s * 1000:.2f} ms for each pass of a step after its first; KV cache {cost.cache_type}",
         f"  contention         +{cost.contention:.1%} a step for each other worker computing at the same time",
         f"  jitter             {cost.jitter:.1%} (relative SD of a step's time, from identical requests)",
+        (f"  slot files         save {cost.slot_save_s_per_token * 1e6:.2f} us, restore "
+         f"{cost.slot_restore_s_per_token * 1e6:.2f} us per token of the file, in the loop between two steps"
+         if cost.slot_save_s_per_token or cost.slot_restore_s_per_token else
+         "  slot files         not measured: a handover's save and restore planned as free"),
         f"  under a class      x{cost.load_factor:.3f} every step and the request overhead "
         + ("(the benches' speed)" if cost.load_factor == 1 else "(the worker's speed under a class, measured apart)"),
         counted,
@@ -109,6 +119,14 @@ def residual_lines(residuals: dict[str, Any]) -> list[str]:
         for kind, segments in sorted(basis.get("segments", {}).items()):
             lines.append(f"    {kind}: {segments} segments, {basis['characters'][kind]} characters, "
                          f"{basis['tokens'][kind]} tokens")
+    files = residuals.get("slot_files")
+    if files:
+        lines.append("slot files (timed by llama-server, a line through the origin per kind):")
+        for kind in ("save", "restore"):
+            row = files[kind]
+            worst = "" if row.get("max_relative") is None else f", worst {row['max_relative']:.0%} off the line"
+            lines.append(f"    {kind}: {row['n']} tasks of {row['tokens'][0]}-{row['tokens'][1]} tokens, "
+                         f"{row['s_per_token'] * 1e6:.2f} us per token{worst}")
     return lines
 
 
@@ -128,6 +146,8 @@ class Command(BaseCommand):
         parser.add_argument("--token-scale", type=float, default=SAMPLE_SCALE,
                             help="With --count-tokens: the personas' --scale to sample their texts at; give the "
                                  "scale you will plan at (shorter texts tokenize denser).")
+        parser.add_argument("--slot-files", action="store_true",
+                            help="Also time the worker's slot file saves and restores (worker up, no students).")
         parser.add_argument("--tokens-url", default=None,
                             help="With --count-tokens: a llama-server of the same model to count with "
                                  "(default: the worker's own address).")
@@ -157,6 +177,9 @@ class Command(BaseCommand):
         if not 0 < options["token_scale"] <= 1:
             raise CommandError("--token-scale must be in (0, 1], as class_replay's and plan_class's --scale")
         if options["assumptions"]:
+            if options["slot_files"]:
+                raise CommandError("--slot-files times a running worker (--worker or --runs); an assumed calibration "
+                                   "plans slot files as free")
             if options["load_factor"] != 1.0:
                 raise CommandError("--load-factor scales a fitted worker's times (--worker or --runs); an assumed "
                                    "calibration states its own")
@@ -204,10 +227,15 @@ class Command(BaseCommand):
                     url = options["tokens_url"] or (worker.base_url if worker else runs[0].base_url)
                     tokens, basis = count_tokens(url, None if options["tokens_url"] or worker is None
                                                  else worker.api_key or None, scale=options["token_scale"])
+                slot_files = None
+                if options["slot_files"]:
+                    worker = runs[0].worker
+                    slot_files = measure_slot_files(worker.base_url if worker else runs[0].base_url,
+                                                    (worker.api_key or None) if worker else None)
                 calibration, fit = calibration_fit(runs=runs, label=options["label"], tokens=tokens,
                                                    tokens_basis=basis, loaded_runs=loaded,
                                                    loaded_workers=options["loaded_workers"],
-                                                   load_factor=options["load_factor"])
+                                                   load_factor=options["load_factor"], slot_files=slot_files)
             except ValueError as exc:
                 raise CommandError(str(exc)) from None
             self._show(calibration)
