@@ -14,9 +14,11 @@ to one, or a test's monkeypatch of one, changes the prediction):
 - which slot, and whether its cache may be reused: `core.slot_owners.pick_slot`,
   `holds_own_prefix` and `handover` (a slot last used by a classmate is recomputed from scratch,
   unless the student's own slot file on that worker is restored into it first: FleetPlan.slot_files;
-  the save and the restore take a few ms on the CPU demo, taken as free, but each is a task of
-  llama-server's loop: while the worker computes, it runs at the next step boundary, and the
-  prompt is sent only after them, so a handover on a busy worker waits one step per task);
+  the save and the restore are tasks of llama-server's loop, run in its thread between two steps
+  for CostModel.slot_task_s each, one after another: while the worker computes, a task waits for
+  the step boundary, the gateway sends the restore after the save has answered and the prompt
+  after the restore, so a handover on a busy worker waits one step per task, and handovers
+  claimed together on an idle worker reach its loop one by one);
 - who is served next while every slot is busy: `core.fair_share.pick` and `lifted`, charged
   `admission_rules.estimate_charge` when leaving the line and settled with `settle_amount`;
 - the light lane (slot 0 kept for short prompts under the token-fair policy): `admission_rules.lane`,
