@@ -80,6 +80,12 @@ PROBE_SENTENCE = "the students read the notes and wrote down what the worker did
 PROBE_REPEATS = 3
 
 
+def probe_text(words: int) -> str:
+    """The slot file probe's prompt of `words` words (PROBE_SENTENCE repeated)."""
+    sentence = PROBE_SENTENCE.split()
+    return " ".join(sentence[i % len(sentence)] for i in range(words))
+
+
 def measure_slot_files(base_url: str, api_key: str | None = None, *, slot: int = 0,
                        words: Sequence[int] = PROBE_WORDS,
                        repeats: int = PROBE_REPEATS) -> tuple[float, float, dict[str, Any]]:
@@ -95,11 +101,9 @@ def measure_slot_files(base_url: str, api_key: str | None = None, *, slot: int =
     samples: list[SlotFileSample] = []
     try:
         with httpx.Client(timeout=300.0, headers=headers) as client:
-            sentence = PROBE_SENTENCE.split()
             for size in words:
-                text = " ".join(sentence[i % len(sentence)] for i in range(size))
-                evaluated = client.post(root + "/completion", json={"prompt": text, "id_slot": slot, "n_predict": 1,
-                                                                    "cache_prompt": True})
+                evaluated = client.post(root + "/completion", json={"prompt": probe_text(size), "id_slot": slot,
+                                                                    "n_predict": 1, "cache_prompt": True})
                 evaluated.raise_for_status()
                 for _ in range(repeats):
                     for action, count, timing in (("save", "n_saved", "save_ms"), ("restore", "n_restored", "restore_ms")):
@@ -112,9 +116,9 @@ def measure_slot_files(base_url: str, api_key: str | None = None, *, slot: int =
                         body = answer.json()
                         samples.append(SlotFileSample(action, int(body[count]), float(body["timings"][timing]) / 1000))
             client.post(f"{root}/slots/{slot}?action=erase").raise_for_status()
+    except CalibrationRefused:
+        raise
     except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
-        if isinstance(exc, CalibrationRefused):
-            raise
         raise CalibrationRefused(f"could not time slot files at {root}: {type(exc).__name__}: {exc}") from None
     save, restore, basis = fit_slot_files(samples)
     return save, restore, {**basis, "slot": slot, "repeats": repeats}

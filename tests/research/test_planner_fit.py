@@ -178,11 +178,16 @@ def test_calibrate_worker_keeps_the_benches_fit_and_plans_at_the_load_factor_it_
     assert cost.load_factor == 1.18
     assert cost.ttft_alone_s(256) == pytest.approx(1.18 * TRUE.ttft_alone_s(256))  # what the planner plans with
     assert "x1.180 every step" in out.getvalue() and any("load factor" in note for note in calibration.notes)
+    # calibrated without --slot-files: it says so
+    assert "slot files         not measured" in out.getvalue()
+    assert "a handover's save and restore planned as free" in out.getvalue()
     for bad in ("0", "-1"):
         with pytest.raises(CommandError, match="> 0"):
             call_command("calibrate_worker", "--worker", "cpu-1", "--load-factor", bad, stdout=StringIO())
     with pytest.raises(CommandError, match="an assumed calibration states its own"):
         call_command("calibrate_worker", "--assumptions", "--load-factor", "1.2", stdout=StringIO())
+    with pytest.raises(CommandError, match="--slot-files times a running worker"):
+        call_command("calibrate_worker", "--assumptions", "--slot-files", stdout=StringIO())
 
 
 @pytest.mark.django_db
@@ -439,23 +444,9 @@ def test_calibrate_worker_times_a_real_workers_slot_files(transactional_db, llam
     low, high = basis["save"]["tokens"]
     assert 100 <= low < high  # three sizes of prompt, each saved whole
     assert "slot files         save" in out.getvalue() and "restore: 9 tasks" in out.getvalue()
-    from research.planner_services import PROBE_SENTENCE
+    from research.planner_services import probe_text
 
-    words = PROBE_SENTENCE.split()
     again = httpx.post(f"{llama_server}/completion", headers={"Authorization": f"Bearer {FIXTURE_WORKER_KEY}"},
-                       json={"prompt": " ".join(words[i % len(words)] for i in range(1200)), "id_slot": 0,
-                             "n_predict": 1, "cache_prompt": True}, timeout=120).json()
+                       json={"prompt": probe_text(1200), "id_slot": 0, "n_predict": 1, "cache_prompt": True},
+                       timeout=120).json()
     assert again["timings"]["cache_n"] == 0  # the probe's last prompt is not left in the slot
-
-
-@pytest.mark.django_db
-def test_calibrate_worker_without_slot_file_costs_says_it_plans_them_free() -> None:
-    worker = worker_register(name="cpu-9", base_url="http://127.0.0.1:9", model_id="m", pool_name="dev",
-                             state="healthy")
-    stored_synthetic_runs(worker)
-    out = StringIO()
-    call_command("calibrate_worker", "--worker", "cpu-9", stdout=out)
-    assert "slot files         not measured" in out.getvalue()
-    assert "a handover's save and restore planned as free" in out.getvalue()
-    with pytest.raises(CommandError, match="--slot-files times a running worker"):
-        call_command("calibrate_worker", "--assumptions", "--slot-files", stdout=StringIO())

@@ -221,17 +221,16 @@ class Command(BaseCommand):
                         raise CalibrationRefused(
                             f"--loaded-label {options['loaded_label']!r}: {len(loaded)} runs hold it and {len(runs)} "
                             f"do not; both kinds are needed (the worker benched alone, and beside the others)")
+                # the worker the runs measured, as they reached it
+                worker = runs[0].worker
+                worker_url = worker.base_url if worker else runs[0].base_url
+                worker_key = (worker.api_key or None) if worker else None
                 tokens, basis = None, None
                 if options["count_tokens"] or options["tokens_url"]:
-                    worker = runs[0].worker
-                    url = options["tokens_url"] or (worker.base_url if worker else runs[0].base_url)
-                    tokens, basis = count_tokens(url, None if options["tokens_url"] or worker is None
-                                                 else worker.api_key or None, scale=options["token_scale"])
-                slot_files = None
-                if options["slot_files"]:
-                    worker = runs[0].worker
-                    slot_files = measure_slot_files(worker.base_url if worker else runs[0].base_url,
-                                                    (worker.api_key or None) if worker else None)
+                    tokens, basis = count_tokens(options["tokens_url"] or worker_url,
+                                                 None if options["tokens_url"] else worker_key,
+                                                 scale=options["token_scale"])
+                slot_files = measure_slot_files(worker_url, worker_key) if options["slot_files"] else None
                 calibration, fit = calibration_fit(runs=runs, label=options["label"], tokens=tokens,
                                                    tokens_basis=basis, loaded_runs=loaded,
                                                    loaded_workers=options["loaded_workers"],
