@@ -10,6 +10,9 @@ calibration stores them, `plan_class` prints them, docs/research/rig-forecast.md
   compute share (`extra_slot_fraction` of a step).
 - prompt evaluation: compute-bound; the published 2 x P40 pp512 scaled to the card by FP32
   throughput and to the model by parameter count. No gain assumed from the layer split.
+- slot files (a handover's save and restore, tasks of the worker's loop): a slot's KV cache copied
+  between the cards and the host over the cards' PCIe links (Gen1 x1 risers on the rigs), one layer
+  after another so one link at a time, plus, for a save, the file written to the host's disk.
 - memory: weights + every slot's KV + a compute buffer per GPU must fit the worker's cards.
 """
 from __future__ import annotations
@@ -52,6 +55,8 @@ class RigAssumptions:
     request_overhead_s: float = 0.3
     compute_buffer_gb_per_gpu: float = 0.5
     cache_type: str = "f16"
+    slot_copy_gbs: float = 0.2  # card <-> host over a Gen1 x1 riser; 0 plans slot files as free
+    slot_write_gbs: float = 1.0  # the saved file written to the host's disk
 
 
 def assumed_cost(rig: RigAssumptions) -> tuple[CostModel, list[Assumption], dict[str, Any]]:
@@ -64,11 +69,15 @@ def assumed_cost(rig: RigAssumptions) -> tuple[CostModel, list[Assumption], dict
     kv_bytes = rig.kv_bytes_per_token_f16 * KV_BYTES_PER_ELEMENT[rig.cache_type] / KV_BYTES_PER_ELEMENT["f16"]
     p40 = gpu_spec("Tesla P40")
     prefill_tok_s = (P40_PP512_TOK_S * spec.fp32_tflops / p40.fp32_tflops * P40_MODEL_BILLIONS / rig.model_billions)
+    restore_s, save_s = 0.0, 0.0
+    if rig.slot_copy_gbs > 0:
+        restore_s = kv_bytes / (rig.slot_copy_gbs * GB)
+        save_s = restore_s + (kv_bytes / (rig.slot_write_gbs * GB) if rig.slot_write_gbs > 0 else 0.0)
     cost = CostModel(prefill_s_per_token=1.0 / prefill_tok_s, decode_s_per_token=decode_s,
                      decode_s_per_extra_slot=decode_s * rig.extra_slot_fraction,
                      decode_s_per_context_token=kv_bytes / effective_bytes_s,
                      request_overhead_s=rig.request_overhead_s, batch_tokens=DEFAULT_BATCH_TOKENS,
-                     cache_type=rig.cache_type)
+                     cache_type=rig.cache_type, slot_save_s_per_token=save_s, slot_restore_s_per_token=restore_s)
     bench = "bench on the rig's worker"
     assumptions = [
         Assumption("memory bandwidth per card", spec.bandwidth_gbs, "GB/s",
@@ -111,6 +120,15 @@ def assumed_cost(rig: RigAssumptions) -> tuple[CostModel, list[Assumption], dict
                    "taken as idle while the cards compute)",
                    "bench one worker alone, then every worker of the rig at once "
                    "(calibrate_worker --loaded-label)"),
+        Assumption("slot file copy rate between a card and the host", rig.slot_copy_gbs, "GB/s",
+                   "assumption: PCIe Gen1 x1 on risers (docs/inference-notes.md): 250 MB/s a direction, ~80 % "
+                   "after packet overhead; llama.cpp copies a slot's KV layer by layer, one link at a time "
+                   f"(a handover of a 10,000-token prompt: {restore_s * 10_000:.1f} s to restore)",
+                   f"{bench}: calibrate_worker --slot-files (llama-server's own save and restore times)"),
+        Assumption("slot file write rate to the host's disk", rig.slot_write_gbs, "GB/s",
+                   "assumption: the CPU demo's saves (18-25 us per 23 KB SmolLM2 token, ~1 GB/s, "
+                   "docs/research/planner.md); a restore reads the file back from the page cache, taken as free",
+                   f"{bench}: calibrate_worker --slot-files"),
         Assumption("compute buffer per card", rig.compute_buffer_gb_per_gpu, "GB",
                    "assumption (llama.cpp's CUDA compute buffers are a few hundred MB per card)",
                    "the worker's startup log (CUDA buffer sizes)"),

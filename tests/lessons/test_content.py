@@ -53,7 +53,7 @@ def test_one_numbering_of_the_research_questions() -> None:
     assert list(questions) == [f"Q{n}" for n in range(1, len(questions) + 1)]
     assert set(capstone) == set(questions)
     seeded: list[tuple[str, str, str, str]] = []
-    for name in ("0003_questions", "0008_h23_questions_q7_q11"):
+    for name in ("0003_questions", "0008_h23_questions_q7_q11", "0013_questions_q12"):
         seeded += importlib.import_module(f"research.migrations.{name}").QUESTIONS
     assert [title.split()[0] for title, *_ in seeded] == list(questions)
     for title, question, *_ in seeded:

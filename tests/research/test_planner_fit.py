@@ -210,6 +210,29 @@ def test_an_assumption_calibration_labels_every_number_with_its_source() -> None
     # 16.2 GB read per token at 256 GB/s x 0.79 of the roofline: the rig's measured ~12.5 tok/s
     assert 1 / cost.decode_s_per_token == pytest.approx(256 / 16.2 * 0.79)
     assert calibration.memory["gpus"] == 4
+    # a handover's slot files: the slot's KV (f16, 262,144 bytes a token) over a 0.2 GB/s riser,
+    # the save also written to the host's disk at 1 GB/s; both labelled like every other number
+    assert cost.slot_restore_s_per_token == pytest.approx(262_144 / 0.2e9)
+    assert cost.slot_save_s_per_token == pytest.approx(262_144 / 0.2e9 + 262_144 / 1e9)
+    names = {a["name"] for a in calibration.assumptions}
+    assert {"slot file copy rate between a card and the host", "slot file write rate to the host's disk"} <= names
+    assert "slot files         save" in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_an_assumed_calibrations_slot_file_rates_are_stated_or_planned_free() -> None:
+    def assumed(*flags: str) -> CostModel:
+        out = StringIO()
+        call_command("calibrate_worker", "--assumptions", *flags, stdout=out)
+        return CostModel.from_dict(Calibration.objects.get(pk=int(out.getvalue().split()[-1])).cost)
+
+    q8 = assumed("--cache-type", "q8_0", "--slot-copy-gbs", "0.8", "--slot-write-gbs", "0")
+    assert q8.slot_restore_s_per_token == pytest.approx(262_144 * 1.0625 / 2 / 0.8e9)
+    assert q8.slot_save_s_per_token == q8.slot_restore_s_per_token  # no disk write term
+    free = assumed("--slot-copy-gbs", "0")
+    assert free.slot_save_s_per_token == free.slot_restore_s_per_token == 0
+    with pytest.raises(CommandError, match=">= 0"):
+        call_command("calibrate_worker", "--assumptions", "--slot-write-gbs", "-1", stdout=StringIO())
 
 
 CONTEXT_TRUE = CostModel(prefill_s_per_token=0.003, prefill_s_per_context_token=2e-6, decode_s_per_token=0.006,

@@ -172,6 +172,11 @@ class Command(BaseCommand):
         group.add_argument("--roofline-fraction", type=float, default=defaults.roofline_fraction,
                            help="Fraction of the decode roofline reached (0.79 measured on the rig's seed).")
         group.add_argument("--cache-type", default=defaults.cache_type, choices=["f16", "q8_0", "q4_0"])
+        group.add_argument("--slot-copy-gbs", type=float, default=defaults.slot_copy_gbs,
+                           help="GB/s a slot file's KV cache moves between the cards and the host (a Gen1 x1 "
+                                "riser: 0.2); 0 plans a handover's save and restore as free.")
+        group.add_argument("--slot-write-gbs", type=float, default=defaults.slot_write_gbs,
+                           help="GB/s a saved slot file is written to the host's disk (0: free).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not 0 < options["token_scale"] <= 1:
@@ -179,16 +184,19 @@ class Command(BaseCommand):
         if options["assumptions"]:
             if options["slot_files"]:
                 raise CommandError("--slot-files times a running worker (--worker or --runs); an assumed calibration "
-                                   "plans slot files as free")
+                                   "states its slot file rates (--slot-copy-gbs, --slot-write-gbs)")
             if options["load_factor"] != 1.0:
                 raise CommandError("--load-factor scales a fitted worker's times (--worker or --runs); an assumed "
                                    "calibration states its own")
             if options["gpus"] < 1 or options["model_gb"] <= 0 or not 0 < options["roofline_fraction"] <= 1:
                 raise CommandError("--gpus >= 1, --model-gb > 0 and --roofline-fraction in (0, 1] are needed")
+            if options["slot_copy_gbs"] < 0 or options["slot_write_gbs"] < 0:
+                raise CommandError("--slot-copy-gbs and --slot-write-gbs are >= 0 (0: free)")
             rig = RigAssumptions(gpu=options["gpu"], gpus=options["gpus"], weight_gb=options["model_gb"],
                                  model_billions=options["model_billions"],
                                  kv_bytes_per_token_f16=options["kv_bytes_per_token"],
-                                 roofline_fraction=options["roofline_fraction"], cache_type=options["cache_type"])
+                                 roofline_fraction=options["roofline_fraction"], cache_type=options["cache_type"],
+                                 slot_copy_gbs=options["slot_copy_gbs"], slot_write_gbs=options["slot_write_gbs"])
             try:
                 calibration = calibration_assume(rig=rig, label=options["label"])
             except KeyError as exc:
