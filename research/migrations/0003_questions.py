@@ -2,9 +2,9 @@
 research pages start with them; runs get attached with `bench --experiment ID`."""
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import migrations
+
+from research.migrations._experiments import seed
 
 QUESTIONS = [
     ("Q1 Prompt-eval anomaly", "Is the 1.8 s prompt eval of a 20-token prompt a cold start, a CPU fallback, or the risers?",
@@ -27,17 +27,6 @@ QUESTIONS = [
 ]
 
 
-def create(apps: Any, schema_editor: Any) -> None:
-    experiment = apps.get_model("research", "Experiment")
-    for title, question, hypothesis, why in QUESTIONS:
-        experiment.objects.get_or_create(title=title, defaults={"question": question, "hypothesis": hypothesis,
-                                                                "why_it_matters": why})
-
-
-def remove(apps: Any, schema_editor: Any) -> None:
-    apps.get_model("research", "Experiment").objects.filter(title__in=[q[0] for q in QUESTIONS], runs=None).delete()
-
-
 class Migration(migrations.Migration):
     dependencies = [("research", "0002_schedules")]
-    operations = [migrations.RunPython(create, remove)]
+    operations = [seed(QUESTIONS)]

@@ -2,9 +2,9 @@
 question has one number in the docs, on /research/ and in the lessons."""
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import migrations
+
+from research.migrations._experiments import seed
 
 QUESTIONS = [
     ("Q7 Steady over weeks", "Does a worker stay as fast over weeks (drivers, thermals, new builds)?",
@@ -25,17 +25,6 @@ QUESTIONS = [
 ]
 
 
-def create(apps: Any, schema_editor: Any) -> None:
-    experiment = apps.get_model("research", "Experiment")
-    for title, question, hypothesis, why in QUESTIONS:
-        experiment.objects.get_or_create(title=title, defaults={"question": question, "hypothesis": hypothesis,
-                                                                "why_it_matters": why})
-
-
-def remove(apps: Any, schema_editor: Any) -> None:
-    apps.get_model("research", "Experiment").objects.filter(title__in=[q[0] for q in QUESTIONS], runs=None).delete()
-
-
 class Migration(migrations.Migration):
     dependencies = [("research", "0007_h18replay_run_kind")]
-    operations = [migrations.RunPython(create, remove)]
+    operations = [seed(QUESTIONS)]

@@ -2,9 +2,9 @@
 (the rig forecast's question, docs/research/rig-forecast.md)."""
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import migrations
+
+from research.migrations._experiments import seed
 
 QUESTIONS = [
     ("Q12 Slot files on risers",
@@ -16,17 +16,6 @@ QUESTIONS = [
 ]
 
 
-def create(apps: Any, schema_editor: Any) -> None:
-    experiment = apps.get_model("research", "Experiment")
-    for title, question, hypothesis, why in QUESTIONS:
-        experiment.objects.get_or_create(title=title, defaults={"question": question, "hypothesis": hypothesis,
-                                                                "why_it_matters": why})
-
-
-def remove(apps: Any, schema_editor: Any) -> None:
-    apps.get_model("research", "Experiment").objects.filter(title__in=[q[0] for q in QUESTIONS], runs=None).delete()
-
-
 class Migration(migrations.Migration):
     dependencies = [("research", "0012_web_baselines")]
-    operations = [migrations.RunPython(create, remove)]
+    operations = [seed(QUESTIONS)]
