@@ -16,6 +16,7 @@ class GatewaySettings(TypedDict):
     SUSPECT_S: float
     AFFINITY_TTL_S: float
     SLOT_FILES: bool
+    SHARED_PREFIX_K: int
     AFFINITY_WAIT_S: float
     AFFINITY_WAIT_TOKENS: int
     LIGHT_LANE_TOKENS: int

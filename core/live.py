@@ -188,6 +188,7 @@ class LiveState(Protocol):
                    fair_policy: str = "") -> LiveView: ...
     async def mark_suspect(self, worker_id: int, ttl_s: float) -> None: ...
     async def set_affinity(self, conversation: str, worker_id: int, ttl_s: float) -> None: ...
+    async def prefix_senders(self, names: list[str], student: str, ttl_s: float) -> list[int]: ...
     async def generation(self, name: str) -> int: ...
     def bump_generation(self, name: str) -> int: ...
     def suspects_sync(self) -> frozenset[int]: ...
@@ -209,6 +210,7 @@ class InProcessLiveState:
         self._leases: dict[str, dict[str, float]] = {}
         self._suspects: dict[int, float] = {}
         self._affinity: dict[str, tuple[int, float]] = {}
+        self._prefix_senders: dict[str, tuple[set[str], float]] = {}
         self._slot_owners: dict[str, dict[int, SlotOwner]] = {}
         self._slot_files: dict[str, set[str]] = {}
         self._fair_waiting: dict[str, dict[str, tuple[Waiting, float]]] = {}
@@ -383,6 +385,23 @@ class InProcessLiveState:
                 now = self._clock()
                 self._affinity = {k: v for k, v in self._affinity.items() if v[1] > now}
             self._affinity[conversation] = (worker_id, self._clock() + ttl_s)
+
+    async def prefix_senders(self, names: list[str], student: str, ttl_s: float) -> list[int]:
+        """Adds `student` to the senders of each shared-prefix block (core/shared_prefix.py) and
+        returns how many distinct students sent each, within the last `ttl_s` of its sends."""
+        with self._lock:
+            now = self._clock()
+            if len(self._prefix_senders) > 100_000:  # bound memory: drop expired entries
+                self._prefix_senders = {k: v for k, v in self._prefix_senders.items() if v[1] > now}
+            counts = []
+            for name in names:
+                senders, until = self._prefix_senders.get(name, (set(), 0.0))
+                if until <= now:
+                    senders = set()
+                senders.add(student)
+                self._prefix_senders[name] = (senders, now + ttl_s)
+                counts.append(len(senders))
+            return counts
 
     async def generation(self, name: str) -> int:
         return self._generations.get(name, 0)
@@ -659,6 +678,20 @@ class RedisLiveState:
     @_guarded_async
     async def set_affinity(self, conversation: str, worker_id: int, ttl_s: float) -> None:
         await self._client().set(self._k("affinity", conversation), worker_id, px=int(ttl_s * 1000))
+
+    @_guarded_async
+    async def prefix_senders(self, names: list[str], student: str, ttl_s: float) -> list[int]:
+        """One set of student ids per block name, its TTL renewed by each send (one round trip)."""
+        if not names:
+            return []
+        pipe = self._client().pipeline(transaction=False)
+        for name in names:
+            key = self._k("prefix_senders", name)
+            pipe.sadd(key, student)
+            pipe.pexpire(key, int(ttl_s * 1000))
+            pipe.scard(key)
+        replies = await pipe.execute()
+        return [int(count) for count in replies[2::3]]
 
     @_guarded_async
     async def generation(self, name: str) -> int:

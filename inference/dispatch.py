@@ -26,7 +26,7 @@ from core import errors
 from core.live import LiveStateUnavailable, live_state, worker_resource
 from fleet.scheduler import ROUTABLE_STATES, WorkerView
 from fleet.selectors import fleet_snapshot, usable_pool_ids
-from inference import slot_files, upstream
+from inference import shared_prefix, slot_files, upstream
 from inference.admission import Slot, Want, acquire_slot, rank
 from inference.prometheus import FIRST_BYTE, count_tokens
 from inference.protocols.base import Protocol, StreamTransform
@@ -132,11 +132,12 @@ def for_slot(path: str, body: dict[str, Any], slot: Slot) -> dict[str, Any]:
     return {**body, "id_slot": slot.index, "cache_prompt": slot.own_prefix}
 
 
-async def _prepare(path: str, slot: Slot, want: Want) -> None:
+async def _prepare(path: str, slot: Slot, want: Want, body: dict[str, Any]) -> None:
     """A handover of a pinned slot: the previous owner's prompt saved, this student's restored
-    (inference/slot_files.py)."""
+    (inference/slot_files.py), else their system prompt's public start (inference/shared_prefix.py)."""
     if path in PINNED_ROUTES:
         await slot_files.prepare(slot, str(want.user_id))
+        await shared_prefix.prepare(slot, str(want.user_id), body)
 
 
 async def _confirm(path: str, slot: Slot, want: Want) -> None:
@@ -160,7 +161,7 @@ async def forward_json(*, path: str, body: dict[str, Any], record: RequestContex
         record.slot = slot
         answered = False
         try:
-            await _prepare(path, slot, want)
+            await _prepare(path, slot, want, body)
             status, content = await _post_whole(slot.worker.base_url + path, for_slot(path, body, slot),
                                                 slot.worker.upstream_headers)
             answered = status < 400
@@ -301,7 +302,7 @@ async def open_stream(*, path: str, body: dict[str, Any], record: RequestContext
         handed_over = False
         loading = False
         try:
-            await _prepare(path, slot, want)
+            await _prepare(path, slot, want, body)
             response = await upstream.post(slot.worker.base_url + path, for_slot(path, body, slot),
                                            slot.worker.upstream_headers)
             if response.status_code == 503:

@@ -53,20 +53,19 @@ def file_name(worker_id: int, student: str) -> str:
     return f"ocs-{digest.hexdigest()[:40]}.bin"
 
 
-def _enabled(slot: Slot) -> bool:
+def enabled(slot: Slot) -> bool:
     if not settings.OCS["SLOT_FILES"] or slot.index is None:
         return False
     until = _unsupported.get(slot.worker.id)
     return until is None or until <= time.monotonic()
 
 
-async def _action(slot: Slot, action: str, student: str) -> bool:
-    """One save or restore of `student`'s file into/out of the claimed slot; True when it worked."""
+async def action(slot: Slot, action: str, filename: str) -> bool:
+    """One save or restore of the file `filename` out of/into the claimed slot; True when it worked."""
     url = f"{slot.worker.base_url}/slots/{slot.index}?action={action}"
     started = time.monotonic()
     try:
-        response = await upstream.post(url, {"filename": file_name(slot.worker.id, student)},
-                                       slot.worker.upstream_headers)
+        response = await upstream.post(url, {"filename": filename}, slot.worker.upstream_headers)
         try:
             async for _ in response.aiter_raw():
                 pass
@@ -90,10 +89,10 @@ async def _action(slot: Slot, action: str, student: str) -> bool:
 async def prepare(slot: Slot, student: str) -> None:
     """Before a handover's prompt is sent: save the previous owner's prompt to their file, then
     restore this student's own, after which the slot holds their prefix (`own_prefix`)."""
-    if not slot.handover or not _enabled(slot):
+    if not slot.handover or not enabled(slot):
         return
     if slot.previous:
-        await _action(slot, "save", slot.previous)
+        await action(slot, "save", file_name(slot.worker.id, slot.previous))
     # (a 501 to the save has just turned the worker's slot files off: no restore is asked for)
-    if slot.restore and _enabled(slot) and await _action(slot, "restore", student):
+    if slot.restore and enabled(slot) and await action(slot, "restore", file_name(slot.worker.id, student)):
         slot.own_prefix = True

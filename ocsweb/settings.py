@@ -191,6 +191,9 @@ OCS: GatewaySettings = {
     # On a slot handover, save the previous student's prompt to their slot file on the worker and
     # restore the new student's own (inference/slot_files.py); 0 turns it off (for comparisons).
     "SLOT_FILES": env_int("OCS_SLOT_FILES", 1, minimum=0) > 0,
+    # Reuse the start of a system prompt across students once this many distinct students sent it
+    # (core/shared_prefix.py: the rule and its privacy argument); 0 (the default) turns it off.
+    "SHARED_PREFIX_K": env_int("OCS_SHARED_PREFIX_K", 0, minimum=0),
     # Connect / first-byte timeout towards a worker, and how many workers one request may try.
     "UPSTREAM_CONNECT_TIMEOUT_S": env_float("OCS_UPSTREAM_CONNECT_TIMEOUT_S", 3.0, minimum=0.1),
     "UPSTREAM_READ_TIMEOUT_S": env_float("OCS_UPSTREAM_READ_TIMEOUT_S", 600.0, minimum=1.0),
@@ -240,6 +243,9 @@ OCS: GatewaySettings = {
     "LOGIN_LOCK_S": env_float("OCS_LOGIN_LOCK_S", 900.0, minimum=1.0),
     "LOGIN_SLOWDOWN_MAX_S": env_float("OCS_LOGIN_SLOWDOWN_MAX_S", 3.0, minimum=0.0),
 }
+if 0 < OCS["SHARED_PREFIX_K"] < 3:  # core/shared_prefix.MIN_K: why
+    raise ConfigError(f"OCS_SHARED_PREFIX_K={OCS['SHARED_PREFIX_K']} would let a student confirm a guess of one "
+                      "classmate's system prompt: use 0 (off), or 3 and more")
 DATA_UPLOAD_MAX_MEMORY_SIZE = OCS["MAX_BODY_BYTES"]
 
 # --- Standard Django -----------------------------------------------------------------------

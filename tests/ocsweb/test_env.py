@@ -80,6 +80,14 @@ def test_bad_database_url_stops_startup_naming_the_variable(tmp_path: Path) -> N
     assert "DATABASE_URL" in result.stderr
 
 
+def test_a_shared_prefix_k_a_student_and_one_classmate_could_reach_stops_startup(tmp_path: Path) -> None:
+    for k in ("1", "2"):
+        result = _start_settings({"OCS_SHARED_PREFIX_K": k, "OCS_VAR_DIR": str(tmp_path)})
+        assert result.returncode != 0 and f"OCS_SHARED_PREFIX_K={k}" in result.stderr
+    for k in ("0", "3"):
+        assert _start_settings({"OCS_SHARED_PREFIX_K": k, "OCS_VAR_DIR": str(tmp_path)}).returncode == 0
+
+
 def test_production_refuses_to_start_without_secret_key_or_hosts(tmp_path: Path) -> None:
     no_secret = _start_settings({"OCS_ENV": "production", "OCS_ALLOWED_HOSTS": "ai.school.example",
                                  "OCS_VAR_DIR": str(tmp_path)})

@@ -168,3 +168,20 @@ def test_hundreds_of_requests_at_once_wait_for_a_connection_instead_of_failing(k
 
     leases = asyncio.run(burst())
     assert all(leases) and len(set(leases)) == 400
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_prefix_senders_count_distinct_students_across_processes_and_expire(kind: str) -> None:
+    one, two = make_backends(kind, processes=2)
+
+    async def scenario() -> None:
+        assert await one.prefix_senders(["a", "b"], "1", 30) == [1, 1]
+        assert await two.prefix_senders(["a", "b"], "1", 30) == [1, 1]  # the same student again
+        assert await two.prefix_senders(["a", "b", "c"], "2", 30) == [2, 2, 1]
+        assert await one.prefix_senders(["a"], "3", 30) == [3]
+        assert await one.prefix_senders([], "3", 30) == []
+        assert await one.prefix_senders(["d"], "1", 0.05) == [1]
+        await asyncio.sleep(0.15)
+        assert await two.prefix_senders(["d"], "2", 30) == [1]  # the first send has expired
+
+    asyncio.run(scenario())
