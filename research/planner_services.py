@@ -225,7 +225,7 @@ def class_plan(*, calibration: Calibration, mix: dict[str, int], workers: int, s
                scale: float = 1.0, seed: int = 1, policy: str | None = None, max_wait_s: float | None = None,
                replicates: int = DEFAULT_REPLICATES) -> ClassPlan:
     """A class plan on this site's gateway settings (fair policy, maximum wait, lease, affinity,
-    slot files, the light lane, the affinity wait), the calibration's slots and context where not
+    slot files, the light lane, the affinity wait, the shared prefix), the calibration's slots and context where not
     given."""
     fleet = FleetPlan(
         workers=workers, slots=slots or calibration.slots or 1, context_tokens=context or calibration.context or 32768,
@@ -234,6 +234,6 @@ def class_plan(*, calibration: Calibration, mix: dict[str, int], workers: int, s
         slot_lease_s=settings.OCS["SLOT_LEASE_S"], affinity_ttl_s=settings.OCS["AFFINITY_TTL_S"],
         cache_type=cache_type, slot_files=settings.OCS["SLOT_FILES"],
         light_lane_tokens=settings.OCS["LIGHT_LANE_TOKENS"], affinity_wait_s=settings.OCS["AFFINITY_WAIT_S"],
-        affinity_wait_tokens=settings.OCS["AFFINITY_WAIT_TOKENS"],
+        affinity_wait_tokens=settings.OCS["AFFINITY_WAIT_TOKENS"], shared_prefix_k=settings.OCS["SHARED_PREFIX_K"],
     )
     return ClassPlan(mix=mix, fleet=fleet, seed=seed, scale=scale, replicates=replicates)

@@ -25,6 +25,14 @@ to one, or a test's monkeypatch of one, changes the prediction):
   and `slot_owners.handover`'s rule for a light request (no restore; the lane slot is not saved);
 - a long prompt waiting a little for its conversation's worker: `admission_rules.affinity_hold`, with
   the pump walking the line's order (`fair_share.order`) past requests that hold;
+- a system prompt's public start shared across students (FleetPlan.shared_prefix_k,
+  OCS_SHARED_PREFIX_K): on a handover that restored no file of the student's own, the student is
+  counted among the senders of their system prompt's blocks (TurnShape.shared, named by
+  `core.shared_prefix.block_names` in workload.py) and `core.shared_prefix.public_blocks` says how
+  much is public; the worker's shared file for it is restored (a task, then that prefix is found
+  cached), or, the first time on that worker, the prompt is computed whole and the public part
+  saved (a task: the gateway primes the slot with the public text, then saves, then sends the
+  rest, which costs the same computation);
 - barging, waiting and refusing: `may_claim_directly`, `wait_deadline`, `timed_out`,
   `queue_timeout_retry_after_s`.
 
@@ -63,7 +71,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
-from core import fair_share, slot_owners
+from core import fair_share, shared_prefix, slot_owners
 from fleet import scheduler
 from inference import admission_rules
 from research.class_metrics import Turn
@@ -85,6 +93,9 @@ class TurnShape:
     # the tokens the slot generated count as cached when they come back in the next prompt (as
     # llama-server finds them: the slot's KV holds the prompt and the answer). "": not reused.
     answer_key: str = ""
+    # Its leading system message's whole blocks (core/shared_prefix.py), each as (its name, the
+    # cache segments a slot primed with that block and all before it holds). (): shares nothing.
+    shared: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
 
     @property
     def prompt_tokens(self) -> int:
@@ -122,6 +133,7 @@ class FleetPlan:
     affinity_wait_s: float = 0.0  # OCS_AFFINITY_WAIT_S
     affinity_wait_tokens: int = 1024  # OCS_AFFINITY_WAIT_TOKENS
     slot_files: bool = True  # OCS_SLOT_FILES: a handover saves the previous owner's prompt, restores the new one's
+    shared_prefix_k: int = 0  # OCS_SHARED_PREFIX_K: 0 off (needs slot_files)
     cache_type: str | None = None  # the KV cache type planned; None: the cost model's own
     # Seed of the step-time noise (each step's time drawn around its cost with CostModel.jitter);
     # None: every step takes exactly its cost.
@@ -174,6 +186,7 @@ class _Worker:
     cache: dict[int, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     owners: dict[int, slot_owners.SlotOwner] = field(default_factory=dict)
     files: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)  # student -> saved prompt
+    shared_files: set[str] = field(default_factory=set)  # the public prefixes (last block's name) saved here
     running: list[_Request] = field(default_factory=list)  # in llama-server's loop
     slot_tasks: list[_Request] = field(default_factory=list)  # requests whose next slot file task is in its queue
     stepping: bool = False
@@ -212,6 +225,7 @@ class Simulation:
         self.requests: dict[str, _Request] = {}
         self.counters: dict[str, float] = {}
         self.affinity: dict[str, tuple[int, float]] = {}
+        self.senders: dict[str, set[str]] = {}  # shared-prefix block name -> the students who sent it
         self.turns: list[Turn] = []
         # Idle workers a request entered this instant: their step begins once every event of the
         # instant is handled, so requests that reach an idle worker together share its first batch.
@@ -331,6 +345,8 @@ class Simulation:
                 if restore:
                     worker.cache[index], own = worker.files[student], True
                     tasks.append(("restore", sum(tokens for _, tokens in worker.cache[index])))
+                if not own and self.plan.shared_prefix_k:
+                    own = self._shared_prefix(request, worker, index, tasks)
             worker.owners[index] = slot_owners.SlotOwner(student=student, conversation=conversation,
                                                          last_used_ms=int(self.now * 1000))
             if conversation:
@@ -338,6 +354,31 @@ class Simulation:
             self._start(request, worker, index, own_prefix=own, slot_tasks=tasks)
             return "claimed"
         return "busy"
+
+    def _shared_prefix(self, request: _Request, worker: _Worker, index: int, tasks: list[tuple[str, int]]) -> bool:
+        """inference/shared_prefix.prepare on a handover that restored nothing: True when the slot
+        then holds the public prefix to reuse (restored from the worker's shared file); the first
+        time on a worker the whole prompt is computed and the public part saved (False)."""
+        blocks = request.shape.shared
+        if len(blocks) < shared_prefix.MIN_PUBLIC_BLOCKS:
+            return False
+        counts = []
+        for name, _ in blocks:
+            senders = self.senders.setdefault(name, set())
+            senders.add(request.student.name)
+            counts.append(len(senders))
+        public = shared_prefix.public_blocks(counts, self.plan.shared_prefix_k)
+        if not public:
+            return False
+        name, held = blocks[public - 1]
+        tokens = sum(count for _, count in held)
+        if name in worker.shared_files:
+            worker.cache[index] = held
+            tasks.append(("restore", tokens))
+            return True
+        worker.shared_files.add(name)
+        tasks.append(("save", tokens))
+        return False
 
     def _join(self, request: _Request) -> None:
         student = request.student

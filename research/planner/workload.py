@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core import shared_prefix
 from fleet.scheduler import conversation_key
 from inference.protocols import anthropic as anthropic_protocol
 from inference.protocols import responses as responses_protocol
@@ -190,6 +191,48 @@ def segments_of(body: dict[str, Any], dialect: str, *, tokens: TokenModel | None
     return tuple(out)
 
 
+def segment_chars(body: dict[str, Any], dialect: str, *, tokens: TokenModel | None = None,
+                  answer_tokens: int = 0) -> list[int]:
+    """The characters of text behind each of segments_of's segments, in its order (0: the head)."""
+    if tokens is None:
+        return [_text_chars(part) for part in prompt_parts(body, dialect)]
+    messages = worker_messages_of(body, dialect)
+    head = tokens.head_tokens if any(message_kind(m) == "system" for m in messages) else tokens.head_tokens_no_system
+    out = [0] if round(head) > 0 else []
+    for message in messages:
+        text = message_text(message)
+        answer = answer_of(message) if answer_tokens else ""
+        out += [len(answer), max(len(text) - len(answer), 0)] if answer else [len(text)]
+    return out
+
+
+SHARED_SECRET = b"planner"  # block names are only compared within one simulation
+
+
+def shared_blocks(body: dict[str, Any], dialect: str, segments: tuple[tuple[str, int], ...], chars: list[int]
+                  ) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    """TurnShape.shared: per whole block of the leading system message the gateway sends the worker
+    (core/shared_prefix.py), its name and the segments a slot primed up to its end holds: the
+    segments its text covers, the last one in part (its tokens in proportion to its characters)."""
+    leading = shared_prefix.leading_message({"messages": worker_messages_of(body, dialect)})
+    names = shared_prefix.block_names(leading[1], SHARED_SECRET) if leading else []
+    if len(names) < shared_prefix.MIN_PUBLIC_BLOCKS:
+        return ()
+    out = []
+    for number, name in enumerate(names, start=1):
+        left, held = number * shared_prefix.BLOCK_CHARS, []
+        for (key, count), size in zip(segments, chars):
+            if key == "head" or 0 < size <= left:
+                held.append((key, count))
+                left -= 0 if key == "head" else size
+                continue
+            if left > 0:
+                held.append((key, max(1, count * left // size)))
+            break
+        out.append((name, tuple(held)))
+    return tuple(out)
+
+
 def answer_text(output_tokens: int) -> str:
     """Text of about `output_tokens` tokens (the answer grown into the next prompt)."""
     words = max(1, output_tokens)
@@ -212,8 +255,10 @@ class PersonaStudent:
         _path, body = self.conversation.request()
         opening = [self.name, self.conversation.tasks]
         output = self.conversation.output_tokens
-        return TurnShape(segments=segments_of(body, self.conversation.persona.dialect, tokens=self.tokens,
-                                              answer_tokens=output),
+        dialect = self.conversation.persona.dialect
+        segments = segments_of(body, dialect, tokens=self.tokens, answer_tokens=output)
+        chars = segment_chars(body, dialect, tokens=self.tokens, answer_tokens=output)
+        return TurnShape(segments=segments, shared=shared_blocks(body, dialect, segments, chars),
                          prompt_bytes=len(json.dumps(body).encode()),
                          output_tokens=output,
                          conversation=conversation_key(user_id=self.index, model_id=self.conversation.model,

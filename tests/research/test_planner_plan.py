@@ -46,6 +46,26 @@ def test_a_first_agent_turn_is_sized_as_the_demo_worker_counted_it() -> None:
     assert agent.next_turn().prompt_tokens == pytest.approx(11_866, rel=0.05)
 
 
+@pytest.mark.parametrize("persona", ["agent", "claude", "codex"])
+def test_an_agents_turn_names_its_system_prompts_blocks_and_what_a_primed_slot_holds(persona: str) -> None:
+    """workload.shared_blocks: the whole blocks of the system message the gateway sends the worker,
+    each with the segments a slot primed up to it holds: growing, within the prompt's own leading
+    segments, the same for two students of the persona and for a student's later turns."""
+    first, second = class_students(mix={persona: 2}, seed=1, scale=0.3, context_tokens=32768, duration_s=100)
+    turn = first.next_turn()
+    assert len(turn.shared) >= 2
+    held = [sum(count for _, count in segments) for _, segments in turn.shared]
+    assert held == sorted(held) and held[0] < held[-1] < turn.prompt_tokens
+    for _, segments in turn.shared:  # a primed slot holds a prefix of the prompt's segments
+        *whole, (last_key, last_count) = segments
+        assert list(whole) == list(turn.segments[:len(whole)])
+        assert last_key == turn.segments[len(whole)][0] and last_count <= turn.segments[len(whole)][1]
+    assert [name for name, _ in second.next_turn().shared] == [name for name, _ in turn.shared]
+    assert first.next_turn().shared == turn.shared
+    assert class_students(mix={"chat": 1}, seed=1, scale=0.3, context_tokens=32768,
+                          duration_s=100)[0].next_turn().shared == ()  # a short system prompt: nothing to share
+
+
 def test_a_prediction_has_the_class_replays_json_shape() -> None:
     plan = ClassPlan(mix={"agent": 2, "claude": 1, "chat": 1, "burst": 1},
                      fleet=FleetPlan(workers=2, slots=2, context_tokens=8192, duration_s=60), seed=1, scale=0.1)
@@ -134,10 +154,10 @@ def test_a_class_plan_follows_the_sites_gateway_settings(settings) -> None:  # n
 
     calibration = Calibration.objects.create(source="runs", cost=FAST.as_dict(), slots=4, context=8192)
     settings.OCS = {**settings.OCS, "SLOT_FILES": False, "LIGHT_LANE_TOKENS": 512, "AFFINITY_WAIT_S": 5.0,
-                    "AFFINITY_WAIT_TOKENS": 2048, "FAIR_POLICY": "requests"}
+                    "AFFINITY_WAIT_TOKENS": 2048, "FAIR_POLICY": "requests", "SHARED_PREFIX_K": 5}
     fleet = class_plan(calibration=calibration, mix={"agent": 1}, workers=1).fleet
     assert (fleet.slot_files, fleet.light_lane_tokens, fleet.affinity_wait_s, fleet.affinity_wait_tokens,
-            fleet.policy) == (False, 512, 5.0, 2048, "requests")
+            fleet.policy, fleet.shared_prefix_k) == (False, 512, 5.0, 2048, "requests", 5)
 
 
 @pytest.mark.django_db

@@ -42,17 +42,17 @@ class CountingCost(CostModel):
 
 
 def run(rig: RigAssumptions, workers: int, slots: int, context: int, students: int, *,
-        files: bool = True) -> dict:
+        files: bool = True, shared_prefix_k: int = 0, seed: int = 1) -> dict:
     cost, _, _ = assumed_cost(rig)
     plan = class_plan(calibration=Calibration(cost=cost.as_dict()), mix=scaled_mix(MIX, students), workers=workers,
-                      slots=slots, context=context)
-    if not files:
-        plan = replace(plan, fleet=replace(plan.fleet, slot_files=False))
+                      slots=slots, context=context, seed=seed)
+    plan = replace(plan, fleet=replace(plan.fleet, slot_files=files, shared_prefix_k=shared_prefix_k))
     TASKS.clear()
     report = predict(plan, CountingCost.from_dict(cost.as_dict()))
     p95 = report["agents"]["ttft_p95_s_refused_as_infinite"]
-    return {"tasks": dict(TASKS), "p95": p95, "refused": report["agents"]["refused"],
-            "cache": report["cache_hit_rate"] or 0.0}
+    return {"tasks": dict(TASKS), "p95": p95, "p50": report["agents"]["ttft_ms"]["p50"],
+            "refused": report["agents"]["refused"], "cache": report["cache_hit_rate"] or 0.0,
+            "completed": report["agents"]["completed"]}
 
 
 def agents(result: dict) -> str:
@@ -60,17 +60,22 @@ def agents(result: dict) -> str:
     return f"inf ({result['refused']} refused)" if p95 is None or p95 == float("inf") else f"{p95:.1f} s"
 
 
-print("600 s simulated, seed 1; loop share = save and restore seconds / (workers x 600 s)")
-for name, (rig, workers, slots, context, sizes) in RIGS.items():
-    for students in sizes:
-        priced = run(rig, workers, slots, context, students)
-        tasks = priced["tasks"]
-        share = (tasks.get("save_s", 0) + tasks.get("restore_s", 0)) / (workers * 600)
-        print(f"{name} {workers}x{slots}, {students} students: saves {tasks.get('save', 0)} "
-              f"({tasks.get('save_s', 0):.0f} s), restores {tasks.get('restore', 0)} ({tasks.get('restore_s', 0):.0f} s), "
-              f"loop share {share:.1%}")
-        others = {"3 GB/s": run(replace(rig, slot_copy_gbs=3.0), workers, slots, context, students),
-                  "free": run(replace(rig, slot_copy_gbs=0.0), workers, slots, context, students),
-                  "off": run(rig, workers, slots, context, students, files=False)}
-        print(f"   agents p95 / cache: 0.2 GB/s {agents(priced)} {priced['cache']:.0%}; "
-              + "; ".join(f"{label} {agents(r)} {r['cache']:.0%}" for label, r in others.items()))
+def main() -> None:
+    print("600 s simulated, seed 1; loop share = save and restore seconds / (workers x 600 s)")
+    for name, (rig, workers, slots, context, sizes) in RIGS.items():
+        for students in sizes:
+            priced = run(rig, workers, slots, context, students)
+            tasks = priced["tasks"]
+            share = (tasks.get("save_s", 0) + tasks.get("restore_s", 0)) / (workers * 600)
+            print(f"{name} {workers}x{slots}, {students} students: saves {tasks.get('save', 0)} "
+                  f"({tasks.get('save_s', 0):.0f} s), restores {tasks.get('restore', 0)} "
+                  f"({tasks.get('restore_s', 0):.0f} s), loop share {share:.1%}")
+            others = {"3 GB/s": run(replace(rig, slot_copy_gbs=3.0), workers, slots, context, students),
+                      "free": run(replace(rig, slot_copy_gbs=0.0), workers, slots, context, students),
+                      "off": run(rig, workers, slots, context, students, files=False)}
+            print(f"   agents p95 / cache: 0.2 GB/s {agents(priced)} {priced['cache']:.0%}; "
+                  + "; ".join(f"{label} {agents(r)} {r['cache']:.0%}" for label, r in others.items()))
+
+
+if __name__ == "__main__":
+    main()
