@@ -75,4 +75,3 @@ def public_blocks(senders: Sequence[int], k: int) -> int:
 
 def public_text(text: str, blocks: int) -> str:
     return text[:blocks * BLOCK_CHARS]
-
