@@ -75,7 +75,7 @@ def _one_run(plan: ClassPlan, cost: CostModel, noise_seed: int | None) -> dict[s
     fleet = replace(plan.fleet, noise_seed=noise_seed)
     students = class_students(mix=plan.mix, seed=plan.seed, scale=plan.scale, context_tokens=fleet.context_tokens,
                               duration_s=fleet.duration_s, tools_inline=plan.tools_inline, model=fleet.model_id,
-                              tokens=cost.tokens)
+                              tokens=cost.tokens, shares=fleet.shared_prefix_k > 0)
     turns, duration_s = simulate(plan=fleet, costs=[cost] * fleet.workers, students=students)
     workers = [f"worker-{number}" for number in range(1, fleet.workers + 1)]
     report = class_report(turns, duration_s=duration_s, weights=plan.weights,

@@ -250,6 +250,7 @@ class PersonaStudent:
     arrival_s: float
     weight: float = 1.0
     tokens: TokenModel | None = None
+    shares: bool = False  # the plan shares system prompts (FleetPlan.shared_prefix_k): name their blocks
 
     def next_turn(self) -> TurnShape:
         _path, body = self.conversation.request()
@@ -257,8 +258,10 @@ class PersonaStudent:
         output = self.conversation.output_tokens
         dialect = self.conversation.persona.dialect
         segments = segments_of(body, dialect, tokens=self.tokens, answer_tokens=output)
-        chars = segment_chars(body, dialect, tokens=self.tokens, answer_tokens=output)
-        return TurnShape(segments=segments, shared=shared_blocks(body, dialect, segments, chars),
+        shared = (shared_blocks(body, dialect, segments,
+                                segment_chars(body, dialect, tokens=self.tokens, answer_tokens=output))
+                  if self.shares else ())
+        return TurnShape(segments=segments, shared=shared,
                          prompt_bytes=len(json.dumps(body).encode()),
                          output_tokens=output,
                          conversation=conversation_key(user_id=self.index, model_id=self.conversation.model,
@@ -272,8 +275,10 @@ class PersonaStudent:
 
 def class_students(*, mix: dict[str, int], seed: int, scale: float, context_tokens: int, duration_s: float,
                    tools_inline: bool = True, model: str = "planned", fixtures_dir: Path = FIXTURES,
-                   arrivals_s: float | None = None, tokens: TokenModel | None = None) -> list[PersonaStudent]:
-    """The replay's class for `mix`, as the replay would build it with the same flags."""
+                   arrivals_s: float | None = None, tokens: TokenModel | None = None,
+                   shares: bool = False) -> list[PersonaStudent]:
+    """The replay's class for `mix`, as the replay would build it with the same flags (`shares`:
+    their turns name their system prompts' blocks, for a plan that shares them)."""
     names = roster(mix)
     offsets = arrival_offsets(seed=seed, students=len(names), spread_s=arrival_spread_s(duration_s, arrivals_s))
     students = []
@@ -284,5 +289,5 @@ def class_students(*, mix: dict[str, int], seed: int, scale: float, context_toke
                                             tools_inline=tools_inline, context_tokens=context_tokens, model=model,
                                             fixtures_dir=fixtures_dir)
         students.append(PersonaStudent(name=name, persona=persona, index=number, conversation=conversation,
-                                       arrival_s=offset, tokens=tokens))
+                                       arrival_s=offset, tokens=tokens, shares=shares))
     return students

@@ -51,7 +51,8 @@ def test_an_agents_turn_names_its_system_prompts_blocks_and_what_a_primed_slot_h
     """workload.shared_blocks: the whole blocks of the system message the gateway sends the worker,
     each with the segments a slot primed up to it holds: growing, within the prompt's own leading
     segments, the same for two students of the persona and for a student's later turns."""
-    first, second = class_students(mix={persona: 2}, seed=1, scale=0.3, context_tokens=32768, duration_s=100)
+    first, second = class_students(mix={persona: 2}, seed=1, scale=0.3, context_tokens=32768, duration_s=100,
+                                   shares=True)
     turn = first.next_turn()
     assert len(turn.shared) >= 2
     held = [sum(count for _, count in segments) for _, segments in turn.shared]
@@ -62,8 +63,10 @@ def test_an_agents_turn_names_its_system_prompts_blocks_and_what_a_primed_slot_h
         assert last_key == turn.segments[len(whole)][0] and last_count <= turn.segments[len(whole)][1]
     assert [name for name, _ in second.next_turn().shared] == [name for name, _ in turn.shared]
     assert first.next_turn().shared == turn.shared
-    assert class_students(mix={"chat": 1}, seed=1, scale=0.3, context_tokens=32768,
-                          duration_s=100)[0].next_turn().shared == ()  # a short system prompt: nothing to share
+    assert class_students(mix={"chat": 1}, seed=1, scale=0.3, context_tokens=32768, duration_s=100,
+                          shares=True)[0].next_turn().shared == ()  # a short system prompt: nothing to share
+    assert class_students(mix={persona: 1}, seed=1, scale=0.3, context_tokens=32768,
+                          duration_s=100)[0].next_turn().shared == ()  # not named for a plan that shares nothing
 
 
 def test_a_prediction_has_the_class_replays_json_shape() -> None:
