@@ -25,12 +25,18 @@ Percentiles are research.metrics.percentile's (linear between closest ranks).
   the window they had a turn waiting or running (at least 0.1 s). The plain index counts a chat
   student whose 40-token question was answered at once as "served less" than an agent whose
   2,000-token turn ran all window; the rate does not, and a question left waiting still scores low.
+- `jain_ideal`: both indexes again over the same completed turns served by the ideal fair server
+  (`processor_sharing`: every student with a turn in hand served at once, all of them at rates in
+  proportion to their weights, at the run's own throughput), so a measured index reads against what
+  no scheduler can beat on this class: the ideal's plain index is below 1 too, because students
+  are in hand for different parts of a window (a question, then thinking), not because anyone waits.
 """
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.fair_share import OUTPUT_TOKEN_COST, PROMPT_TOKEN_COST
@@ -172,6 +178,82 @@ def jain_index(windows: Iterable[dict[str, Any]], key: str = "jain") -> float | 
     return sum(found) / len(found) if found else None
 
 
+def busy_seconds(turns: Sequence[Turn]) -> float:
+    """Seconds during which at least one of `turns` was in flight (sent, not yet ended)."""
+    total, reach = 0.0, -math.inf
+    for turn in sorted(turns, key=lambda t: t.sent_s):
+        start = max(turn.sent_s, reach)
+        if turn.end_s > start:
+            total += turn.end_s - start
+        reach = max(reach, turn.end_s)
+    return total
+
+
+def processor_sharing(turns: Sequence[Turn], weights: Weights) -> tuple[list[Turn], float]:
+    """The completed `turns` as the ideal fair server would have served them, and its rate.
+
+    Weighted processor sharing (a fluid server; the limit the virtual token counter approaches):
+    each student's turns in the order sent, a student's next one started when the last ends; at
+    every instant each student with a turn in hand receives service at `rate` x their weight /
+    the weights of all in hand; a turn's prompt part (computed tokens x weights.prompt_token) is
+    received first and its first token is the instant that part is done, then its output part.
+    `rate`: the run's own throughput, the service of these turns over the seconds any was in
+    flight. Nobody waits in a line and nothing is refused (refused turns are left out: what they
+    would have cost is not known)."""
+    done = sorted((t for t in turns if t.completed), key=lambda t: (t.sent_s, t.request_id))
+    work = [(t.computed_prompt_tokens * weights.prompt_token, t.output_tokens * weights.output_token) for t in done]
+    busy = busy_seconds(done)
+    rate = sum(p + o for p, o in work) / busy if busy > 0 else 0.0
+    if rate <= 0:  # nothing to serve: every turn is answered as it is sent
+        return [replace(t, queue_wait_s=0.0, first_token_s=t.sent_s, end_s=t.sent_s, worker="") for t in done], 0.0
+    left = [[p, o] for p, o in work]
+    start: dict[int, float] = {}
+    first: dict[int, float] = {}
+    end: dict[int, float] = {}
+    queues: dict[str, list[int]] = defaultdict(list)
+    now, arrived = (done[0].sent_s if done else 0.0), 0
+
+    def settle() -> None:
+        """Heads whose part is done: first token, end, the student's next turn started."""
+        for queue in queues.values():
+            while queue:
+                head = queue[0]
+                start.setdefault(head, now)
+                if left[head][0] > 1e-9:
+                    break
+                first.setdefault(head, now)
+                if left[head][1] > 1e-9:
+                    break
+                end[head] = now
+                queue.pop(0)
+
+    while arrived < len(done) or any(queues.values()):
+        while arrived < len(done) and done[arrived].sent_s <= now:
+            queues[done[arrived].student].append(arrived)
+            arrived += 1
+        settle()
+        heads = [queue[0] for queue in queues.values() if queue]
+        if not heads:  # idle until the next turn is sent, or every turn served
+            if arrived == len(done):
+                break
+            now = done[arrived].sent_s
+            continue
+        next_arrival = done[arrived].sent_s - now if arrived < len(done) else math.inf
+        in_hand = sum(weights.of(done[index].student) for index in heads)
+        rates = {index: rate * weights.of(done[index].student) / in_hand for index in heads}
+        step = min(next_arrival, *((left[i][0] if left[i][0] > 1e-9 else left[i][1]) / rates[i] for i in heads))
+        for index in heads:
+            served = rates[index] * step
+            part = 0 if left[index][0] > 1e-9 else 1
+            left[index][part] = max(0.0, left[index][part] - served)
+            if left[index][part] <= 1e-9 * (1 + work[index][part]):
+                left[index][part] = 0.0
+        now += step
+    ideal = [replace(turn, queue_wait_s=start[i] - turn.sent_s, first_token_s=first[i], end_s=end[i], worker="")
+             for i, turn in enumerate(done)]
+    return ideal, rate
+
+
 def aggregate(turns: Sequence[Turn], weights: Weights) -> dict[str, Any]:
     """The per-student fields over `turns` (one student's, or a persona's)."""
     done = [t for t in turns if t.completed]
@@ -229,6 +311,8 @@ def class_report(turns: Sequence[Turn], *, duration_s: float, weights: Weights,
         per_persona[persona] = {"students": len(members),
                                 **aggregate([t for s in members for t in by_student[s]], weights)}
     windows = jain_windows(turns, weights, window_s=window_s, duration_s=duration_s)
+    ideal, ideal_rate = processor_sharing(turns, weights)
+    ideal_windows = jain_windows(ideal, weights, window_s=window_s, duration_s=duration_s)
     done = [t for t in turns if t.completed]
     prompt = sum(t.prompt_tokens for t in done)
     agent_done = [t for t in done if t.persona in AGENT_PERSONAS]
@@ -257,6 +341,9 @@ def class_report(turns: Sequence[Turn], *, duration_s: float, weights: Weights,
         "jain_index_per_backlogged_s": jain_index(windows, "jain_rate"),
         "jain_windows": [{"start_s": w["start_s"], "students": w["students"], "jain": w["jain"],
                           "jain_rate": w["jain_rate"]} for w in windows],
+        "jain_ideal": {"jain_index": jain_index(ideal_windows),
+                       "jain_index_per_backlogged_s": jain_index(ideal_windows, "jain_rate"),
+                       "service_per_s": ideal_rate},
         "cache_hit_rate": sum(t.reused_prompt_tokens for t in done) / prompt if prompt else None,
         "agent_cache_hit_rate": (sum(t.reused_prompt_tokens for t in agent_done) / agent_prompt
                                  if agent_prompt else None),

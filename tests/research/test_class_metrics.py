@@ -6,8 +6,9 @@ import pytest
 
 from core import fair_share
 
-from research.class_metrics import (Turn, Weights, aggregate, class_report, jain, jain_index, jain_windows,
-                                    parse_weights, service_parts, turn_from_row, turn_row, under_load)
+from research.class_metrics import (Turn, Weights, aggregate, busy_seconds, class_report, jain, jain_index,
+                                    jain_windows, parse_weights, processor_sharing, service_parts, turn_from_row,
+                                    turn_row, under_load)
 
 
 def turn(student: str, persona: str, sent: float, first: float | None, end: float, *, prompt: int = 100,
@@ -129,3 +130,60 @@ def test_a_stored_turn_comes_back_the_same() -> None:
     one = turn("a", "agent", 1.5, 2.25, 4.0, prompt=900, reused=600, output=12, wait=0.5)
     back = turn_from_row(turn_row(one))
     assert back == one
+
+
+ONE_EACH = Weights(prompt_token=1, output_token=1)
+
+
+def test_busy_seconds_count_overlapping_turns_once() -> None:
+    turns = [turn("a", "agent", 0.0, 1.0, 4.0), turn("b", "chat", 2.0, 3.0, 5.0), turn("c", "chat", 8.0, 8.5, 9.0)]
+    assert busy_seconds(turns) == pytest.approx(6.0)  # [0, 5] and [8, 9]
+
+
+def test_the_ideal_server_shares_its_rate_among_the_students_in_hand() -> None:
+    # measured: 400 tokens of work in 4 busy seconds, so the ideal serves 100 a second; a (100) and
+    # b (300) share it 50/50 until a is done at 2 s, then b has it all and ends at 4 s
+    turns = [turn("a", "agent", 0.0, 3.0, 4.0, prompt=100, output=0), turn("b", "agent", 0.0, 3.5, 4.0, prompt=300,
+                                                                            output=0)]
+    ideal, rate = processor_sharing(turns, ONE_EACH)
+    assert rate == pytest.approx(100.0)
+    assert [(t.student, t.first_token_s, t.end_s, t.queue_wait_s) for t in ideal] == [
+        ("a", pytest.approx(2.0), pytest.approx(2.0), 0.0), ("b", pytest.approx(4.0), pytest.approx(4.0), 0.0)]
+
+
+def test_the_ideal_server_serves_a_students_turns_in_order_prompt_before_output() -> None:
+    # a sends twice (the second before the first is answered): the second starts when the first ends;
+    # each first token comes when its prompt part is done
+    turns = [turn("a", "agent", 0.0, 0.5, 1.0, prompt=50, output=50), turn("a", "agent", 0.5, 1.5, 2.0, prompt=50,
+                                                                            output=50)]
+    ideal, rate = processor_sharing(turns, ONE_EACH)
+    assert rate == pytest.approx(100.0)
+    first, second = ideal
+    assert (first.first_token_s, first.end_s) == (pytest.approx(0.5), pytest.approx(1.0))
+    assert second.queue_wait_s == pytest.approx(0.5)  # sent at 0.5, started at 1.0
+    assert (second.first_token_s, second.end_s) == (pytest.approx(1.5), pytest.approx(2.0))
+
+
+def test_the_ideal_server_follows_the_class_weights_and_leaves_refused_turns_out() -> None:
+    turns = [turn("a", "agent", 0.0, 1.0, 3.0, prompt=200, output=0), turn("b", "agent", 0.0, 1.0, 3.0, prompt=100,
+                                                                            output=0),
+             turn("c", "chat", 0.0, None, 3.0, completed=False, reason="queue_timeout")]
+    ideal, _ = processor_sharing(turns, Weights(prompt_token=1, output_token=1, students={"a": 2.0}))
+    assert [t.student for t in ideal] == ["a", "b"]
+    # 100 a second, two thirds to a: both finish together at 3 s, a having received twice b's service
+    assert [t.end_s for t in ideal] == [pytest.approx(3.0), pytest.approx(3.0)]
+    assert processor_sharing([], ONE_EACH) == ([], 0.0)
+
+
+def test_even_the_ideal_server_scores_below_one_when_students_are_in_hand_for_different_times() -> None:
+    # an agent computing all window and a classmate asking a short question at 2 s, then thinking:
+    # the ideal serves the question at once at half the rate, yet the plain index sees the agent
+    # "receive more"; the rate index (service per second in hand) sees the ideal as nearly even (the
+    # agent, alone for 8 of its 10 s, had the whole rate then: 90 a second against the question's 50)
+    turns = [turn("a", "agent", 0.0, 9.0, 10.0, prompt=900, output=0), turn("b", "chat", 2.0, 2.5, 3.0, prompt=100,
+                                                                             output=0)]
+    report = class_report(turns, duration_s=10.0, weights=ONE_EACH, roster=[("a", "agent"), ("b", "chat")])
+    ideal = report["jain_ideal"]
+    assert ideal["service_per_s"] == pytest.approx(100.0)
+    assert ideal["jain_index"] < 0.7
+    assert ideal["jain_index_per_backlogged_s"] == pytest.approx(140 ** 2 / (2 * (90 ** 2 + 50 ** 2)))

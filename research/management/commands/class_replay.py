@@ -54,9 +54,11 @@ def format_report(report: dict[str, Any]) -> list[str]:
             f" | E2E p50 {ms(row['e2e_ms']['p50'])} p95 {ms(row['e2e_ms']['p95'])} ms | prompt {row['prompt_tokens']}"
             f" (reused {row['reused_prompt_tokens']}{'' if hit is None else f', {hit:.0%}'})")
     jain = report.get("jain_index")
+    ideal = (report.get("jain_ideal") or {}).get("jain_index")
     hit = report.get("cache_hit_rate")
     chat = report.get("chat_under_load") or {}
-    lines.append(f"Jain's index {'-' if jain is None else f'{jain:.3f}'} | cache hit rate "
+    lines.append(f"Jain's index {'-' if jain is None else f'{jain:.3f}'} (the ideal fair server on these turns: "
+                 f"{'-' if ideal is None else f'{ideal:.3f}'}) | cache hit rate "
                  f"{'-' if hit is None else f'{hit:.1%}'} | {report['tokens_per_s_per_worker']:.1f} output tok/s per "
                  f"worker | chat under load: {chat.get('turns', 0)} turns, TTFT p95 "
                  f"{ms((chat.get('ttft_ms') or {}).get('p95'))} ms")
