@@ -28,8 +28,12 @@ Percentiles are research.metrics.percentile's (linear between closest ranks).
 - `jain_ideal`: both indexes again over the same completed turns served by the ideal fair server
   (`processor_sharing`: every student with a turn in hand served at once, all of them at rates in
   proportion to their weights, at the run's own throughput), so a measured index reads against what
-  no scheduler can beat on this class: the ideal's plain index is below 1 too, because students
+  fair sharing itself gives this class: the ideal's plain index is below 1 too, because students
   are in hand for different parts of a window (a question, then thinking), not because anyone waits.
+  It is a reference, not a ceiling: processor sharing equalises rates, not a window's totals, so a
+  schedule that stretches turns across windows can score a little above it (a short demo replay:
+  0.690 against the ideal's 0.654), and holding busy students back, leaving workers idle, would
+  raise the plain index further without being fairer.
 """
 from __future__ import annotations
 
