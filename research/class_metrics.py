@@ -49,6 +49,7 @@ from research.metrics import percentile
 WINDOW_S = 10.0
 MIN_BACKLOG_S = 0.1
 AGENT_PERSONAS = frozenset({"agent", "claude", "codex"})
+DONE = 1e-9  # service left below which processor_sharing takes a part as done (float remainders)
 
 
 @dataclass(frozen=True)
@@ -223,10 +224,10 @@ def processor_sharing(turns: Sequence[Turn], weights: Weights) -> tuple[list[Tur
             while queue:
                 head = queue[0]
                 start.setdefault(head, now)
-                if left[head][0] > 1e-9:
+                if left[head][0] > DONE:
                     break
                 first.setdefault(head, now)
-                if left[head][1] > 1e-9:
+                if left[head][1] > DONE:
                     break
                 end[head] = now
                 queue.pop(0)
@@ -245,12 +246,11 @@ def processor_sharing(turns: Sequence[Turn], weights: Weights) -> tuple[list[Tur
         next_arrival = done[arrived].sent_s - now if arrived < len(done) else math.inf
         in_hand = sum(weights.of(done[index].student) for index in heads)
         rates = {index: rate * weights.of(done[index].student) / in_hand for index in heads}
-        step = min(next_arrival, *((left[i][0] if left[i][0] > 1e-9 else left[i][1]) / rates[i] for i in heads))
-        for index in heads:
-            served = rates[index] * step
-            part = 0 if left[index][0] > 1e-9 else 1
-            left[index][part] = max(0.0, left[index][part] - served)
-            if left[index][part] <= 1e-9 * (1 + work[index][part]):
+        parts = {index: 0 if left[index][0] > DONE else 1 for index in heads}  # prompt first, then output
+        step = min(next_arrival, *(left[i][parts[i]] / rates[i] for i in heads))
+        for index, part in parts.items():
+            left[index][part] = max(0.0, left[index][part] - rates[index] * step)
+            if left[index][part] <= DONE * (1 + work[index][part]):
                 left[index][part] = 0.0
         now += step
     ideal = [replace(turn, queue_wait_s=start[i] - turn.sent_s, first_token_s=first[i], end_s=end[i], worker="")
