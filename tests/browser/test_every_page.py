@@ -20,6 +20,7 @@ def test_the_rest_of_the_site_passes_axe_and_fits_a_phone(gateway, worker, teach
     from portal.services import set_password_path
 
     from research.models import Baseline
+    from tests.research.test_class_replay_accounts import _replay_run
 
     baseline = Baseline.objects.create(worker_name="rig1-a", status="done", rehearsal=True, steps=[
         {"kind": "engine", "status": "done", "run_ids": [], "note": "",
@@ -28,12 +29,14 @@ def test_the_rest_of_the_site_passes_axe_and_fits_a_phone(gateway, worker, teach
          "result": {"time_to_healthy_s": 0.6, "first_generation": True, "decodes_before": 0}},
         {"kind": "speculative", "status": "skipped", "run_ids": [], "result": {},
          "note": "the worker has no draft model or n-gram mode"}])
+    replay = _replay_run()  # its tables and charts, on a phone too
     newcomer = User.objects.create(username="newcomer")
     newcomer.set_unusable_password()
     newcomer.save()
     paths = [*[f"/lessons/{lesson.slug}/" for lesson in load_catalogue().lessons], "/lessons/", "/lessons/progress/",
              "/lessons/summary/", "/lessons/teacher/", "/ground0/", "/research/", "/research/compare/",
              "/research/start/", "/research/plan/", f"/research/baselines/{baseline.pk}/",
+             f"/research/runs/{replay.pk}/",
              f"/teacher/classes/{taught_class.id}/", f"/teacher/students/{student.id}/", "/no/such/page/"]
     problems: dict[str, list[str]] = {}
     for label, viewport in (("laptop", LAPTOP), ("phone", PHONE)):

@@ -114,6 +114,7 @@ def test_the_run_page_plots_ttft_per_persona_and_service_share(client: Client, t
     html = page.content.decode()
     assert "Time to first token per persona" in html and "Share of the weighted service" in html
     assert html.count("<svg") >= 3 and "queue_timeout:1" in html
+    assert "the ideal fair server on the same turns" in html  # jain_ideal, beside the measured index
     assert "class replay &lt;2&gt;" in html  # escaped
     assert client.get("/research/").status_code == 200
 
