@@ -14,6 +14,6 @@ class ThrottledAdminLoginForm(AdminAuthenticationForm):
     def clean(self) -> dict[str, Any]:
         reason = login_refusal(self.request, self.data.get("username"))
         if reason:
-            raise forms.ValidationError(refusal_message(reason, remedy="ask your teacher to reset your password"),
+            raise forms.ValidationError(refusal_message(remedy="ask your teacher to reset your password"),
                                         code="locked")
         return super().clean()

@@ -5,8 +5,12 @@ Three counters of failed sign-ins, each over LOGIN_LOCK_S (the window starts at 
 - per (client address, username), LOGIN_MAX_FAILURES (5): past it, that username is refused
   *from that address* until the window has passed (the right password too). A real attack on
   one account from one place stops there; the student signs in from anywhere else.
-- per username, from any address, 10 x LOGIN_MAX_FAILURES (50): past it, that username is
-  refused everywhere (a guess spread over many addresses). It never touches another account.
+- per username, from any address: past 10 x LOGIN_MAX_FAILURES (50), every further attempt on
+  that username waits before it is checked, 0.1 s more per failure, at most
+  LOGIN_ACCOUNT_DELAY_MAX_S (10 s). The username is never refused everywhere: a guess spread over
+  many addresses is slowed, and the student with the right password is signed in after that
+  delay at worst, so classmates with phones and two Wi-Fi networks cannot lock them (or the
+  teacher) out before a lesson. It never touches another account.
 - per client address, any usernames: past 10 x LOGIN_MAX_FAILURES (a whole class signs in from
   one school NAT address, or through one tunnel), every further attempt from that address waits
   a delay that grows with the failures, up to LOGIN_SLOWDOWN_MAX_S (3 s), before it is checked.
@@ -17,7 +21,7 @@ The address is the real client's, behind the trusted proxies (OCS_TRUSTED_PROXIE
 OCS_CLIENT_ADDRESS_HEADER, core/client_address.py), not the proxy's own. Counters live in the
 cache (Redis when REDIS_URL is set, so every gateway process shares them). `locked_usernames` lists
 the usernames locked within the window and `login_clear` lifts every lock of one at once (the
-`sign_in_unlock` command: `--list`, or the usernames).
+`sign_in_unlock` command: `--list`, or the usernames; the Unlock button on a teacher's student page).
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ from django.http import HttpRequest
 
 from core.client_address import request_client_address as _request_client_address
 
-USER_FACTOR = 10  # failures for one username from anywhere, in units of LOGIN_MAX_FAILURES
+USER_FACTOR = 10  # failures for one username from anywhere before it is slowed down, in units of LOGIN_MAX_FAILURES
 ADDRESS_FACTOR = 10  # failures from one address before it is slowed down
 SLOWDOWN_STEP_S = 0.1  # the delay grows by this much per failure past the address allowance
 
@@ -68,11 +72,11 @@ def _keys(request: HttpRequest | None, username: str | None) -> _Keys:
                  address=f"login-fail:addr:{address}" if address else None)
 
 
-def slowdown_s(failures_from_address: int, *, max_failures: int, max_delay_s: float) -> float:
-    """The wait before an attempt from an address that already failed this often: none within
-    its allowance (ADDRESS_FACTOR x max_failures), then SLOWDOWN_STEP_S more per failure, at most
-    max_delay_s."""
-    excess = failures_from_address - ADDRESS_FACTOR * max_failures
+def slowdown_s(failures: int, *, max_failures: int, max_delay_s: float, factor: int = ADDRESS_FACTOR) -> float:
+    """The wait before an attempt from an address (or on a username, with factor=USER_FACTOR)
+    that already failed this often: none within its allowance (factor x max_failures), then
+    SLOWDOWN_STEP_S more per failure, at most max_delay_s."""
+    excess = failures - factor * max_failures
     if excess < 0:
         return 0.0
     return min(max_delay_s, SLOWDOWN_STEP_S * (excess + 1))
@@ -80,13 +84,11 @@ def slowdown_s(failures_from_address: int, *, max_failures: int, max_delay_s: fl
 
 def login_refusal(request: HttpRequest | None, username: str | None) -> str | None:
     """Why this username may not sign in from this client now: "address" (too many failures for
-    it from this address), "account" (from everywhere), or None."""
-    limit = settings.OCS["LOGIN_MAX_FAILURES"]
+    it from this address) or None. Failures from everywhere only slow the username down
+    (login_slow_down): they never refuse it."""
     keys = _keys(request, username)
-    if keys.pair and (cache.get(keys.pair) or 0) >= limit:
+    if keys.pair and (cache.get(keys.pair) or 0) >= settings.OCS["LOGIN_MAX_FAILURES"]:
         return "address"
-    if (cache.get(keys.user) or 0) >= limit * USER_FACTOR:
-        return "account"
     return None
 
 
@@ -94,13 +96,13 @@ def login_locked(request: HttpRequest | None, username: str | None) -> bool:
     return login_refusal(request, username) is not None
 
 
-def refusal_message(reason: str, *, remedy: str) -> str:
+def refusal_message(*, remedy: str) -> str:
     minutes = max(1, round(settings.OCS["LOGIN_LOCK_S"] / 60))
-    where = " from this network" if reason == "address" else ""
-    return f"Too many failed sign-ins for this account{where}. Try again in {minutes} minutes, or {remedy}."
+    return (f"Too many failed sign-ins for this account from this network. Try again in {minutes} minutes, "
+            f"from another network, or {remedy}.")
 
 
-LOCKED_KEY = "login-locked"  # {username: (reason, unix time the lock ends)}, for who looks after the class
+LOCKED_KEY = "login-locked"  # {username: ("address", unix time the lock ends)}, for who looks after the class
 
 
 def _count(key: str, window: int) -> int:
@@ -117,15 +119,12 @@ def login_failed(request: HttpRequest | None, username: str | None) -> None:
     window = int(settings.OCS["LOGIN_LOCK_S"])
     limit = settings.OCS["LOGIN_MAX_FAILURES"]
     keys = _keys(request, username)
-    reason = None
-    if keys.pair and _count(keys.pair, window) == limit:
-        reason = "address"
-    if _count(keys.user, window) == limit * USER_FACTOR:
-        reason = "account"
+    locked = bool(keys.pair) and _count(keys.pair, window) == limit
+    _count(keys.user, window)
     if keys.address:
         _count(keys.address, window)
-    if reason and username:
-        _remember_lock(username.strip(), reason, window)
+    if locked and username:
+        _remember_lock(username.strip(), "address", window)
 
 
 def _remember_lock(username: str, reason: str, window: int) -> None:
@@ -138,20 +137,23 @@ def _remember_lock(username: str, reason: str, window: int) -> None:
 
 
 def locked_usernames() -> dict[str, tuple[str, float]]:
-    """Usernames whose sign-in was locked within the window: {username: (reason, ends at)} with
-    reason "address" (from one address) or "account" (from everywhere). Usernames that match no
-    account are listed too: they show what an attacker tried."""
+    """Usernames whose sign-in was locked from some address within the window: {username:
+    ("address", ends at)}. Usernames that match no account are listed too: they show what an
+    attacker tried."""
     now = time.time()
     return {name: entry for name, entry in (cache.get(LOCKED_KEY) or {}).items() if entry[1] > now}
 
 
-def login_slow_down(request: HttpRequest | None) -> float:
-    """Waits as long as this client's address has earned (slowdown_s); returns the wait in s."""
-    keys = _keys(request, None)
-    if keys.address is None:
-        return 0.0
-    delay = slowdown_s(cache.get(keys.address) or 0, max_failures=settings.OCS["LOGIN_MAX_FAILURES"],
-                       max_delay_s=settings.OCS["LOGIN_SLOWDOWN_MAX_S"])
+def login_slow_down(request: HttpRequest | None, username: str | None) -> float:
+    """Waits as long as this client's address or this username has earned, whichever is longer
+    (slowdown_s over each one's failures); returns the wait in s."""
+    keys = _keys(request, username)
+    max_failures = settings.OCS["LOGIN_MAX_FAILURES"]
+    account_delay = slowdown_s(cache.get(keys.user) or 0, max_failures=max_failures,
+                               max_delay_s=settings.OCS["LOGIN_ACCOUNT_DELAY_MAX_S"], factor=USER_FACTOR) if username else 0.0
+    address_delay = slowdown_s(cache.get(keys.address) or 0, max_failures=max_failures,
+                               max_delay_s=settings.OCS["LOGIN_SLOWDOWN_MAX_S"]) if keys.address else 0.0
+    delay = max(account_delay, address_delay)
     if delay > 0:
         sleep(delay)
     return delay
@@ -170,14 +172,14 @@ def login_clear(*, username: str) -> None:
 
 
 class ThrottledModelBackend(ModelBackend):
-    """Django's username/password check, refusing locked usernames (per address and overall)
-    and slowing down addresses with many failures."""
+    """Django's username/password check, refusing usernames locked from this address and
+    slowing down addresses and usernames with many failures."""
 
     def authenticate(self, request: HttpRequest | None, username: str | None = None, password: str | None = None,
                      **kwargs: object):  # noqa: ANN201 - the user or None, as ModelBackend
         if login_locked(request, username):
             raise PermissionDenied("too many failed sign-ins")  # stops authenticate() for every backend
-        login_slow_down(request)
+        login_slow_down(request, username)
         user = super().authenticate(request, username=username, password=password, **kwargs)
         if user is None:
             login_failed(request, username)

@@ -42,3 +42,4 @@ class GatewaySettings(TypedDict):
     LOGIN_MAX_FAILURES: int
     LOGIN_LOCK_S: float
     LOGIN_SLOWDOWN_MAX_S: float
+    LOGIN_ACCOUNT_DELAY_MAX_S: float

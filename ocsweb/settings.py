@@ -236,12 +236,13 @@ OCS: GatewaySettings = {
     "REQUEST_LOG_RETENTION_DAYS": env_int("OCS_REQUEST_LOG_RETENTION_DAYS", 180, minimum=1),
     # Sign-in (accounts/login_throttle.py): after this many failed attempts for one username
     # from one address within LOGIN_LOCK_S, that username is refused from that address until the
-    # window passes; after 10x as many for one username from anywhere, that username is refused.
-    # An address past 10x as many failures (any usernames) is slowed down, never locked out:
-    # each further attempt from it waits up to LOGIN_SLOWDOWN_MAX_S.
+    # window passes. A username past 10x as many failures from anywhere is slowed down, never
+    # refused: each further attempt on it waits up to LOGIN_ACCOUNT_DELAY_MAX_S. An address past
+    # 10x as many failures (any usernames) is slowed down too: up to LOGIN_SLOWDOWN_MAX_S.
     "LOGIN_MAX_FAILURES": env_int("OCS_LOGIN_MAX_FAILURES", 5, minimum=1),
     "LOGIN_LOCK_S": env_float("OCS_LOGIN_LOCK_S", 900.0, minimum=1.0),
     "LOGIN_SLOWDOWN_MAX_S": env_float("OCS_LOGIN_SLOWDOWN_MAX_S", 3.0, minimum=0.0),
+    "LOGIN_ACCOUNT_DELAY_MAX_S": env_float("OCS_LOGIN_ACCOUNT_DELAY_MAX_S", 10.0, minimum=0.0),
 }
 if 0 < OCS["SHARED_PREFIX_K"] < 3:  # core/shared_prefix.MIN_K: why
     raise ConfigError(f"OCS_SHARED_PREFIX_K={OCS['SHARED_PREFIX_K']} would let a student confirm a guess of one "

@@ -23,7 +23,7 @@ class PortalLoginForm(AuthenticationForm):
         reason = login_refusal(self.request, self.data.get("username"))
         if reason:
             raise forms.ValidationError(
-                refusal_message(reason, remedy="ask your teacher for a new set-password link"), code="locked")
+                refusal_message(remedy="ask your teacher to unlock it"), code="locked")
         return super().clean()
 
 

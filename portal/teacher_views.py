@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -23,6 +23,7 @@ from accounts.audit import acting_user, audit_record
 from accounts.key_cache import site_defaults
 from accounts.limits.budgets import budget_grant, budget_reset
 from accounts.limits.resolution import NUMERIC, UNSET, resolve
+from accounts.login_throttle import locked_usernames, login_clear
 from accounts.models import AuditEvent, ClassPauseWindow, Classroom, User
 from accounts.pause import next_time_of_day
 from accounts.school_sign_in import classroom_set_self_enrolment, school_config
@@ -148,7 +149,9 @@ def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse
 def student(request: HttpRequest, user_id: int) -> HttpResponse:
     person = get_object_or_404(students_visible_to(_viewer(request)).select_related("classroom"), id=user_id)
     days = selectors.usage_days(person)
+    lock = locked_usernames().get(person.username)
     return render(request, "teacher/student.html", {
+        "sign_in_locked_until": datetime.fromtimestamp(lock[1], tz=UTC) if lock else None,
         "person": person, "keys": list(selectors.keys_of(person)), "policy": student_policy(person),
         "days": days, "chart": list(zip(days, bar_heights([float(d.tokens) for d in days], height=100))),
         "recent": list(selectors.recent_requests(person, limit=10)),
@@ -169,6 +172,18 @@ def student_set_active(request: HttpRequest, user_id: int) -> HttpResponse:
         active = request.POST.get("active") == "1"
         user_set_active(user=person, active=active, actor=acting_user(request))
         messages.success(request, f"{person.username} is {'enabled' if active else 'disabled: their keys stop working now'}.")
+    return redirect("portal:teacher-student", user_id=person.id)
+
+
+@staff_required
+@require_POST
+def student_sign_in_unlock(request: HttpRequest, user_id: int) -> HttpResponse:
+    """Lifts every sign-in lock of the student (a classmate's wrong passwords from the school's
+    address lock them out from there). Audited."""
+    person = get_object_or_404(students_visible_to(_viewer(request)), id=user_id)
+    login_clear(username=person.username)
+    audit_record(actor=acting_user(request), action="student.sign_in_unlocked", subject=person.username)
+    messages.success(request, f"{person.username} can sign in again from every network.")
     return redirect("portal:teacher-student", user_id=person.id)
 
 

@@ -36,6 +36,8 @@ urlpatterns = [
     path("teacher/students/<int:user_id>/", teacher.student, name="teacher-student"),
     path("teacher/students/<int:user_id>/active/", teacher.student_set_active, name="teacher-student-active"),
     path("teacher/students/<int:user_id>/link/", teacher.student_link, name="teacher-student-link"),
+    path("teacher/students/<int:user_id>/sign-in-unlock/", teacher.student_sign_in_unlock,
+         name="teacher-student-sign-in-unlock"),
     path("teacher/students/<int:user_id>/budget/<str:action>/", teacher.student_budget,
          name="teacher-student-budget"),
     path("teacher/students/<int:user_id>/limits/", teacher.student_limits, name="teacher-student-limits"),

@@ -19,9 +19,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["list"]:
             locked = locked_usernames()
-            for username, (reason, until) in sorted(locked.items()):
-                where = "from one address" if reason == "address" else "from every address"
-                self.stdout.write(f"{username}: locked {where} for {max(0, round((until - time.time()) / 60))} more min")
+            for username, (_reason, until) in sorted(locked.items()):
+                self.stdout.write(f"{username}: locked from one address for "
+                                  f"{max(0, round((until - time.time()) / 60))} more min")
             if not locked:
                 self.stdout.write("no username is locked")
             return
