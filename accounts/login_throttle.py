@@ -119,7 +119,7 @@ def login_failed(request: HttpRequest | None, username: str | None) -> None:
     window = int(settings.OCS["LOGIN_LOCK_S"])
     limit = settings.OCS["LOGIN_MAX_FAILURES"]
     keys = _keys(request, username)
-    locked = bool(keys.pair) and _count(keys.pair, window) == limit
+    locked = keys.pair is not None and _count(keys.pair, window) == limit
     _count(keys.user, window)
     if keys.address:
         _count(keys.address, window)
