@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from accounts.audit import acting_user
-from accounts.forms import ThrottledAdminLoginForm
+from accounts.forms import OcsUserChangeForm, ThrottledAdminLoginForm
 from accounts.models import ApiKey, AuditEvent, Classroom, User
 from accounts.services import LIMIT_FIELDS, key_revoke, limits_changed, user_set_active
 
@@ -47,6 +47,7 @@ class OcsUserAdmin(LimitsAdminMixin, UserAdmin):
     fieldsets = (*(UserAdmin.fieldsets or ()), ("OCS", {"fields": ("role", "classroom")}),
                  ("Limits", {"fields": (*LIMIT_FIELDS, "access_expires_at"), "description": LIMITS_HELP}))
     actions = ["disable", "enable"]
+    form = OcsUserChangeForm
 
     def save_model(self, request: HttpRequest, obj: User, form: Any, change: bool) -> None:
         """Activating or deactivating goes through the service: keys stop working at once, audited."""

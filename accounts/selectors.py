@@ -42,6 +42,18 @@ def students_visible_to(viewer: User) -> QuerySet[User]:
     return User.objects.none()
 
 
+def email_holders(emails: list[str]) -> dict[str, str]:
+    """Which accounts hold these email addresses, compared case-insensitively: {lower-cased
+    email: username}. A school email belongs to one account (school sign-in matches by it)."""
+    wanted = {email.strip().lower() for email in emails if email.strip()}
+    if not wanted:
+        return {}
+    query = Q()
+    for email in wanted:
+        query |= Q(email__iexact=email)
+    return {email.lower(): username for email, username in User.objects.filter(query).values_list("email", "username")}
+
+
 def may_manage(viewer: User, person: User) -> bool:
     """May `viewer` change `person`'s account, limits or keys?"""
     return students_visible_to(viewer).filter(id=person.id).exists()

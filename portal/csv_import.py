@@ -37,6 +37,7 @@ def parse_students_csv(text: str) -> list[StudentRow]:
     rows: list[StudentRow] = []
     problems: list[str] = []
     seen: set[str] = set()
+    emails_seen: dict[str, int] = {}  # lower-cased email -> its line
     if "\x00" in text:
         raise CsvProblem(["the file is not a CSV text file (it contains NUL bytes); save it as 'CSV UTF-8'"])
     try:
@@ -68,7 +69,13 @@ def parse_students_csv(text: str) -> list[StudentRow]:
         if username in seen:
             problems.append(f"line {line}: {username} appears twice")
             continue
+        if email and email.lower() in emails_seen:
+            problems.append(f"line {line}: {email} is also on line {emails_seen[email.lower()]}; "
+                            "an email address belongs to one student")
+            continue
         seen.add(username)
+        if email:
+            emails_seen[email.lower()] = line
         first, _, last = name.partition(" ")
         rows.append(StudentRow(line=line, username=username, email=email, first_name=first[:150],
                                last_name=last.strip()[:150]))

@@ -11,7 +11,7 @@ from django.utils.http import urlsafe_base64_encode
 
 from accounts.audit import audit_record
 from accounts.models import Classroom, User
-from accounts.selectors import sees_everyone, students_visible_to
+from accounts.selectors import email_holders, sees_everyone, students_visible_to
 from portal.csv_import import StudentRow
 
 SET_PASSWORD_PATH = "/accounts/set-password/{uid}/{token}/"
@@ -50,6 +50,7 @@ def students_import(*, rows: list[StudentRow], classroom_name: str | None, actor
         elif restricted:
             raise ValueError("Choose a class: the students of a teacher's import go into one of their classes.")
         existing = {u.username: u for u in User.objects.filter(username__in=[r.username for r in rows])}
+        holders = email_holders([r.email for r in rows])
         mine = set(students_visible_to(actor).filter(id__in=[u.id for u in existing.values()])
                    .values_list("id", flat=True)) if restricted and actor is not None else set()
         for row in rows:
@@ -59,6 +60,11 @@ def students_import(*, rows: list[StudentRow], classroom_name: str | None, actor
             if user is not None and restricted and user.id not in mine:
                 raise ValueError(f"line {row.line}: {row.username} is already a student of another teacher's "
                                  "class; ask an admin to move them")
+            holder = holders.get(row.email.lower()) if row.email else None
+            if holder is not None and holder != row.username:
+                # Not who holds it: a teacher learns only that the address is taken.
+                raise ValueError(f"line {row.line}: {row.email} belongs to another account; an email "
+                                 "address belongs to one account (ask an admin if it is wrong)")
             password = None
             created = user is None
             if user is None:

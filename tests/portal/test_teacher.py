@@ -70,6 +70,42 @@ def test_import_refuses_to_touch_staff(teacher_client: Client, teacher: User) ->
     assert teacher.is_staff and teacher.email != "x@y.z"
 
 
+def test_an_email_another_account_holds_is_refused_and_nothing_is_imported(
+        teacher_client: Client, teacher: User, taught_class: Classroom, student: User, other_student: User) -> None:
+    User.objects.filter(id=other_student.id).update(email="Bob@School.example")
+    User.objects.filter(id=teacher.id).update(email="head@school.example")
+    for taken in ("bob@school.example", "HEAD@school.example"):  # a classmate's, the teacher's own
+        response = teacher_client.post("/teacher/import/", {
+            "file": upload(f"newkid,,New Kid\nalice,{taken},Alice\n"), "classroom": "7A"})
+        assert response.status_code == 400
+        html = response.content.decode()
+        assert "line 2" in html and "belongs to another account" in html
+        assert "bob" not in html.replace(taken, "")  # the holder is not named to a teacher
+    student.refresh_from_db()
+    assert student.email == "" and not User.objects.filter(username="newkid").exists()
+    # Twice in one file is refused too; an account keeps its own address on a re-import.
+    twice = teacher_client.post("/teacher/import/", {
+        "file": upload("newkid,same@school.example,\nalice,Same@school.example,\n"), "classroom": "7A"})
+    assert twice.status_code == 400 and "also on line 1" in twice.content.decode()
+    User.objects.filter(id=student.id).update(email="alice@school.example")
+    again = teacher_client.post("/teacher/import/", {"file": upload("alice,ALICE@school.example,Alice\n"),
+                                                     "classroom": "7A"})
+    assert again.status_code == 200
+
+
+def test_the_admin_refuses_an_email_another_account_holds(admin_client: Client, student: User,
+                                                          other_student: User) -> None:
+    User.objects.filter(id=other_student.id).update(email="bob@school.example")
+    form = admin_client.get(f"/admin/accounts/user/{student.id}/change/").context["adminform"].form
+    data = {name: value for name, value in form.initial.items() if value is not None and name != "password"}
+    data.update({"email": "BOB@school.example", "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00",
+                 "user_permissions": [], "groups": []})
+    response = admin_client.post(f"/admin/accounts/user/{student.id}/change/", data)
+    assert response.status_code == 200 and "belongs to bob" in response.content.decode()
+    student.refresh_from_db()
+    assert student.email == ""
+
+
 def test_import_refuses_non_utf8(teacher_client: Client) -> None:
     bad = SimpleUploadedFile("c.csv", "zoë,,\n".encode("latin-1"))
     response = teacher_client.post("/teacher/import/", {"file": bad})
