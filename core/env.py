@@ -35,6 +35,17 @@ def env_str(name: str, default: str | None = None, *, environ: Mapping[str, str]
     return default
 
 
+def env_http_url(name: str, default: str, *, environ: Mapping[str, str] | None = None) -> str:
+    """An http(s) address with a host and nothing after it but a path (no query, no fragment,
+    no credentials), without its trailing slash."""
+    raw = (env_str(name, environ=environ) or "").strip() or default
+    parts = urlsplit(raw)
+    if parts.scheme not in {"http", "https"} or not parts.hostname or parts.query or parts.fragment \
+            or parts.username or parts.password:
+        raise ConfigError(f"{name}={raw!r} is not an http(s) address like http://127.0.0.1:8000")
+    return raw.rstrip("/")
+
+
 def env_bool(name: str, default: bool, *, environ: Mapping[str, str] | None = None) -> bool:
     raw = env_str(name, environ=environ)
     if raw is None:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import date
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
@@ -125,7 +126,7 @@ def step_check(request: HttpRequest, slug: str, step_slug: str) -> HttpResponse:
         return _roofline_action(request, lesson, step)
     if step.kind == "path-check" and request.POST.get("action") == "run":
         try:
-            path_runs.path_lab_start(user=request.user, base_url=request.build_absolute_uri("/"))
+            path_runs.path_lab_start(user=request.user, base_url=settings.OCS_RUNS_BASE_URL)
         except path_runs.PathLabRefused as error:
             messages.error(request, str(error))
         else:
@@ -163,7 +164,7 @@ def _roofline_action(request: HttpRequest, lesson: Lesson, step: Step) -> HttpRe
             services.roofline_predict(user=request.user, **numbers)
             messages.info(request, "Prediction saved. Now start the measurement.")
         else:
-            services.roofline_measure(user=request.user, gateway_url=request.build_absolute_uri("/"))
+            services.roofline_measure(user=request.user, gateway_url=settings.OCS_RUNS_BASE_URL)
             messages.info(request, "Measurement started: it takes a minute or so. Check when it has finished.")
     except services.StepInputError as error:
         messages.error(request, str(error))

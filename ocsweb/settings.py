@@ -14,6 +14,7 @@ from core.env import (
     env_bool,
     env_choice,
     env_float,
+    env_http_url,
     env_int,
     env_list,
     env_networks,
@@ -135,6 +136,10 @@ if OCS_GATEWAY_SERVER not in {"uvicorn", "daphne"}:
 # would kill a baseline with idle gaps and run it again, and one long run would block the nightly
 # job. That cluster has one worker, one attempt, and no scheduler (the schedules stay on the main one).
 OCS_RUNS_CLUSTER = f"{OCS_LIVE_NAMESPACE}-runs"
+# Where runs started from the web (research web runs, the lessons' labs) send their requests when
+# they go through the gateway: this machine's gateway, never the address a request names in its
+# Host header (a forged one would send a fresh key of the teacher's to a listener of its choosing).
+OCS_RUNS_BASE_URL = env_http_url("OCS_RUNS_BASE_URL", "http://127.0.0.1:8000")
 OCS_TASK_CLUSTER = env_choice("OCS_TASK_CLUSTER", "main", ("main", "runs"))
 OCS_RUN_TIMEOUT_S = env_int("OCS_RUN_TIMEOUT_S", 4 * 3600, minimum=60)
 _TASKS = ({"name": OCS_LIVE_NAMESPACE, "workers": env_int("OCS_Q_WORKERS", 1, minimum=1), "timeout": 120, "retry": 180}

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404, render
@@ -163,7 +164,7 @@ def start(request: HttpRequest) -> HttpResponse:
         assert isinstance(request.user, User)
         try:
             web_run = web_run_start(ask=_ask_from(request.POST), by=request.user,
-                                    gateway_url=request.build_absolute_uri("/"))
+                                    gateway_url=settings.OCS_RUNS_BASE_URL)
         except WebRunRefused as exc:
             messages.error(request, str(exc))
             return HttpResponseRedirect("/research/start/")

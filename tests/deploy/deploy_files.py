@@ -15,7 +15,8 @@ ENV_TEMPLATE = DEPLOY / "ocs.env.example"
 NGINX_SITE = DEPLOY / "nginx" / "ocs.conf"
 UNITS = sorted((DEPLOY / "systemd").glob("*.service"))
 CODE_DIRS = ("ocsweb", "accounts", "fleet", "inference", "research")
-ENV_READERS = {"env_str", "env_int", "env_float", "env_bool", "env_list", "env_networks", "env_choice"}
+ENV_READERS = {"env_str", "env_int", "env_float", "env_bool", "env_list", "env_networks", "env_choice",
+               "env_http_url"}
 VARIABLE_LINE = re.compile(r"^#?([A-Z][A-Z0-9_]*)=(.*)$")
 
 

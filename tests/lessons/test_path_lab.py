@@ -4,6 +4,7 @@ their own run and says why a worker must refuse a laptop."""
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 
 from lessons.path_lab import (
     HOPS,
@@ -97,9 +98,9 @@ def test_a_student_runs_the_path_check_and_names_the_private_hops(client, studen
     early = client.post(STEP, {"explanation": REASON}, follow=True).content.decode()
     assert "Run the path check first" in early
 
-    client.post(STEP, {"action": "run"})
+    client.post(STEP, {"action": "run"}, HTTP_HOST="127.0.0.1:19599")  # a forged Host changes nothing
     lab = PathLab.objects.get(user=student)
-    assert lab.status == PathLab.Status.QUEUED and lab.base_url == "http://testserver"
+    assert lab.status == PathLab.Status.QUEUED and lab.base_url == settings.OCS_RUNS_BASE_URL
     again = client.post(STEP, {"action": "run"}, follow=True).content.decode()
     assert "still running" in again and PathLab.objects.count() == 1  # one run at a time
     assert "still running" in client.post(STEP, {"private_hop": list(PRIVATE)}, follow=True).content.decode()

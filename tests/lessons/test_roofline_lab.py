@@ -4,6 +4,7 @@ own requests), and explains the gap; the step is done only with all three."""
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 
 from lessons.roofline_lab import LabInputError, ceiling_tok_s, check_explanation, check_prediction, decode_tok_s
 
@@ -47,10 +48,11 @@ def test_a_student_predicts_measures_through_the_gateway_and_explains(client, st
     assert lab.predicted_tok_s == 111
     assert "Now start the measurement" in client.post(STEP, {"explanation": EXPLANATION}, follow=True).content.decode()
 
-    client.post(STEP, {"action": "measure"})
+    client.post(STEP, {"action": "measure"}, HTTP_HOST="127.0.0.1:19599")  # a forged Host changes nothing
     lab.refresh_from_db()
     web_run = lab.web_run
     assert web_run is not None and web_run.via_gateway and web_run.requested_by == student
+    assert web_run.gateway_url == settings.OCS_RUNS_BASE_URL
     again = client.post(STEP, {"action": "measure"}, follow=True).content.decode()
     assert "still running" in again and WebRun.objects.count() == 1  # one measurement at a time
     # What the runs task cluster does with it (tests/research/test_web_runs.py runs the real

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from core.env import ConfigError, env_bool, env_choice, env_int, env_str, parse_database_url, parse_redis_url
+from core.env import (
+    ConfigError,
+    env_bool,
+    env_choice,
+    env_http_url,
+    env_int,
+    env_str,
+    parse_database_url,
+    parse_redis_url,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,6 +43,14 @@ def test_env_int_rejects_non_integers_and_values_below_minimum() -> None:
         env_int("N", 3, environ={"N": "seven"})
     with pytest.raises(ConfigError, match="N=0 must be at least 1"):
         env_int("N", 3, minimum=1, environ={"N": "0"})
+
+
+def test_env_http_url_takes_an_address_and_refuses_what_could_smuggle_a_target() -> None:
+    assert env_http_url("U", "http://127.0.0.1:8000", environ={}) == "http://127.0.0.1:8000"
+    assert env_http_url("U", "x", environ={"U": "https://ocs.school.example/ "}) == "https://ocs.school.example"
+    for bad in ("127.0.0.1:8000", "ftp://host", "http://", "http://h/?next=evil", "http://u:p@h", "http://h/#x"):
+        with pytest.raises(ConfigError, match="U="):
+            env_http_url("U", "http://127.0.0.1:8000", environ={"U": bad})
 
 
 def test_secret_can_come_from_a_file(tmp_path: Path) -> None:

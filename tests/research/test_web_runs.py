@@ -52,6 +52,22 @@ def test_only_staff_start_runs_and_bad_input_is_a_message_not_an_error(client, t
     assert client.get("/research/start/12345/").status_code == 404
 
 
+@pytest.mark.django_db
+def test_a_forged_host_header_changes_nothing_a_web_run_does(client, teacher, settings) -> None:  # noqa: ANN001
+    from fleet.services import worker_register
+    from research.models import WebRun
+
+    settings.OCS_RUNS_BASE_URL = "http://127.0.0.1:8123"
+    worker = worker_register(name="w1", base_url="http://127.0.0.1:9", model_id="m", pool_name="production",
+                             state="healthy")
+    client.force_login(teacher)
+    answer = client.post("/research/start/", {"worker": worker.pk, "prompt_tokens": 64, "output_tokens": 8,
+                                              "requests": 2, "concurrency": 1, "via_gateway": "on"},
+                         HTTP_HOST="127.0.0.1:19599")  # a listener of the teacher's choosing
+    assert answer.status_code == 302
+    assert WebRun.objects.get().gateway_url == "http://127.0.0.1:8123"
+
+
 @pytest.mark.integration
 def test_a_run_started_from_the_page_is_measured_by_the_runs_cluster_and_shows_on_research(
         client, teacher, worker, gateway, runs_cluster) -> None:  # noqa: ANN001

@@ -130,10 +130,12 @@ class Command(BaseCommand):
         agent: RigAgentRunner | None = None
         agent_thread: threading.Thread | None = None
         rig_agent: subprocess.Popen[bytes] | None = None  # --rehearsal: the rig agent as a process of its own
+        local = "127.0.0.1" if host in {"0.0.0.0", "::"} else host
+        # Runs started from the web call this gateway (settings.OCS_RUNS_BASE_URL): the children inherit it.
+        os.environ.setdefault("OCS_RUNS_BASE_URL", f"http://{local}:{port}")
         try:
             children.append(("gateway", self._spawn(
                 ["-m", "ocsweb.gateway", "-b", host, "-p", str(port), "ocsweb.asgi:application"], log_dir / "gateway.log")))
-            local = "127.0.0.1" if host in {"0.0.0.0", "::"} else host
             self._wait_for_gateway(children[0][1], f"http://{local}:{port}", log_dir)
             children.append(("monitor", self._spawn(["manage.py", "fleet_monitor"], log_dir / "monitor.log")))
             # django-q2 forks its own workers, which do not inherit the die-with-parent signal:
