@@ -7,9 +7,13 @@ to a gateway):
 - they must arrive within HEADER_TIMEOUT_S of the connection opening (or of the request's first
   byte on a kept-alive connection), else 408 and close: a client that trickles its headers
   (slowloris) or never sends any holds a connection that long at most;
-- the body may pause at most BODY_TIMEOUT_S between two reads, else the connection is closed
-  (the application sees the client gone). Not a limit on the whole body: a slow but steady
-  upload of the largest body OCS_MAX_BODY_BYTES allows (core/body_limit.py) passes.
+- the body may pause at most BODY_TIMEOUT_S between two reads, and must arrive whole within
+  BODY_DEADLINE_S of its headers, else the connection is closed (the application sees the client
+  gone): a client that trickles a byte now and then holds a connection that long at most. The
+  deadline passes a steady upload of the largest body OCS_MAX_BODY_BYTES allows (core/body_limit.py,
+  8 MB) at 70 kB/s or more; time the application is not reading does not count against it;
+- at most MAX_CONNECTIONS connections and running requests at once (uvicorn's limit_concurrency):
+  past it a new request gets 503 at once, so a flood of connections cannot exhaust the process.
 
 Values pass every real client by a wide margin: their headers are a few kB (Copilot's largest
 first request, 48 kB, is body); nginx's own defaults are 8 kB per header line, 60 s for headers
@@ -32,6 +36,8 @@ class ReadBounds:
     max_headers: int = 128
     header_timeout_s: float = 30.0
     body_timeout_s: float = 60.0
+    body_deadline_s: float = 120.0
+    max_connections: int = 1000
 
 
 def read_bounds_from_env() -> ReadBounds:
@@ -40,6 +46,8 @@ def read_bounds_from_env() -> ReadBounds:
         max_headers=env_int("OCS_GATEWAY_MAX_HEADERS", ReadBounds.max_headers, minimum=16),
         header_timeout_s=env_float("OCS_GATEWAY_HEADER_TIMEOUT_S", ReadBounds.header_timeout_s, minimum=0.1),
         body_timeout_s=env_float("OCS_GATEWAY_BODY_TIMEOUT_S", ReadBounds.body_timeout_s, minimum=0.1),
+        body_deadline_s=env_float("OCS_GATEWAY_BODY_DEADLINE_S", ReadBounds.body_deadline_s, minimum=0.1),
+        max_connections=env_int("OCS_GATEWAY_MAX_CONNECTIONS", ReadBounds.max_connections, minimum=16),
     )
 
 
@@ -60,6 +68,7 @@ def bounded_protocol(bounds: ReadBounds) -> type[HttpToolsProtocol]:
     class BoundedHttpToolsProtocol(HttpToolsProtocol):
         _header_timer: asyncio.TimerHandle | None = None
         _body_timer: asyncio.TimerHandle | None = None
+        _body_deadline: asyncio.TimerHandle | None = None
         _header_bytes = 0
         _header_count = 0
         _refusing = False
@@ -122,6 +131,7 @@ def bounded_protocol(bounds: ReadBounds) -> type[HttpToolsProtocol]:
             super().on_headers_complete()
             if not (self.parser.should_upgrade() and self._should_upgrade()):
                 self._arm_body_timer()
+                self._body_deadline = self.loop.call_later(bounds.body_deadline_s, self._body_past_deadline)
 
         def on_body(self, body: bytes) -> None:
             self._arm_body_timer()
@@ -129,7 +139,8 @@ def bounded_protocol(bounds: ReadBounds) -> type[HttpToolsProtocol]:
 
         def on_message_complete(self) -> None:
             self._cancel(self._body_timer)
-            self._body_timer = None
+            self._cancel(self._body_deadline)
+            self._body_timer = self._body_deadline = None
             super().on_message_complete()
 
         # Bounds
@@ -168,6 +179,18 @@ def bounded_protocol(bounds: ReadBounds) -> type[HttpToolsProtocol]:
                                 bounds.body_timeout_s)
             self.transport.close()
 
+        def _body_past_deadline(self) -> None:
+            self._body_deadline = None
+            if self.transport.is_closing():
+                return
+            if self.flow is not None and self.flow.read_paused:
+                # The application is not reading: not the client's time. Looked at again later.
+                self._body_deadline = self.loop.call_later(bounds.body_timeout_s, self._body_past_deadline)
+                return
+            self.logger.warning("closing a connection whose request body did not arrive within %g s",
+                                bounds.body_deadline_s)
+            self.transport.close()
+
         def _refuse(self, status: int, message: str) -> None:
             self._refusing = True
             self._cancel_timers()
@@ -186,9 +209,9 @@ def bounded_protocol(bounds: ReadBounds) -> type[HttpToolsProtocol]:
                 self.transport.close()
 
         def _cancel_timers(self) -> None:
-            self._cancel(self._header_timer)
-            self._cancel(self._body_timer)
-            self._header_timer = self._body_timer = None
+            for timer in (self._header_timer, self._body_timer, self._body_deadline):
+                self._cancel(timer)
+            self._header_timer = self._body_timer = self._body_deadline = None
 
         @staticmethod
         def _cancel(timer: asyncio.TimerHandle | None) -> None:

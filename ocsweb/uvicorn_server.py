@@ -10,7 +10,7 @@ systemd unit, the tests) starts either server the same way:
 Behaviour kept from the daphne gateway:
 - the access log never shows an API key (Copilot's Ollama route carries it in the path);
 - what it reads from a client is bounded (header size and count, header and body read
-  timeouts: ocsweb/read_bounds.py), as nginx bounds it in front;
+  timeouts, a body deadline, a connection cap: ocsweb/read_bounds.py), as nginx bounds it in front;
 - no proxy-header rewriting by the server: the application decides which proxies it trusts
   (core/client_address.py), as it does under daphne;
 - on SIGTERM or Ctrl-C the requests still running get UNWIND_GRACE_S to finish, then are
@@ -120,9 +120,11 @@ def serve(argv: list[str], *, grace_s: float) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s",
                         stream=sys.stderr)
     logging.getLogger("uvicorn.error").addFilter(QuietShutdownCancel())
+    bounds = read_bounds_from_env()
     config = uvicorn.Config(
         args.application, host=args.host, port=args.port,
-        loop="uvloop", http=bounded_protocol(read_bounds_from_env()), ws="websockets-sansio",
+        loop="uvloop", http=bounded_protocol(bounds), ws="websockets-sansio",
+        limit_concurrency=bounds.max_connections,
         lifespan="off",  # Django's handler answers HTTP and WebSocket scopes only
         proxy_headers=False,
         access_log=log_config is not None, log_config=log_config,

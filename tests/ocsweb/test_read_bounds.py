@@ -16,6 +16,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral, pytest.mark.
 
 HEADER_TIMEOUT_S = 1.0
 BODY_TIMEOUT_S = 1.0
+BODY_DEADLINE_S = 5.0  # longer than the slow steady body below takes (about 2 s)
 CLOSED_WITHIN_S = 20.0  # far above the timeouts: a loaded CI machine still fits
 
 
@@ -24,7 +25,8 @@ def bounded(django_db_blocker, tmp_path_factory) -> Iterator[Gateway]:  # noqa: 
     with django_db_blocker.unblock():
         gateway = start_gateway(tmp_path_factory.mktemp("bounds") / "gateway.log",
                                 OCS_GATEWAY_HEADER_TIMEOUT_S=str(HEADER_TIMEOUT_S),
-                                OCS_GATEWAY_BODY_TIMEOUT_S=str(BODY_TIMEOUT_S))
+                                OCS_GATEWAY_BODY_TIMEOUT_S=str(BODY_TIMEOUT_S),
+                                OCS_GATEWAY_BODY_DEADLINE_S=str(BODY_DEADLINE_S))
     try:
         yield gateway
     finally:
@@ -131,3 +133,72 @@ def test_real_clients_pass_a_copilot_sized_request_and_a_slow_steady_body_up_to_
             sock.sendall(piece)
             time.sleep(BODY_TIMEOUT_S * 0.5)
         assert read_all(sock).startswith(b"HTTP/1.1 401 ")
+
+
+def still_open(sock: socket.socket) -> bool:
+    """Without waiting: the gateway has not closed the connection (nothing to read yet)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) != b""
+    except BlockingIOError:
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return False
+    finally:
+        sock.setblocking(True)
+
+
+def test_fifty_clients_trickling_their_bodies_are_cut_at_the_deadline_while_others_are_served(bounded) -> None:  # noqa: ANN001
+    trickling = [connect(bounded) for _ in range(50)]
+    for sock in trickling:
+        sock.sendall(post("/v1/chat/completions", b"x" * 10_000)[:-10_000] + b"{")
+    opened = time.monotonic()
+    open_after_the_read_timeout: int | None = None
+    served_meanwhile = False
+    try:
+        # A byte from each every half read timeout: never a pause long enough for the read timer.
+        while time.monotonic() - opened < BODY_DEADLINE_S + CLOSED_WITHIN_S:
+            alive = [sock for sock in trickling if still_open(sock)]
+            if open_after_the_read_timeout is None and time.monotonic() - opened > 3 * BODY_TIMEOUT_S:
+                open_after_the_read_timeout = len(alive)
+                with connect(bounded) as other:  # a classmate's request meanwhile
+                    other.sendall(post("/v1/chat/completions", b'{"model": "m"}'))
+                    served_meanwhile = read_all(other).startswith(b"HTTP/1.1 401 ")
+            if not alive:
+                break
+            for sock in alive:
+                try:
+                    sock.sendall(b" ")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+            time.sleep(BODY_TIMEOUT_S / 2)
+        assert open_after_the_read_timeout == 50  # the read timer alone never cuts them
+        assert served_meanwhile
+        assert not [sock for sock in trickling if still_open(sock)]  # every one cut at the deadline
+    finally:
+        for sock in trickling:
+            sock.close()
+
+
+def test_past_the_connection_cap_a_new_request_gets_503_and_the_gateway_recovers(tmp_path) -> None:  # noqa: ANN001
+    gateway = start_gateway(tmp_path / "gateway.log", OCS_GATEWAY_MAX_CONNECTIONS="16",
+                            OCS_GATEWAY_BODY_DEADLINE_S=str(BODY_DEADLINE_S))
+    held = []
+    try:
+        for _ in range(16):  # each holds its connection with a body that never comes
+            sock = connect(gateway)
+            sock.sendall(post("/v1/chat/completions", b"x" * 1000)[:-1000])
+            held.append(sock)
+        time.sleep(0.5)
+        with connect(gateway) as extra:
+            extra.sendall(post("/v1/chat/completions", b'{"model": "m"}'))
+            assert read_all(extra).startswith(b"HTTP/1.1 503 ")
+        for sock in held:
+            assert closed(sock)  # cut at the deadline
+        with connect(gateway) as later:
+            later.sendall(post("/v1/chat/completions", b'{"model": "m"}'))
+            assert read_all(later).startswith(b"HTTP/1.1 401 ")
+    finally:
+        for sock in held:
+            sock.close()
+        stop_process(gateway.process)
