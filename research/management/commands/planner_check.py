@@ -21,6 +21,7 @@ showed and how to measure it again.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ def parse_case(text: str) -> tuple[str, str, list[str]]:
     return parts[0], parts[1], [p for p in parts[2].split(",") if p]
 
 
-def _turns(report: dict[str, Any]) -> dict[str, Any]:
+def _turns(report: Mapping[str, Any]) -> dict[str, Any]:
     return {"completed": report.get("completed"), "refused": report.get("refused")}
 
 
@@ -73,7 +74,7 @@ class Command(BaseCommand):
         parser.add_argument("--bound", type=float, default=BOUND, help="Relative bound (0.25: ±25 %%).")
         parser.add_argument("--json", default=None, help="Write the comparison to this file.")
         parser.add_argument("--name", default=None,
-                            help="Store the check as a row under this name (a slug: pass-21); replaces one of the name.")
+                            help="Store the check as a row under this name (a slug: pass-21), replacing one.")
         parser.add_argument("--title", default="", help="With --name: a title.")
         parser.add_argument("--finding", default="", help="With --name: what it showed, in a sentence.")
         parser.add_argument("--reproduce", default="", help="With --name: the command that measures it again.")

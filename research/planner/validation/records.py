@@ -22,13 +22,14 @@ CONFIG_KEYS = ("workers", "slots", "context", "students", "mix", "seed", "scale"
 
 
 def history(path: Path = HISTORY) -> list[dict[str, Any]]:
-    """The passes imported from docs/research/planner-validation/ (one dict a check, oldest first)."""
+    """The passes imported from docs/research/planner-validation/ as it was at 0ae48b8 (one dict a
+    check, oldest first)."""
     return list(json.loads(path.read_text()))
 
 
 def figure_rows(comparison: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per configuration and figure, in the order planner_check printed them."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for configuration in comparison.get("configurations") or []:
         for figure in configuration.get("figures") or []:
             verdict = figure.get("verdict") or "no_data"
@@ -61,7 +62,8 @@ def check_fields(entry: Mapping[str, Any]) -> dict[str, Any]:
     configurations = []
     for config in entry.get("configurations") or []:
         extra = judged.get(config.get("label")) or {}
-        configurations.append({**config, **{key: extra[key] for key in ("notes", "mismatches", "turns") if key in extra}})
+        kept = {key: extra[key] for key in ("notes", "mismatches", "turns") if key in extra}
+        configurations.append({**config, **kept})
     return {"name": entry["name"], "title": entry.get("title") or "", "measured_on": entry.get("measured_on"),
             "source": entry.get("source") or "run", "bound": float(comparison.get("bound") or 0.25),
             "configurations": configurations, "noise": dict(entry.get("noise") or {}),

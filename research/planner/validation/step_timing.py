@@ -1,6 +1,6 @@
 """Which of llama-server's steps run longer than the planner's step model says (issue 20, eleventh
-pass; docs/research/planner-validation.md). Reads a worker's log written at trace verbosity
-(LLAMA_ARG_LOG_VERBOSITY=5 in the demo's environment: llama-server reads it, the platform's launcher
+pass). Pure: `manage.py step_timing` reads the logs and the calibration. A worker's log written at
+trace verbosity (LLAMA_ARG_LOG_VERBOSITY=5 in the demo's environment: llama-server reads it, the platform's launcher
 passes its environment on), rebuilds every iteration of llama-server's loop from it, and costs each
 with the calibration the planner used (research/planner/cost.CostModel.step_s).
 
@@ -15,7 +15,7 @@ From the log, per iteration (the pinned build's tools/server/server-context.cpp)
 - the forward passes start at `n_batch (effective)` (decode()); the first token sampled after them
   (`n_gen = `) marks their end, give or take one slot's sampling.
 
-    PYTHONPATH=. OCS_VAR_DIR=<the run's var> .venv/bin/python docs/research/planner-validation/step_timing.py \\
+    OCS_VAR_DIR=<the run's var> .venv/bin/python manage.py step_timing \\
         <calibration id> <worker log> [<worker log> ... --started T1,T2] [--slots 4] [--start -1]
 
 Prints, per worker and per kind of iteration (decode only by slots generating, decode beside prompt
@@ -28,13 +28,12 @@ the replay, are in the log's last start too.
 """
 from __future__ import annotations
 
-import argparse
-import os
 import re
 import statistics
-import sys
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from research.planner.cost import CostModel, Piece
 
 STAMP = re.compile(r"^\s*(?:\x1b\[[0-9;]*m)?(\d+)\.(\d{2})\.(\d{3})\.(\d{3})")
 SLOT = re.compile(r"id\s+(\d+) \| task (-?\d+) \|")
@@ -42,6 +41,7 @@ NUMBER = {name: re.compile(rf"{name} = (\d+)") for name in ("n_tokens", "task.n_
 
 
 def seconds(line: str) -> float | None:
+    """The log line's time since the server started (its `MM.SS.mmm.uuu` stamp), None without one."""
     match = STAMP.match(line)
     if not match:
         return None
@@ -64,11 +64,19 @@ class Step:
         return len(self.decoding) + sum(tokens for _, tokens, _ in self.chunks)
 
     def kind(self) -> str:
+        """decode N (only slots generating), decode N + chunks, or chunks only."""
         if self.chunks and self.decoding:
             return f"decode {len(self.decoding)} + chunks"
         if self.chunks:
             return "chunks only"
         return f"decode {len(self.decoding)}"
+
+
+def _number(name: str, line: str) -> int:
+    match = NUMBER[name].search(line)
+    if match is None:
+        raise ValueError(f"no {name} in {line.strip()[:120]!r}")
+    return int(match.group(1))
 
 
 def parse(lines: list[str], start: int = -1) -> list[Step]:
@@ -100,18 +108,18 @@ def parse(lines: list[str], start: int = -1) -> list[Step]:
             continue
         slot_match = SLOT.search(line)
         if "new prompt," in line and slot_match:
-            prompt_tokens[int(slot_match.group(1))] = int(NUMBER["task.n_tokens"].search(line).group(1))
+            prompt_tokens[int(slot_match.group(1))] = _number("task.n_tokens", line)
         if step is None:
             continue
         if "slot decode token" in line and slot_match:
-            step.decoding.append((int(slot_match.group(1)), int(NUMBER["n_tokens"].search(line).group(1))))
+            step.decoding.append((int(slot_match.group(1)), _number("n_tokens", line)))
         elif "memory_seq_rm" in line and "cached n_tokens" in line and slot_match:
             slot = int(slot_match.group(1))
-            cached = int(NUMBER["n_tokens"].search(line).group(1))
+            cached = _number("n_tokens", line)
             room = step.n_batch - step.tokens
             step.chunks.append((slot, max(0, min(prompt_tokens.get(slot, cached) - cached, room)), cached))
         elif "n_batch (effective)" in line:
-            step.n_batch = int(NUMBER["n_batch \\(effective\\)"].search(line).group(1))
+            step.n_batch = _number("n_batch \\(effective\\)", line)
             if step.decode_at is None:
                 step.decode_at = at
         elif " n_gen = " in line and "next token" in line and step.decode_at is not None and step.first_out is None:
@@ -124,10 +132,11 @@ def overlap(start: float, end: float, intervals: list[tuple[float, float]]) -> f
     return sum(max(0.0, min(end, b) - max(start, a)) for a, b in intervals if a < end and b > start)
 
 
-def table(title: str, rows: dict[str, list[tuple[float, float, float]]]) -> None:
-    print(title)
-    print(f"  {'iteration':<22}{'count':>7}{'passes s':>10}{'model s':>9}{'ratio':>7}{'median':>8}"
-          f"{'p90':>7}{'outside s':>11}")
+def table(title: str, rows: dict[str, list[tuple[float, float, float]]]) -> list[str]:
+    """Per kind of iteration: count, measured and modelled seconds of the forward passes, the ratio of
+    the sums, the median and p90 of the ratios, the seconds outside the passes; then all of them."""
+    lines = [title, f"  {'iteration':<22}{'count':>7}{'passes s':>10}{'model s':>9}{'ratio':>7}{'median':>8}"
+                    f"{'p90':>7}{'outside s':>11}"]
 
     def order(kind: str) -> tuple[int, str]:
         return (0 if "chunks" not in kind else 1 if "decode" in kind else 2, kind)
@@ -135,56 +144,51 @@ def table(title: str, rows: dict[str, list[tuple[float, float, float]]]) -> None
         items = rows[kind]
         ratios = sorted(m / p for m, p, _ in items if p > 0)
         measured, modelled = sum(m for m, _, _ in items), sum(p for _, p, _ in items)
-        p90 = ratios[int(0.9 * (len(ratios) - 1))]
-        print(f"  {kind:<22}{len(items):>7}{measured:>10.1f}{modelled:>9.1f}{measured / modelled:>7.2f}"
-              f"{statistics.median(ratios):>8.2f}{p90:>7.2f}{sum(o for _, _, o in items):>11.1f}")
+        p90 = ratios[int(0.9 * (len(ratios) - 1))] if ratios else float("nan")
+        lines.append(f"  {kind:<22}{len(items):>7}{measured:>10.1f}{modelled:>9.1f}{measured / modelled:>7.2f}"
+                     f"{statistics.median(ratios) if ratios else float('nan'):>8.2f}{p90:>7.2f}"
+                     f"{sum(o for _, _, o in items):>11.1f}")
     every = [item for items in rows.values() for item in items]
     measured, modelled = sum(m for m, _, _ in every), sum(p for _, p, _ in every)
-    print(f"  {'all':<22}{len(every):>7}{measured:>10.1f}{modelled:>9.1f}{measured / modelled:>7.2f}"
-          f"{statistics.median(m / p for m, p, _ in every):>8.2f}{'':>7}{sum(o for _, _, o in every):>11.1f}")
+    lines.append(f"  {'all':<22}{len(every):>7}{measured:>10.1f}{modelled:>9.1f}{measured / modelled:>7.2f}"
+                 f"{statistics.median(m / p for m, p, _ in every if p > 0):>8.2f}{'':>7}"
+                 f"{sum(o for _, _, o in every):>11.1f}")
+    return lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("calibration", type=int)
-    parser.add_argument("logs", type=Path, nargs="+", help="the workers' logs (one worker's, or every worker's of the run)")
-    parser.add_argument("--slots", type=int, default=4)
-    parser.add_argument("--start", type=int, default=-1,
-                        help="which start of the server in each log (0: the first; default -1, the last)")
-    parser.add_argument("--started", default="",
-                        help="with several logs: each server's start time on one clock (seconds, comma-separated, "
-                             "e.g. from /proc/PID/stat while it ran), to line their logs up; the contention term is "
-                             "applied for the time the other workers were inside their forward passes")
-    parser.add_argument("--window", type=float, default=30.0, help="seconds per row of the over-time table")
-    args = parser.parse_args()
+@dataclass(frozen=True)
+class Timing:
+    """What step_timing prints (`lines`) and the run's speed against the calibration (`speed`)."""
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ocsweb.settings")
-    import django
-    django.setup()
-    from research.models import Calibration
-    from research.planner.cost import CostModel, Piece
+    lines: list[str]
+    speed: float
 
-    # against the benches' speed: a calibration's load factor (a class's speed, measured apart) left out
-    model = replace(CostModel.from_dict(Calibration.objects.get(pk=args.calibration).cost), load_factor=1.0)
-    started = [float(v) for v in args.started.split(",")] if args.started else [0.0] * len(args.logs)
-    if len(started) != len(args.logs):
-        sys.exit("--started needs one time per log")
+
+def time_steps(logs: Sequence[tuple[str, str]], model: CostModel, *, slots: int, started: Sequence[float] = (),
+               start: int = -1, window: float = 30.0) -> Timing:
+    """Every iteration of each worker's loop (`logs`: (name, text) a worker) costed with `model`
+    (the bench's speed: pass it with load_factor 1), the contention term applied for the time the
+    other workers were inside their forward passes (`started`: each server's start on one clock)."""
+    origins = list(started) or [0.0] * len(logs)
+    if len(origins) != len(logs):
+        raise ValueError("one start time per log")
     workers = []
-    for log, origin in zip(args.logs, started):
-        steps = parse(log.read_text(errors="replace").splitlines(), args.start)
+    for (name, text), origin in zip(logs, origins):
+        steps = parse(text.splitlines(), start)
         if not steps:
-            sys.exit(f"{log}: no iterations found: was it written at verbosity 5 (LLAMA_ARG_LOG_VERBOSITY=5)?")
+            raise ValueError(f"{name}: no iterations found: was it written at verbosity 5 (LLAMA_ARG_LOG_VERBOSITY=5)?")
         for step in steps:  # onto the common clock
             step.start += origin
             step.end = (step.end or step.start) + origin
             step.decode_at = (step.decode_at or 0.0) + origin
             step.first_out = step.first_out + origin if step.first_out is not None else None
         workers.append(steps)
-    computing = [[(s.decode_at, s.first_out if s.first_out is not None else s.end) for s in steps] for steps in workers]
+    computing = [[(s.decode_at or 0.0, s.first_out if s.first_out is not None else s.end or 0.0) for s in steps]
+                 for steps in workers]
     t0 = min(steps[0].start for steps in workers)
     total_measured = total_modelled = 0.0
-    print(f"calibration {args.calibration}: contention {model.contention:.3f} a step for each other worker computing; "
-          f"{len(args.logs)} log(s): {', '.join(log.name for log in args.logs)}")
+    lines = [f"contention {model.contention:.3f} a step for each other worker computing; "
+             f"{len(logs)} log(s): {', '.join(name for name, _ in logs)}"]
     for index, steps in enumerate(workers):
         rows: dict[str, list[tuple[float, float, float]]] = {}
         alone: dict[str, list[tuple[float, float, float]]] = {}
@@ -192,28 +196,28 @@ def main() -> None:
         for step in steps:
             batch = [Piece(slot, 1, context, decode=True) for slot, context in sorted(step.decoding)]
             batch += [Piece(slot, tokens, context) for slot, tokens, context in sorted(step.chunks) if tokens > 0]
-            end = step.first_out if step.first_out is not None else step.end
-            measured = end - step.decode_at
-            others = sum(overlap(step.decode_at, end, computing[j]) for j in range(len(workers)) if j != index)
+            decode_at, end_of_step = step.decode_at or 0.0, step.end or step.start
+            end = step.first_out if step.first_out is not None else end_of_step
+            measured = end - decode_at
+            others = sum(overlap(decode_at, end, computing[j]) for j in range(len(workers)) if j != index)
             busy = others / measured if measured > 0 else 0.0  # other workers computing, on average over the step
-            cost = model.step_s(batch, streams=args.slots)
-            outside = (step.end - step.start) - measured
-            rows.setdefault(step.kind(), []).append((measured, cost * (1 + model.contention * busy), outside))
-            total_measured += measured
-            total_modelled += cost * (1 + model.contention * busy)
+            cost = model.step_s(batch, streams=slots)
+            modelled = cost * (1 + model.contention * busy)
+            outside = (end_of_step - step.start) - measured
+            rows.setdefault(step.kind(), []).append((measured, modelled, outside))
             alone.setdefault(step.kind(), []).append((measured, cost, outside))
-            buckets.setdefault(int((step.start - t0) // args.window), []).append((measured, cost * (1 + model.contention * busy)))
-        wall = steps[-1].end - steps[0].start
-        print()
-        table(f"{args.logs[index].name}: {len(steps)} iterations over {wall:.1f} s, "
-              f"{wall - sum(s.end - s.start for s in steps):.1f} s of them idle; the model with contention", rows)
+            buckets.setdefault(int((step.start - t0) // window), []).append((measured, modelled))
+            total_measured += measured
+            total_modelled += modelled
+        wall = (steps[-1].end or steps[-1].start) - steps[0].start
+        idle = wall - sum((s.end or s.start) - s.start for s in steps)
+        lines += ["", *table(f"{logs[index][0]}: {len(steps)} iterations over {wall:.1f} s, {idle:.1f} s of them idle; "
+                             "the model with contention", rows)]
         if len(workers) > 1:
-            table("  the same against the model alone (no contention)", alone)
-        print(f"  over time (median of measured / modelled per iteration, every {args.window:.0f} s): " + ", ".join(
+            lines += table("  the same against the model alone (no contention)", alone)
+        lines.append(f"  over time (median of measured / modelled per iteration, every {window:.0f} s): " + ", ".join(
             f"{statistics.median(m / p for m, p in items if p > 0):.2f}" for _, items in sorted(buckets.items())))
-    print(f"\nspeed in this run against the calibration: x{total_measured / total_modelled:.3f} "
-          f"(every worker's forward passes, measured seconds over modelled)")
-
-
-if __name__ == "__main__":
-    main()
+    speed = total_measured / total_modelled
+    lines += ["", f"speed in this run against the calibration: x{speed:.3f} "
+                  "(every worker's forward passes, measured seconds over modelled)"]
+    return Timing(lines=lines, speed=speed)
