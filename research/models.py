@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from fleet.models import Pool, Worker
 from research.gate import BaselineShape
+from research.planner.validation.records import noise_text
 
 
 class Experiment(models.Model):
@@ -309,3 +310,79 @@ class Calibration(models.Model):
 
     def __str__(self) -> str:
         return f"calibration {self.pk} ({self.source}) {self.label}".strip()
+
+
+class PlannerCheck(models.Model):
+    """One predict-then-measure check of the capacity planner (research/planner/compare.py): the
+    planner's prediction for one or more configurations against real class replays of each, judged
+    figure by figure (agent and chat TTFT p50 and p95) within ±`bound` or the replays' spread.
+    `planner_check --name` writes one; the twenty passes of docs/research/planner-validation.md
+    were imported as rows (migration 0015, research/data/planner_checks.json)."""
+
+    class Source(models.TextChoices):
+        RUN = "run", "Written by planner_check"
+        FILES = "files", "Imported from the pass's raw files"
+        SUMMARY = "summary", "Imported from the pass's printed table (figures to 10 ms)"
+
+    name = models.SlugField(max_length=64, unique=True, help_text="pass-20, pass-19-quiet, ...")
+    title = models.CharField(max_length=200, blank=True)
+    measured_on = models.DateField(null=True, blank=True, db_index=True)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.RUN)
+    bound = models.FloatField(default=0.25, help_text="Relative bound of a figure (0.25: ±25 %).")
+    configurations = models.JSONField(
+        default=list, blank=True,
+        help_text="[{label, workers, slots, context, students, mix, seed, scale, duration_s, policy, notes, turns}]")
+    noise = models.JSONField(default=dict, blank=True,
+                             help_text="Per configuration: {jitter, load_factor, speed: [...], drift: [...]}.")
+    ranking = models.JSONField(default=dict, blank=True, help_text="compare.Ranking.as_dict(); {} for one configuration.")
+    figures_within = models.PositiveSmallIntegerField(default=0, help_text="Figures within the bound or the spread.")
+    figures_total = models.PositiveSmallIntegerField(default=0)
+    reproduce = models.TextField(blank=True, help_text="The command that measures it again.")
+    finding = models.TextField(blank=True, help_text="What it showed, in a sentence or two.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-measured_on", "-name"]
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.figures_within} of {self.figures_total}"
+
+    @property
+    def all_within(self) -> bool:
+        return self.figures_total > 0 and self.figures_within == self.figures_total
+
+    @property
+    def noise_summary(self) -> str:
+        """The machine's noise over its configurations in a few words (records.noise_text)."""
+        return noise_text(self.noise)
+
+
+class PlannerCheckFigure(models.Model):
+    """One figure of one configuration in a check: predicted against each replay, the ratio to
+    their mean, their spread (the noise) and the verdict."""
+
+    class Verdict(models.TextChoices):
+        WITHIN_BOUND = "within_bound", "within the bound"
+        WITHIN_SPREAD = "within_spread", "within the replays' spread"
+        OUTSIDE = "outside", "outside"
+        NO_DATA = "no_data", "no data"
+
+    planner_check = models.ForeignKey(PlannerCheck, on_delete=models.CASCADE, related_name="figures")
+    position = models.PositiveSmallIntegerField()
+    configuration = models.CharField(max_length=32)
+    figure = models.CharField(max_length=32, help_text="agent TTFT p50, agent TTFT p95, chat TTFT p50, chat TTFT p95")
+    predicted_ms = models.FloatField(null=True, blank=True)
+    measured_ms = models.JSONField(default=list, blank=True, help_text="Each replay's figure, ms.")
+    mean_ms = models.FloatField(null=True, blank=True)
+    ratio = models.FloatField(null=True, blank=True, help_text="Predicted ÷ the replays' mean.")
+    spread = models.FloatField(null=True, blank=True, help_text="(Largest − smallest replay) ÷ their mean.")
+    verdict = models.CharField(max_length=16, choices=Verdict.choices)
+
+    class Meta:
+        ordering = ["planner_check", "position"]
+        constraints = [models.UniqueConstraint(fields=["planner_check", "configuration", "figure"],
+                                               name="unique_figure_per_check_configuration")]
+
+    @property
+    def holds(self) -> bool:
+        return self.verdict in {self.Verdict.WITHIN_BOUND, self.Verdict.WITHIN_SPREAD}

@@ -3,21 +3,25 @@ planning a class from a stored calibration (the pure work is research/planner/).
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
 from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
 
 from fleet.models import Worker
-from research.models import BenchmarkRun, Calibration, RequestSample
+from research.models import BenchmarkRun, Calibration, PlannerCheck, PlannerCheckFigure, RequestSample
 from research.planner.assumptions import RigAssumptions, assumed_cost, memory_check
 from research.planner.cost import CostModel, TokenModel
 from research.planner.fit import Fit, Measured, SlotFileSample, fit_contention, fit_cost_model, fit_slot_files
 from research.planner.plan import DEFAULT_REPLICATES, ClassPlan, largest_class, sweep
 from research.planner.sim import FleetPlan
 from research.planner.tokens import SAMPLE_SCALE, measure_tokens, sample_parts
+from research.planner.validation.records import check_fields, figure_rows
 
 
 class CalibrationRefused(ValueError):
@@ -237,3 +241,22 @@ def class_plan(*, calibration: Calibration, mix: dict[str, int], workers: int, s
         affinity_wait_tokens=settings.OCS["AFFINITY_WAIT_TOKENS"], shared_prefix_k=settings.OCS["SHARED_PREFIX_K"],
     )
     return ClassPlan(mix=mix, fleet=fleet, seed=seed, scale=scale, replicates=replicates)
+
+
+def planner_check_record(*, name: str, comparison: Mapping[str, Any], configurations: Sequence[Mapping[str, Any]],
+                         noise: Mapping[str, Any] | None = None, title: str = "", finding: str = "",
+                         reproduce: str = "", measured_on: datetime.date | None = None,
+                         source: str = PlannerCheck.Source.RUN) -> PlannerCheck:
+    """Stores one predict-then-measure check (planner_check's `comparison`) as a PlannerCheck and
+    its figures, replacing a check of the same name."""
+    fields = check_fields({"name": name, "comparison": comparison, "configurations": configurations,
+                           "noise": noise or {}, "title": title, "finding": finding, "reproduce": reproduce,
+                           "source": source})
+    fields.pop("name")
+    fields["measured_on"] = measured_on or timezone.localdate()
+    with transaction.atomic():
+        check, _ = PlannerCheck.objects.update_or_create(name=name, defaults=fields)
+        check.figures.all().delete()
+        PlannerCheckFigure.objects.bulk_create(PlannerCheckFigure(planner_check=check, **row)
+                                               for row in figure_rows(comparison))
+    return check

@@ -13,7 +13,8 @@ from fleet.gguf import GgufFacts
 from fleet.models import Gpu, Worker
 from research import svg
 from research.bench_levels import model_facts
-from research.models import BenchmarkRun, Experiment, GpuSample, PoolSlo, PromotionCheck, RequestSample
+from research.planner.validation.records import noise_text
+from research.models import BenchmarkRun, Experiment, GpuSample, PlannerCheck, PoolSlo, PromotionCheck, RequestSample
 
 # (label, summary key, stat, unit, True when higher is better)
 COMPARED: list[tuple[str, str, str, str, bool]] = [
@@ -255,3 +256,35 @@ def worker_plan_inputs(worker: Worker) -> tuple[GgufFacts | None, int | None, fl
                       .values_list("memory_total_mib", flat=True))
         vram = min(totals) / 1024 if totals and min(totals) > 0 else None
     return facts, gpus, vram
+
+
+def planner_checks_all() -> QuerySet[PlannerCheck]:
+    """Every planner check, newest first (the list at /research/checks/)."""
+    return PlannerCheck.objects.all()
+
+
+def planner_check_sections(check: PlannerCheck) -> list[dict[str, Any]]:
+    """A check's figures grouped by configuration, in the order it judged them, each configuration
+    with its class, notes and turns (from `configurations`) and its noise."""
+    classes = {c.get("label"): c for c in check.configurations}
+    sections: dict[str, dict[str, Any]] = {}
+    for figure in check.figures.all():
+        section = sections.setdefault(figure.configuration, {
+            "label": figure.configuration, "config": classes.get(figure.configuration) or {},
+            "noise_text": noise_text({figure.configuration: check.noise.get(figure.configuration) or {}}),
+            "figures": [], "runs": 0})
+        section["figures"].append({
+            "name": figure.figure, "predicted_s": _seconds(figure.predicted_ms),
+            "runs_s": [_seconds(v) for v in figure.measured_ms], "mean_s": _seconds(figure.mean_ms),
+            "ratio": figure.ratio, "spread_pct": None if figure.spread is None else 100 * figure.spread,
+            "verdict": figure.verdict, "verdict_text": figure.get_verdict_display(), "holds": figure.holds})
+        section["runs"] = max(section["runs"], len(figure.measured_ms))
+    for section in sections.values():
+        width = section["runs"]
+        for row in section["figures"]:
+            row["runs_s"] += [None] * (width - len(row["runs_s"]))
+    return list(sections.values())
+
+
+def _seconds(value_ms: float | None) -> float | None:
+    return None if value_ms is None else value_ms / 1000

@@ -19,8 +19,9 @@ from fleet.models import Worker
 from research import selectors
 from research.class_personas import PERSONAS
 from research.forms import PlanClassForm
-from research.models import Baseline, BenchmarkRun, Experiment, WebRun
+from research.models import Baseline, BenchmarkRun, Experiment, PlannerCheck, WebRun
 from research.planner.report import sweep_chart, sweep_table
+from research.planner.validation.records import configurations_text, noise_text
 from research.planner_services import class_plan, plan_class
 from research.rig_baseline import STEPS
 from research.web_runs import BOUNDS, RunAsk, WebRunRefused, web_run_start, web_runs_expire
@@ -225,3 +226,20 @@ def plan(request: HttpRequest) -> HttpResponse:
                                         title=f"Predicted p95 TTFT, {fleet.workers} x {fleet.slots} slots")),
         )
     return render(request, "research/plan.html", context)
+
+
+@staff_required
+@require_GET
+def checks(request: HttpRequest) -> HttpResponse:
+    """The planner's predict-then-measure checks: how far the planner has been checked."""
+    return render(request, "research/checks.html", {"checks": selectors.planner_checks_all()})
+
+
+@staff_required
+@require_GET
+def check_detail(request: HttpRequest, name: str) -> HttpResponse:
+    """One check: per configuration and figure, predicted against each replay, the verdict, the noise."""
+    check = get_object_or_404(PlannerCheck, name=name)
+    return render(request, "research/check_detail.html", {
+        "check": check, "sections": selectors.planner_check_sections(check),
+        "noise": noise_text(check.noise), "class_text": configurations_text(check.configurations)})

@@ -31,8 +31,13 @@
 # To measure more runs of a prediction already made, copy its plan.json, calibration.txt and
 # replays into a new OUT's <config>/ and run with RUNS="1 2 3 4": only the missing replays run.
 #
+# CHECK_NAME (default the LABEL): the check is stored under this name (planner_check --name) in the
+# database of the caller's environment (DATABASE_URL and OCS_VAR_DIR as they were when this started;
+# the demos use databases of their own) and shown at /research/checks/<CHECK_NAME>/, with the noise
+# read from each configuration's directory.
+#
 # STEP_TIMING=1: the workers write their logs at trace verbosity (LLAMA_ARG_LOG_VERBOSITY=5, benches
-# and replays alike), and after each replay docs/research/planner-validation/step_timing.py costs
+# and replays alike), and after each replay `manage.py step_timing` costs
 # every iteration of their loops with the calibration (<config>/steps-N.txt): how fast the workers
 # ran during that replay against the speed the calibration measured.
 #
@@ -67,6 +72,11 @@ WARM_DURATION="${WARM_DURATION:-120}"
 ALL_CONFIGS="1x4:1:4:4096 2x2:2:2:4096 2x4:2:4:2048 1x2:1:2:4096"
 CONFIGS="${CONFIGS:-1x4 2x2 2x4}"
 
+CHECK_NAME="${CHECK_NAME:-$LABEL}"
+CHECK_DATABASE_URL="${DATABASE_URL:-}"
+CHECK_VAR_DIR="${OCS_VAR_DIR:-}"
+COMMAND_LINE="LABEL=$LABEL CONFIGS=\"$CONFIGS\" MIX=$MIX SEED=$SEED DURATION=$DURATION SCALE=$SCALE RUNS=\"$RUNS\" LOAD_FACTOR=$LOAD_FACTOR STEP_TIMING=$STEP_TIMING POLICY=$POLICY bash scripts/validate_planner.sh"
+
 # The embedded default (SQLite, in-process live state): class_replay cannot set the gateway's
 # policy there, so the gateway, the planner and the replay all read it from here.
 export OCS_FAIR_POLICY="$POLICY"
@@ -92,7 +102,7 @@ worker_starts() {  # var_dir
 # configuration's own database, $OCS_VAR_DIR) on workers of $2 slots, whose logs and start times
 # are $3 (worker_starts); the last line of $4 is the run's speed against the calibration.
 step_times() {  # calibration slots workers-file out
-    PYTHONPATH=. "$PYTHON" docs/research/planner-validation/step_timing.py "$1" --slots "$2" \
+    "$PYTHON" manage.py step_timing "$1" --slots "$2" \
         $(awk '{print $1}' "$3") --started "$(awk '{print $2}' "$3" | paste -sd,)" >"$4"
 }
 
@@ -262,8 +272,14 @@ PY
     "$PYTHON" manage.py planner_check --label "$name" --predicted "$dir/plan.json" "${measured[@]}" | tee "$dir/check.txt"
 done
 
-# 5. All configurations together: the verdicts and the ranking by agent p95 TTFT.
-if [ "${#cases[@]}" -gt 2 ]; then
-    "$PYTHON" manage.py planner_check "${cases[@]}" --json "$OUT/check.json" | tee "$OUT/check.txt"
+# 5. All configurations together: the verdicts and the ranking by agent p95 TTFT, stored as a row
+# (CHECK_NAME) in the caller's database.
+if [ "${#cases[@]}" -gt 0 ]; then
+    (
+        if [ -n "$CHECK_DATABASE_URL" ]; then export DATABASE_URL="$CHECK_DATABASE_URL"; fi
+        if [ -n "$CHECK_VAR_DIR" ]; then export OCS_VAR_DIR="$CHECK_VAR_DIR"; else unset OCS_VAR_DIR; fi
+        "$PYTHON" manage.py planner_check "${cases[@]}" --json "$OUT/check.json" --name "$CHECK_NAME" \
+            --reproduce "$COMMAND_LINE"
+    ) | tee "$OUT/check.txt"
 fi
 say "done: $OUT"

@@ -22,7 +22,7 @@ chunk that shares its step with a neighbouring slot runs as several pieces. So:
 A chunk alone, of at most a ubatch, is one piece in one pass, and slots 0..n-1 decoding together
 one pass: the shapes the calibration benches, so the fit's closed forms are these. `pass_s`, a
 pass's own cost beside its tokens', is a one-slot decode step less what an extra slot adds
-(fit.py); measured on the pinned build (docs/research/planner-validation/passes-probe.txt): slots 0
+(fit.py); measured on the pinned build (`git show 0c08046:docs/research/planner-validation/passes-probe.txt`): slots 0
 and 2 decoding (two passes) take two one-slot steps, slots 0 and 1 one step and an extra slot; 60
 and 80 new tokens after ~1,000 cached on slots 1 and 2 beside a decoding slot 0 take 16 % longer
 than on slots 1 and 3, as the extra pieces' small-chunk term says. A slot's context costs what its

@@ -7,6 +7,7 @@ import pytest
 
 from tests.browser.conftest import LAPTOP, PHONE, sign_in
 from tests.browser.test_portal import _violations
+from tests.research.test_planner_checks import load_history
 
 pytestmark = pytest.mark.backend_neutral  # once, in the embedded pass
 
@@ -30,13 +31,14 @@ def test_the_rest_of_the_site_passes_axe_and_fits_a_phone(gateway, worker, teach
         {"kind": "speculative", "status": "skipped", "run_ids": [], "result": {},
          "note": "the worker has no draft model or n-gram mode"}])
     replay = _replay_run()  # its tables and charts, on a phone too
+    load_history()  # the planner checks (migration 0015's rows; a transactional test may have flushed them)
     newcomer = User.objects.create(username="newcomer")
     newcomer.set_unusable_password()
     newcomer.save()
     paths = [*[f"/lessons/{lesson.slug}/" for lesson in load_catalogue().lessons], "/lessons/", "/lessons/progress/",
              "/lessons/summary/", "/lessons/teacher/", "/ground0/", "/research/", "/research/compare/",
              "/research/start/", "/research/plan/", f"/research/baselines/{baseline.pk}/",
-             f"/research/runs/{replay.pk}/",
+             f"/research/runs/{replay.pk}/", "/research/checks/", "/research/checks/pass-20/",
              f"/teacher/classes/{taught_class.id}/", f"/teacher/students/{student.id}/", "/no/such/page/"]
     problems: dict[str, list[str]] = {}
     for label, viewport in (("laptop", LAPTOP), ("phone", PHONE)):

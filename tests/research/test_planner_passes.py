@@ -55,7 +55,7 @@ def test_bench_shapes_cost_what_the_fit_assumed() -> None:
 
 
 def test_a_chunk_cut_by_a_neighbour_pays_the_small_chunk_term_again_and_a_pass() -> None:
-    """Measured on the pinned llama-server (docs/research/planner-validation/passes-probe.txt): 60
+    """Measured on the pinned llama-server (`git show 0c08046:docs/research/planner-validation/passes-probe.txt`): 60
     and 80 new tokens after ~1,000 cached on slots 1 and 2 beside a decoding slot 0 took 15 %
     longer than on slots 1 and 3."""
     d = Piece(0, 1, 200, True)

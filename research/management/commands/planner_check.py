@@ -11,16 +11,27 @@ verdict (research/planner/compare.py); with two configurations or more, their ra
 p95 TTFT, predicted and measured (the runs' means), the neighbours whose runs overlap, and the
 orders the runs establish (every pair whose runs do not overlap), each predicted or not. Exits 0
 whatever the verdicts: it measures, it does not gate.
+
+`--name pass-21` also stores the check as a row (research.models.PlannerCheck, shown at
+/research/checks/pass-21/): the comparison, each configuration's class, and the machine's noise
+read from the prediction's directory (scripts/validate_planner.sh's calibration, drift and step
+timing files: research/planner/validation/noise.py); `--finding` and `--reproduce` say what it
+showed and how to measure it again.
 """
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.text import slugify
 
 from research.planner.compare import BOUND, Comparison, compare_reports, rank_configurations, replay_report
+from research.planner.validation.noise import read_noise
+from research.planner.validation.records import configuration_of
+from research.planner_services import planner_check_record
 
 
 def read_json(path: str) -> dict[str, Any]:
@@ -35,6 +46,10 @@ def parse_case(text: str) -> tuple[str, str, list[str]]:
     if len(parts) != 3 or not all(parts):
         raise CommandError(f"--case {text!r}: expected LABEL:PREDICTED.json:MEASURED.json[,MEASURED.json...]")
     return parts[0], parts[1], [p for p in parts[2].split(",") if p]
+
+
+def _turns(report: Mapping[str, Any]) -> dict[str, Any]:
+    return {"completed": report.get("completed"), "refused": report.get("refused")}
 
 
 def seconds(value_ms: float | None) -> str:
@@ -58,6 +73,11 @@ class Command(BaseCommand):
                             help="LABEL:PREDICTED.json:MEASURED.json,MEASURED.json (repeat per configuration).")
         parser.add_argument("--bound", type=float, default=BOUND, help="Relative bound (0.25: ±25 %%).")
         parser.add_argument("--json", default=None, help="Write the comparison to this file.")
+        parser.add_argument("--name", default=None,
+                            help="Store the check as a row under this name (a slug: pass-21), replacing one.")
+        parser.add_argument("--title", default="", help="With --name: a title.")
+        parser.add_argument("--finding", default="", help="With --name: what it showed, in a sentence.")
+        parser.add_argument("--reproduce", default="", help="With --name: the command that measures it again.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         cases = [parse_case(text) for text in options["case"]]
@@ -69,7 +89,12 @@ class Command(BaseCommand):
             raise CommandError("give --predicted and --measured, or --case")
         if not 0 < options["bound"] < 1:
             raise CommandError("--bound must be in (0, 1)")
+        if options["name"] and not slugify(options["name"]) == options["name"]:
+            raise CommandError(f"--name {options['name']!r}: a slug (letters, digits, - and _)")
         comparisons = []
+        configurations: list[dict[str, Any]] = []
+        noise: dict[str, Any] = {}
+        turns: dict[str, Any] = {}
         for label, predicted_path, measured_paths in cases:
             measured = [replay_report(read_json(path)) for path in measured_paths]
             try:
@@ -79,6 +104,9 @@ class Command(BaseCommand):
             except ValueError as exc:
                 raise CommandError(f"{label}: {exc}") from None
             comparisons.append(comparison)
+            configurations.append(configuration_of(label, measured[0].get("config") or {}))
+            noise[label] = read_noise(Path(predicted_path).parent)
+            turns[label] = {"predicted": _turns(predicted), "measured": [_turns(run) for run in measured]}
             self._show(comparison, predicted_path, measured_paths)
         result: dict[str, Any] = {"bound": options["bound"], "configurations": [c.as_dict() for c in comparisons]}
         if len(comparisons) > 1:
@@ -105,6 +133,14 @@ class Command(BaseCommand):
         if options["json"]:
             Path(options["json"]).write_text(json.dumps(result, indent=2))
             self.stdout.write(f"wrote {options['json']}")
+        if options["name"]:
+            for configuration in result["configurations"]:
+                configuration["turns"] = turns[configuration["label"]]
+            check = planner_check_record(name=options["name"], comparison=result, configurations=configurations,
+                                         noise=noise, title=options["title"], finding=options["finding"],
+                                         reproduce=options["reproduce"])
+            self.stdout.write(f"stored as /research/checks/{check.name}/ ({check.figures_within} of "
+                              f"{check.figures_total} within)")
 
     def _show(self, comparison: Comparison, predicted_path: str, measured_paths: list[str]) -> None:
         self.stdout.write(f"{comparison.label}: predicted {predicted_path}; measured {', '.join(measured_paths)}")
