@@ -26,8 +26,10 @@ from core import errors
 from core.live import LiveStateUnavailable, live_state, worker_resource
 from fleet.scheduler import ROUTABLE_STATES, WorkerView
 from fleet.selectors import fleet_snapshot, usable_pool_ids
-from inference import shared_prefix, slot_files, upstream
-from inference.admission import Slot, Want, acquire_slot, rank
+from inference import upstream
+from inference.admission import shared_prefix, slot_files
+from inference.admission.line import Slot, Want, acquire_slot, rank
+from inference.admission.live import admission_live
 from inference.prometheus import FIRST_BYTE, count_tokens
 from inference.protocols.base import Protocol, StreamTransform
 from inference.request_context import RequestContext
@@ -126,7 +128,7 @@ PINNED_ROUTES = frozenset({"/v1/chat/completions", "/v1/completions"})
 
 def for_slot(path: str, body: dict[str, Any], slot: Slot) -> dict[str, Any]:
     """The body for this very slot: pinned to it, reusing its cache only when the cache holds
-    this student's own prompt (core/slot_owners.py). A foreign slot computes the whole prompt."""
+    this student's own prompt (inference/admission/slot_owners.py). A foreign slot computes the whole prompt."""
     if slot.index is None or path not in PINNED_ROUTES:
         return body
     return {**body, "id_slot": slot.index, "cache_prompt": slot.own_prefix}
@@ -134,7 +136,7 @@ def for_slot(path: str, body: dict[str, Any], slot: Slot) -> dict[str, Any]:
 
 async def _prepare(path: str, slot: Slot, want: Want, body: dict[str, Any]) -> None:
     """A handover of a pinned slot: the previous owner's prompt saved, this student's restored
-    (inference/slot_files.py), else their system prompt's public start (inference/shared_prefix.py)."""
+    (inference/admission/slot_files.py), else their system prompt's public start (inference/admission/shared_prefix.py)."""
     if path in PINNED_ROUTES:
         await slot_files.prepare(slot, str(want.user_id))
         await shared_prefix.prepare(slot, str(want.user_id), body)
@@ -142,11 +144,11 @@ async def _prepare(path: str, slot: Slot, want: Want, body: dict[str, Any]) -> N
 
 async def _confirm(path: str, slot: Slot, want: Want) -> None:
     """The worker has processed this prompt in a handed-over slot: it is this student's now
-    (core/slot_owners.py). A failure here only costs the next turn its reuse."""
+    (inference/admission/slot_owners.py). A failure here only costs the next turn its reuse."""
     if slot.handover and slot.index is not None and path in PINNED_ROUTES:
         slot.handover = False
         try:
-            await live_state().confirm_slot(worker_resource(slot.worker.id), slot.index, student=str(want.user_id),
+            await admission_live().confirm_slot(worker_resource(slot.worker.id), slot.index, student=str(want.user_id),
                                             conversation=want.conversation or "")
         except LiveStateUnavailable:
             log.warning("could not confirm slot %s of %s as its student's", slot.index, slot.worker.name)

@@ -28,7 +28,7 @@ from core.redact import redact
 from fleet.scheduler import conversation_key
 from fleet.selectors import ModelView
 from inference import dispatch
-from inference.admission import Want, fair_settlement
+from inference.admission.line import Want, fair_settlement
 from inference.auth import authenticate
 from inference.catalogue import budget_fallback, resolve_model
 from inference.client_tools import client_tool
@@ -216,9 +216,7 @@ async def _settle(record: RequestContext) -> None:
                 output_tokens=usage.completion_tokens)
         except Exception:
             log.warning("could not work out the fair-share charge of user %s", record.want.user_id, exc_info=True)
-    settlement = replace(ticket, leases=(*([slot_lease] if slot_lease else []), *ticket.leases),
-                         fair_line=fair.fair_line, fair_policy=fair.fair_policy, fair_student=fair.fair_student,
-                         fair_amount=fair.fair_amount)
+    settlement = Settlement(leases=(slot_lease,) if slot_lease else ()) + ticket + fair
     if not settlement.empty:
         try:
             await live_state().finish(settlement)

@@ -16,7 +16,7 @@ from inference.usage import Usage
 if TYPE_CHECKING:  # annotations only: admission and the quota gate use this module's type
     from accounts.key_cache import KeyIdentity
     from accounts.limits.gate import Ticket
-    from inference.admission import Slot, Want
+    from inference.admission.line import Slot, Want
 
 
 @dataclass

@@ -10,7 +10,7 @@ import pytest
 
 from core.lease import Lease
 from inference import pipeline
-from inference.admission import Slot
+from inference.admission.line import Slot
 from inference.dispatch import OpenStream, relay
 from inference.protocols import openai_chat
 from inference.request_context import RequestContext

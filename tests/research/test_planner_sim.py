@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from core import fair_share
+from inference.admission import fair_share
 from fleet import scheduler
 from research.planner.cost import CostModel
 from research.planner.sim import FleetPlan, TurnShape, cached_prefix_tokens, simulate
@@ -125,7 +125,7 @@ def test_a_system_prompt_is_shared_once_k_students_sent_it_restored_from_the_fil
     and computes it whole too, saving the public part (a save task); the fourth restores it and
     finds all three blocks cached, and not a token of the others' questions. Off, nobody shares;
     with the rule changed to k = 2 by a monkeypatch of public_blocks, the third restores."""
-    from core import shared_prefix
+    from inference.admission import shared_prefix
 
     blocks = tuple((f"b{n}", (("sys", 100 * n),)) for n in (1, 2, 3))
 
@@ -151,7 +151,7 @@ def test_a_question_in_the_light_lane_computes_its_prompt_instead_of_restoring_i
     the lane's slot 0; a's next question finds b's there and computes its prompt (no restore: on a
     busy worker the restore waits longer than the prompt takes). With the rule neutralised, a's
     file is restored, as outside the lane."""
-    from core import slot_owners
+    from inference.admission import slot_owners
 
     def students() -> list[Scripted]:
         a = Scripted("a", [shape(("sys", 100), output=2, conversation="ca"),
@@ -427,7 +427,7 @@ def test_cached_prefix_counts_leading_equal_segments_only() -> None:
 
 
 def test_a_student_back_from_a_pause_is_lifted_level_with_those_waiting_not_ahead_of_them() -> None:
-    """core.fair_share.lifted: l (no service yet) joins while w (some service) waits; lifted to w's
+    """inference.admission.fair_share.lifted: l (no service yet) joins while w (some service) waits; lifted to w's
     counter, the tie goes to the cheaper request (w's). Without the lift l's banked 0 would win."""
     f = Scripted("f", [shape(("f", 100), output=2, conversation="f")])
     w = Scripted("w", [shape(("w1", 10), output=2, conversation="w"), shape(("w2", 20), output=2, conversation="w2")],

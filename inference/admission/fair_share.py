@@ -66,7 +66,7 @@ def pick(waiting: Iterable[Waiting], counters: Mapping[str, float]) -> Waiting |
 def order(waiting: Iterable[Waiting], counters: Mapping[str, float]) -> list[Waiting]:
     """Every waiting request in the order they are to be served (`pick` is the first). A request
     that may not take the slot that is free (one waiting for its conversation's worker,
-    inference/admission_rules.py `affinity_hold`) lets the next one in this order have it."""
+    inference/admission/rules.py `affinity_hold`) lets the next one in this order have it."""
     return sorted(waiting, key=lambda w: _rank(w, counters))
 
 
