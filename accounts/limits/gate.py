@@ -155,8 +155,8 @@ class Ticket:
         self._finished = True
         leases = tuple(held for held in (lease.detach() for lease in self.leases) if held is not None)
         delta = served_tokens - self.reserved if served_tokens is not None else 0
-        return Settlement(leases=leases, parts=(TokenSettlement(scopes=tuple(self.scopes), periods=(self.day, *self.periods),
-                                                                delta=delta),))
+        tokens = TokenSettlement(scopes=tuple(self.scopes), periods=(self.day, *self.periods), delta=delta)
+        return Settlement(leases=leases, parts=(tokens,))
 
 BUDGET_CODES = frozenset({"budget_exhausted", "tokens_per_day_exceeded"})
 

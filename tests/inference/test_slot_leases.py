@@ -93,9 +93,9 @@ def test_a_cancel_before_the_stream_is_handed_over_frees_the_slot(monkeypatch: p
     monkeypatch.setattr(upstream, "post", post)
 
     async def scenario() -> int:
-        record = RequestContext(client="openai", path="/v1/chat/completions")
-        record.want = Want(user_id=1, pool_id=1, model_id="m", conversation="c1")
-        task = asyncio.ensure_future(dispatch.open_stream(path="/v1/chat/completions", body={}, record=record,
+        request_ctx = RequestContext(client="openai", path="/v1/chat/completions")
+        request_ctx.want = Want(user_id=1, pool_id=1, model_id="m", conversation="c1")
+        task = asyncio.ensure_future(dispatch.open_stream(path="/v1/chat/completions", body={}, request_ctx=request_ctx,
                                                           protocol=openai_chat.PROTOCOL))
         await asyncio.wait_for(reached.wait(), 5)
         task.cancel()  # the client left
