@@ -246,7 +246,7 @@ OCS: GatewaySettings = {
     "LOGIN_LOCK_S": env_float("OCS_LOGIN_LOCK_S", 900.0, minimum=1.0),
     "LOGIN_SLOWDOWN_MAX_S": env_float("OCS_LOGIN_SLOWDOWN_MAX_S", 3.0, minimum=0.0),
 }
-if 0 < OCS["SHARED_PREFIX_K"] < 3:  # core/shared_prefix.MIN_K: why
+if 0 < OCS["SHARED_PREFIX_K"] < 3:  # inference/admission/shared_prefix.MIN_K: why
     raise ConfigError(f"OCS_SHARED_PREFIX_K={OCS['SHARED_PREFIX_K']} would let a student confirm a guess of one "
                       "classmate's system prompt: use 0 (off), or 3 and more")
 DATA_UPLOAD_MAX_MEMORY_SIZE = OCS["MAX_BODY_BYTES"]

@@ -1,6 +1,6 @@
 """A teacher's one-off changes to a student's token budgets: an extra allowance for the current
 day, week or term, or a reset of what the period has used. Both act on the live counters the
-gateway charges (core/live.py), so they hold on the next request in every gateway process, and
+gateway charges (live_quota.py), so they hold on the next request in every gateway process, and
 both are audited. An allowance lowers the period's counter (it may go below zero: that is the
 extra room); a reset sets it back to zero."""
 from __future__ import annotations

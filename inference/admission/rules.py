@@ -10,7 +10,7 @@ so a change here changes both the gateway and its prediction:
 - which ranked workers to try, in order, and the refusal when none could ever serve;
 - how long a request may wait, and the `retry-after` of a request that waited too long;
 - the light lane: which of a worker's slots a request may claim (`lane`; which slot-file steps a
-  light request skips is core/slot_owners.handover's, atomic with the claim);
+  light request skips is inference/admission/slot_owners.handover's, atomic with the claim);
 - whether a long prompt waits a little for the worker that holds its prefix (`affinity_hold`).
 
 Times are seconds on one monotonic clock the caller chooses.

@@ -106,7 +106,7 @@ def handover(previous: SlotOwner | None, student: str, files: Collection[str], *
     for none; whether to restore `student`'s own file). `files`: the students with a slot file on
     this worker. Nothing to do when the slot holds the student's own prompt.
 
-    The light lane (inference/admission_rules.lane): each slot-file step is a request the worker
+    The light lane (inference/admission/rules.lane): each slot-file step is a request the worker
     answers only between two steps of its loop, so on a busy worker a save and a restore put two
     whole steps before the prompt is even taken in. A light request (`light`: a short prompt the
     lane gave a preferred slot) computes its prompt in less than that, so it does not restore its

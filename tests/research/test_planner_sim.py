@@ -94,7 +94,7 @@ def test_a_later_turn_reuses_the_students_own_prefix_in_its_slot() -> None:
 
 
 def test_a_slot_last_used_by_a_classmate_is_recomputed_whole() -> None:
-    """core/slot_owners: no reuse of a foreign prefix, even an identical one."""
+    """inference/admission/slot_owners: no reuse of a foreign prefix, even an identical one."""
     a = Scripted("a", [shape(("shared-system-prompt", 100), output=2, conversation="ca")])
     b = Scripted("b", [shape(("shared-system-prompt", 100), output=2, conversation="cb")], arrival_s=5.0)
     turns, _ = simulate(plan=plan(), costs=[COST], students=[a, b])
@@ -120,7 +120,7 @@ def test_a_slot_file_brings_a_students_prefix_back_after_a_classmate_took_the_sl
 
 def test_a_system_prompt_is_shared_once_k_students_sent_it_restored_from_the_file_the_kth_saved(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """core/shared_prefix (inference/shared_prefix.prepare's rule, called): with k = 3, on one slot,
+    """inference/admission/shared_prefix (its prepare's rule, called): with k = 3, on one slot,
     the first two students compute their prompts whole; the third makes the system prompt public
     and computes it whole too, saving the public part (a save task); the fourth restores it and
     finds all three blocks cached, and not a token of the others' questions. Off, nobody shares;
