@@ -62,7 +62,7 @@ class KeyIdentity:
     user_active: bool
     policy: Policy
     is_staff: bool = False  # a teacher or operator: may pin a request to a worker (X-OCS-Worker)
-    fair_weight: float = 1.0  # the class's share weight (core/fair_share.py); 1 without a class
+    fair_weight: float = 1.0  # the class's share weight (inference/admission/fair_share.py); 1 without a class
     pause: PauseRule | None = None  # the student's class's pauses (staff are never paused)
 
     def usable(self, now: datetime) -> bool:

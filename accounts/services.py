@@ -118,7 +118,7 @@ def limits_set(*, target: Classroom | User | ApiKey, actor: User | None = None, 
 
 
 def classroom_set_weight(*, classroom: Classroom, weight: float, actor: User | None = None) -> bool:
-    """Set a class's share weight (0.1-10; core/fair_share.py): audited as "limits.changed",
+    """Set a class's share weight (0.1-10; inference/admission/fair_share.py): audited as "limits.changed",
     applied by every gateway process on its students' next request. True if it changed."""
     if not 0.1 <= weight <= 10.0:
         raise ValueError(f"a class's share weight is between 0.1 and 10, not {weight}")

@@ -151,7 +151,7 @@ class LaunchOptions:
 
 
 # Prompt caches that stay within one student (docs/classroom.md). The gateway pins each request to
-# a slot and tells the worker when the slot's cache is another student's (core/slot_owners.py);
+# a slot and tells the worker when the slot's cache is another student's (inference/admission/slot_owners.py);
 # these flags keep the worker from reusing prompts behind its back:
 # - `--cache-ram 0`: no host-RAM prompt cache. The pinned build keeps one by default (8,192 MiB)
 #   and, when a slot takes a new task, restores into it the best-matching saved prompt of any
@@ -180,7 +180,7 @@ class LlamaServerSpec:
 
     def command(self, binary: Path, *, slot_dir: Path | None = None) -> list[str]:
         """The command line. `slot_dir`: where the worker keeps slot files, the per-student
-        prompt states the gateway saves and restores on a slot handover (inference/slot_files.py)."""
+        prompt states the gateway saves and restores on a slot handover (inference/admission/slot_files.py)."""
         args = [
             str(binary),
             "--model", str(self.model_path),
@@ -285,7 +285,7 @@ def load_duration_s(log_path: Path | None) -> float | None:
 def prune_slot_files(directory: Path, max_bytes: int) -> list[str]:
     """Delete the least recently written slot files in `directory` until the rest take at most
     `max_bytes`; returns the names deleted. A file is one student's prompt on this worker
-    (inference/slot_files.py), rewritten at each handover away from them, so the oldest belong to
+    (inference/admission/slot_files.py), rewritten at each handover away from them, so the oldest belong to
     the students gone longest. A deleted file costs only a recompute: the gateway's restore of it
     answers 400 and the prompt is computed whole. Safe beside llama-server: a file it is reading or
     writing stays readable to it until it closes it."""

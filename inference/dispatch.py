@@ -5,9 +5,11 @@ stream closed before its first chunk) is marked suspect in live state, left out 
 request, and the request goes to the next candidate, invisibly to the client. A worker whose
 slot is too small for the prompt (llama-server's exceed_context_size_error) is left out too, if
 a worker with a larger context serves the model; otherwise the client gets the 400 with both
-numbers. Slots are released in `finally`, and every await between claiming a slot and handing
-it over is inside that protection, so a client that disconnects (or a live-state error) frees
-the slot at once; the pipeline's end() releases whatever is still held, as a last guard.
+numbers. Failover is written once, in `_failover`, for whole answers and streams alike.
+
+Who frees a slot: dispatch, when it gives up the slot before an answer is handed over (a
+failure, failover, a refusal or the client leaving); otherwise the request's end (`end()` in
+inference/pipeline.py), with the rest of the end in one round trip.
 """
 from __future__ import annotations
 
@@ -26,8 +28,10 @@ from core import errors
 from core.live import LiveStateUnavailable, live_state, worker_resource
 from fleet.scheduler import ROUTABLE_STATES, WorkerView
 from fleet.selectors import fleet_snapshot, usable_pool_ids
-from inference import shared_prefix, slot_files, upstream
-from inference.admission import Slot, Want, acquire_slot, rank
+from inference import upstream
+from inference.admission import shared_prefix, slot_files
+from inference.admission.line import Slot, Want, acquire_slot, rank
+from inference.admission.live import admission_live
 from inference.prometheus import FIRST_BYTE, count_tokens
 from inference.protocols.base import Protocol, StreamTransform
 from inference.request_context import RequestContext
@@ -126,7 +130,7 @@ PINNED_ROUTES = frozenset({"/v1/chat/completions", "/v1/completions"})
 
 def for_slot(path: str, body: dict[str, Any], slot: Slot) -> dict[str, Any]:
     """The body for this very slot: pinned to it, reusing its cache only when the cache holds
-    this student's own prompt (core/slot_owners.py). A foreign slot computes the whole prompt."""
+    this student's own prompt (inference/admission/slot_owners.py). A foreign slot computes the whole prompt."""
     if slot.index is None or path not in PINNED_ROUTES:
         return body
     return {**body, "id_slot": slot.index, "cache_prompt": slot.own_prefix}
@@ -134,7 +138,8 @@ def for_slot(path: str, body: dict[str, Any], slot: Slot) -> dict[str, Any]:
 
 async def _prepare(path: str, slot: Slot, want: Want, body: dict[str, Any]) -> None:
     """A handover of a pinned slot: the previous owner's prompt saved, this student's restored
-    (inference/slot_files.py), else their system prompt's public start (inference/shared_prefix.py)."""
+    (inference/admission/slot_files.py), else their system prompt's public start
+    (inference/admission/shared_prefix.py)."""
     if path in PINNED_ROUTES:
         await slot_files.prepare(slot, str(want.user_id))
         await shared_prefix.prepare(slot, str(want.user_id), body)
@@ -142,67 +147,147 @@ async def _prepare(path: str, slot: Slot, want: Want, body: dict[str, Any]) -> N
 
 async def _confirm(path: str, slot: Slot, want: Want) -> None:
     """The worker has processed this prompt in a handed-over slot: it is this student's now
-    (core/slot_owners.py). A failure here only costs the next turn its reuse."""
+    (inference/admission/slot_owners.py). A failure here only costs the next turn its reuse."""
     if slot.handover and slot.index is not None and path in PINNED_ROUTES:
         slot.handover = False
         try:
-            await live_state().confirm_slot(worker_resource(slot.worker.id), slot.index, student=str(want.user_id),
+            await admission_live().confirm_slot(worker_resource(slot.worker.id), slot.index, student=str(want.user_id),
                                             conversation=want.conversation or "")
         except LiveStateUnavailable:
             log.warning("could not confirm slot %s of %s as its student's", slot.index, slot.worker.name)
 
 
-async def forward_json(*, path: str, body: dict[str, Any], record: RequestContext) -> tuple[int, bytes]:
-    """Non-streaming request. Returns (status, body bytes) of a successful answer."""
-    want = record.want
+class _Exchange:
+    """One try on one worker, as failover sees it: what differs between a whole answer and a
+    stream. `send` posts and says the status; `error_body` reads a refusal's message; `accept`
+    reads the start of a usable answer (None) or says why it is not one; `drop` lets go of what
+    `send` opened when the try is abandoned."""
+
+    failures: tuple[type[BaseException], ...] = TRANSPORT_ERRORS
+
+    async def send(self, url: str, body: dict[str, Any], headers: Mapping[str, str]) -> int:
+        raise NotImplementedError
+
+    async def error_body(self) -> bytes:
+        raise NotImplementedError
+
+    async def accept(self) -> str | None:
+        raise NotImplementedError
+
+    async def drop(self) -> None:
+        """Nothing to let go of by default."""
+
+
+class _WholeAnswer(_Exchange):
+    failures = (*TRANSPORT_ERRORS, AnswerTooLarge)
+
+    def __init__(self) -> None:
+        self.status, self.content = 0, b""
+        self.answer: Any = None
+
+    async def send(self, url: str, body: dict[str, Any], headers: Mapping[str, str]) -> int:
+        self.status, self.content = await _post_whole(url, body, headers)
+        return self.status
+
+    async def error_body(self) -> bytes:
+        return self.content
+
+    async def accept(self) -> str | None:
+        try:
+            self.answer = json.loads(self.content)
+        except ValueError:
+            self.answer = None
+        return None if isinstance(self.answer, dict) else "answered something that is not a JSON object"
+
+
+class _StreamStart(_Exchange):
+    def __init__(self) -> None:
+        self.response: UpstreamResponse | None = None
+        self.chunks: AsyncIterator[bytes] | None = None
+        self.first = b""
+
+    async def send(self, url: str, body: dict[str, Any], headers: Mapping[str, str]) -> int:
+        self.response = await upstream.post(url, body, headers)
+        return self.response.status_code
+
+    async def error_body(self) -> bytes:
+        assert self.response is not None
+        return await read_capped(self.response, ERROR_LIMIT_BYTES)
+
+    async def accept(self) -> str | None:
+        assert self.response is not None
+        self.chunks = self.response.aiter_raw()
+        self.first = await anext(self.chunks, b"")
+        return None if self.first else "closed the stream before the first chunk"
+
+    async def drop(self) -> None:
+        if self.response is not None:
+            await self.response.aclose()
+
+
+async def _failover(*, path: str, body: dict[str, Any], request_ctx: RequestContext,
+                    exchange: type[_Exchange]) -> tuple[Slot, _Exchange]:
+    """The one failover loop: claim a slot (acquire_slot), prepare it, try its worker, and on a
+    failure before the first byte (see the module's docstring) free the slot and try the next,
+    up to OCS_UPSTREAM_MAX_TRIES workers. Returns the slot, still held, and the try that worked."""
+    want = request_ctx.want
     assert want is not None
     while len(want.failed) < settings.OCS["UPSTREAM_MAX_TRIES"]:
         slot = await acquire_slot(want)
-        record.slot = slot
-        answered = False
+        request_ctx.slot = slot
+        attempt = exchange()
+        kept = loading = False
         try:
             await _prepare(path, slot, want, body)
-            status, content = await _post_whole(slot.worker.base_url + path, for_slot(path, body, slot),
-                                                slot.worker.upstream_headers)
-            answered = status < 400
-        except (*TRANSPORT_ERRORS, AnswerTooLarge) as exc:
+            status = await attempt.send(slot.worker.base_url + path, for_slot(path, body, slot),
+                                        slot.worker.upstream_headers)
+            if status == 503:
+                loading = True
+                continue
+            if _worker_fault(status):
+                await _worker_failed(want, slot, _status_detail(status))
+                continue
+            if status >= 400:
+                error = errors.from_llama_server(status, await attempt.error_body())
+                if await _too_small(want, slot.worker, error):
+                    continue
+                raise error
+            failure = await attempt.accept()
+            if failure:
+                await _worker_failed(want, slot, failure)
+                continue
+            _first_byte(want, request_ctx, slot)
+            await _confirm(path, slot, want)
+            kept = True
+            return slot, attempt
+        except attempt.failures as exc:
             await _worker_failed(want, slot, type(exc).__name__)
             continue
         finally:
-            if not answered:  # an answer's slot is freed by the request's end (pipeline.end), with the rest
-                await slot.release()
-        if status == 503:
-            await _wait_while_loading(want, slot)
-            continue
-        if _worker_fault(status):
-            await _worker_failed(want, slot, _status_detail(status))
-            continue
-        if status >= 400:
-            error = errors.from_llama_server(status, content)
-            if await _too_small(want, slot.worker, error):
-                continue
-            raise error
-        try:
-            answer = json.loads(content)
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict):
-            await slot.release()
-            await _worker_failed(want, slot, "answered something that is not a JSON object")
-            continue
-        _first_byte(want, record, slot)
-        await _confirm(path, slot, want)
-        record.usage.absorb(answer)
-        count_tokens(want.model_id, record.usage)
-        return status, content
+            if not kept:
+                try:
+                    await attempt.drop()
+                finally:
+                    await slot.release()
+            if loading:  # (here, not after the loop body: `continue` skips that)
+                await _wait_while_loading(want, slot)  # with the slot released: others may use it meanwhile
     raise errors.upstream_failed("; ".join(want.failed.values()) or "no worker answered")
 
 
-def _first_byte(want: Want, record: RequestContext, slot: Slot) -> None:
+async def forward_json(*, path: str, body: dict[str, Any], request_ctx: RequestContext) -> tuple[int, bytes]:
+    """Non-streaming request. Returns (status, body bytes) of a successful answer."""
+    _, whole = await _failover(path=path, body=body, request_ctx=request_ctx, exchange=_WholeAnswer)
+    assert isinstance(whole, _WholeAnswer) and request_ctx.want is not None
+    request_ctx.usage.absorb(whole.answer)
+    count_tokens(request_ctx.want.model_id, request_ctx.usage)
+    return whole.status, whole.content
+
+
+def _first_byte(want: Want, request_ctx: RequestContext, slot: Slot) -> None:
     elapsed = time.monotonic() - want.arrived
     FIRST_BYTE.labels(want.model_id).observe(elapsed)
-    record.served_by(slot.worker.id, slot.worker.name, elapsed)
-    record.route_reason = slot.reason
+    request_ctx.served_by(slot.worker.id, slot.worker.name, elapsed)
+    request_ctx.route_reason = slot.reason
 
 
 class StreamTooLong(Exception):
@@ -218,7 +303,7 @@ class OpenStream:
     first_chunk: bytes
     chunks: AsyncIterator[bytes]
     model_id: str
-    record: RequestContext
+    request_ctx: RequestContext
     protocol: Protocol
     end_marker: bytes = b""
     usage: UsageSniffer = field(init=False)
@@ -226,7 +311,7 @@ class OpenStream:
     _closed: bool = False
 
     def __post_init__(self) -> None:
-        self.usage = UsageSniffer(self.record.usage)  # counts land in the request's log record
+        self.usage = UsageSniffer(self.request_ctx.usage)  # counts land in the request's log record
 
     async def __aiter__(self) -> AsyncGenerator[bytes, None]:
         """The worker's chunks as they come. A worker that fails mid-answer (connection lost,
@@ -263,16 +348,16 @@ class OpenStream:
         when the worker's end marker is among them."""
         tail = chunk[-64:] if len(chunk) >= 64 else (tail + chunk)[-64:]
         if self.end_marker and self.end_marker in tail:
-            self.record.answer_delivered = True
+            self.request_ctx.answer_delivered = True
         return tail
 
     def _note_error(self, chunk: bytes) -> None:
         if b'{"error"' in chunk:  # an error object the worker sent mid-stream: passed on as it is
-            self.record.stream_error = self.record.stream_error or "upstream_error"
+            self.request_ctx.stream_error = self.request_ctx.stream_error or "upstream_error"
 
     async def _fail(self, message: str) -> None:
         log.warning("worker %s failed mid-stream: %s", self.slot.worker.name, message)
-        self.record.stream_error = "upstream_error"
+        self.request_ctx.stream_error = "upstream_error"
         # Blank lines first: the worker may have been cut off in the middle of an event.
         self.failure = b"\n\n" + self.protocol.error_event(errors.upstream_failed(message))
         try:
@@ -282,7 +367,7 @@ class OpenStream:
 
     async def close(self) -> None:
         """Close upstream (llama-server stops decoding). Idempotent. The slot is the request's
-        (record.slot): its end frees it with the rest, in one round trip (pipeline.end), which
+        (request_ctx.slot): its end frees it with the rest, in one round trip (pipeline.end), which
         follows at once: the stream's body ends after this stream's last chunk."""
         await self.response.aclose()
         if not self._closed:
@@ -290,56 +375,15 @@ class OpenStream:
             count_tokens(self.model_id, self.usage.usage)
 
 
-async def open_stream(*, path: str, body: dict[str, Any], record: RequestContext, protocol: Protocol,
+async def open_stream(*, path: str, body: dict[str, Any], request_ctx: RequestContext, protocol: Protocol,
                       end_marker: bytes = b"") -> OpenStream:
     """Start a streaming request and wait for its first chunk, failing over until one arrives."""
-    want = record.want
-    assert want is not None
-    while len(want.failed) < settings.OCS["UPSTREAM_MAX_TRIES"]:
-        slot = await acquire_slot(want)
-        record.slot = slot
-        response: UpstreamResponse | None = None
-        handed_over = False
-        loading = False
-        try:
-            await _prepare(path, slot, want, body)
-            response = await upstream.post(slot.worker.base_url + path, for_slot(path, body, slot),
-                                           slot.worker.upstream_headers)
-            if response.status_code == 503:
-                loading = True
-                continue
-            if _worker_fault(response.status_code):
-                await _worker_failed(want, slot, _status_detail(response.status_code))
-                continue
-            if response.status_code >= 400:
-                error = errors.from_llama_server(response.status_code, await read_capped(response, ERROR_LIMIT_BYTES))
-                if await _too_small(want, slot.worker, error):
-                    continue
-                raise error
-            chunks = response.aiter_raw()
-            first = await anext(chunks, b"")
-            if not first:
-                await _worker_failed(want, slot, "closed the stream before the first chunk")
-                continue
-            _first_byte(want, record, slot)
-            await _confirm(path, slot, want)
-            stream = OpenStream(slot=slot, response=response, first_chunk=first, chunks=chunks,
-                                model_id=want.model_id, record=record, protocol=protocol, end_marker=end_marker)
-            handed_over = True
-            return stream
-        except TRANSPORT_ERRORS as exc:
-            await _worker_failed(want, slot, type(exc).__name__)
-            continue
-        finally:
-            if not handed_over:
-                try:
-                    if response is not None:
-                        await response.aclose()
-                finally:
-                    await slot.release()
-            if loading:  # (here, not after the loop body: `continue` skips that)
-                await _wait_while_loading(want, slot)  # with the slot released: others may use it meanwhile
-    raise errors.upstream_failed("; ".join(want.failed.values()) or "no worker answered")
+    slot, start = await _failover(path=path, body=body, request_ctx=request_ctx, exchange=_StreamStart)
+    assert isinstance(start, _StreamStart) and start.response is not None and start.chunks is not None
+    assert request_ctx.want is not None
+    return OpenStream(slot=slot, response=start.response, first_chunk=start.first, chunks=start.chunks,
+                      model_id=request_ctx.want.model_id, request_ctx=request_ctx, protocol=protocol,
+                      end_marker=end_marker)
 
 
 async def relay(stream: OpenStream, transform: StreamTransform | None = None) -> AsyncGenerator[bytes, None]:
@@ -362,7 +406,7 @@ async def relay(stream: OpenStream, transform: StreamTransform | None = None) ->
 
 async def stream_with_keepalive(
     opening: asyncio.Future[OpenStream], *, transform: StreamTransform | None, protocol: Protocol,
-    record: RequestContext,
+    request_ctx: RequestContext,
 ) -> AsyncGenerator[bytes, None]:
     """The response body of a streaming request whose worker is not known yet: keep-alives
     while it waits in the queue, then the worker's chunks; a refusal becomes an error event."""
@@ -375,7 +419,7 @@ async def stream_with_keepalive(
         try:
             stream = opening.result()
         except errors.ApiError as error:
-            record.stream_error = error.code or error.type
+            request_ctx.stream_error = error.code or error.type
             yield protocol.error_event(error)
             return
         async with aclosing(relay(stream, transform)) as chunks:
@@ -390,10 +434,13 @@ async def stream_with_keepalive(
             await opening.result().close()
 
 
-async def forward_light(*, path: str, body: dict[str, Any], record: RequestContext) -> tuple[int, bytes]:
+async def forward_light(*, path: str, body: dict[str, Any], request_ctx: RequestContext) -> tuple[int, bytes]:
     """A request that needs no generation slot (tokenizing): the best-ranked worker answers,
     with failover, without claiming a slot."""
-    want = record.want
+    # Not `_failover`: that loop claims, prepares and frees a slot per try. This request holds
+    # none, so it walks the ranking once, and a failure neither marks the worker suspect nor
+    # waits for one loading its model (a tokenize is cheap and asks nothing of a slot).
+    want = request_ctx.want
     assert want is not None
     decision, _ = await rank(want)
     if not decision.ranked:
@@ -410,6 +457,7 @@ async def forward_light(*, path: str, body: dict[str, Any], record: RequestConte
             continue
         if status >= 400:
             raise errors.from_llama_server(status, content)
-        record.worker_id, record.worker_name = worker.id, worker.name  # counted, not generated: nothing charged
+        # counted, not generated: nothing charged
+        request_ctx.worker_id, request_ctx.worker_name = worker.id, worker.name
         return status, content
     raise errors.upstream_failed("; ".join(want.failed.values()))

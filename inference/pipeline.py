@@ -28,7 +28,7 @@ from core.redact import redact
 from fleet.scheduler import conversation_key
 from fleet.selectors import ModelView
 from inference import dispatch
-from inference.admission import Want, fair_settlement
+from inference.admission.line import Want, fair_settlement
 from inference.auth import authenticate
 from inference.catalogue import budget_fallback, resolve_model
 from inference.client_tools import client_tool
@@ -78,22 +78,22 @@ async def serve(request: Request, protocol: Protocol, *, raw_key: str | None,
     """Answer one API request in `protocol`'s dialect. `generates`: False for requests that
     need no generation slot (count_tokens): they pass the same checks and limits, and the
     best-ranked worker answers them without claiming a slot."""
-    record = new_context(request, protocol)
+    request_ctx = new_context(request, protocol)
     streaming = False
     status, error_code = 500, "internal_error"  # until the request ends otherwise
     response: Response
     try:
         # authenticate, check, admit (again, from the database, if a key or a limit changed meanwhile)
-        call, plan = await _admitted(request, protocol, raw_key, record, generates=generates)
+        call, plan = await _admitted(request, protocol, raw_key, request_ctx, generates=generates)
         # choose and claim a worker, relay
         if not generates:
-            status, content = await dispatch.forward_light(path=plan.path, body=plan.body, record=record)
+            status, content = await dispatch.forward_light(path=plan.path, body=plan.body, request_ctx=request_ctx)
             response = Response(content, status=status)
         elif call.stream:
-            response = await _stream(plan, record, protocol)
+            response = await _stream(plan, request_ctx, protocol)
             streaming = True
         else:
-            status, content = await dispatch.forward_json(path=plan.path, body=plan.body, record=record)
+            status, content = await dispatch.forward_json(path=plan.path, body=plan.body, request_ctx=request_ctx)
             if plan.convert is not None:
                 content = json.dumps(plan.convert(json.loads(content))).encode()
             response = Response(content, status=status)
@@ -102,34 +102,34 @@ async def serve(request: Request, protocol: Protocol, *, raw_key: str | None,
         status, error_code = CLIENT_CLOSED, "client_closed"
         raise
     except Exception as exc:
-        response, error_code = failure_response(protocol, exc, path=record.path)
+        response, error_code = failure_response(protocol, exc, path=request_ctx.path)
         status = response.status_code
     finally:
         if not streaming:
-            await end(record, status=status, error_code=error_code)
-    _headers(response, record)
+            await end(request_ctx, status=status, error_code=error_code)
+    _headers(response, request_ctx)
     return response
 
 
-async def _admitted(request: Request, protocol: Protocol, raw_key: str | None, record: RequestContext, *,
+async def _admitted(request: Request, protocol: Protocol, raw_key: str | None, request_ctx: RequestContext, *,
                     generates: bool) -> tuple[Call, Plan]:
     """authenticate -> check -> admit. The key is checked against the "keys" generation this
     process saw last, which the admission reads again in its own round trip: if a key or a limit
     changed meanwhile (StaleIdentity), once more, reading the generation first, as strictly as
     ever; the request is never served or refused on a changed key's old state."""
     try:
-        return await _admit_once(request, protocol, raw_key, record, generates=generates,
+        return await _admit_once(request, protocol, raw_key, request_ctx, generates=generates,
                                  generation=seen_generation())
     except StaleIdentity as stale:
         note_generation(stale.generation)
-        return await _admit_once(request, protocol, raw_key, record, generates=generates, generation=None)
+        return await _admit_once(request, protocol, raw_key, request_ctx, generates=generates, generation=None)
 
 
-async def _admit_once(request: Request, protocol: Protocol, raw_key: str | None, record: RequestContext, *,
+async def _admit_once(request: Request, protocol: Protocol, raw_key: str | None, request_ctx: RequestContext, *,
                       generates: bool, generation: int | None) -> tuple[Call, Plan]:
     # authenticate
     identity = await authenticate(raw_key, request, generation=generation)
-    record.identify(identity)
+    request_ctx.identify(identity)
     # check
     try:
         call = protocol.parse(request.body)
@@ -140,21 +140,21 @@ async def _admit_once(request: Request, protocol: Protocol, raw_key: str | None,
             await verify_generation(generation)  # not refused on a cached policy that has changed
         await charge_refusal(identity)  # a refused request still counts toward requests per minute
         raise
-    record.model, record.stream, record.shape = model.public_id, call.stream, call.shape
+    request_ctx.model, request_ctx.stream, request_ctx.shape = model.public_id, call.stream, call.shape
     call, target, plan = _planned(protocol, call, model)
     # admit (a student whose token budget is spent may be served by the fallback model)
     try:
-        record.ticket = await admit(identity, generation=generation, reserve=reservation(
+        request_ctx.ticket = await admit(identity, generation=generation, reserve=reservation(
             body_bytes=call.size, max_tokens=target.max_tokens if generates else 0,
             context_length=model.context_length))
     except errors.ApiError as refused:
         model = await budget_fallback(refused, identity, model.public_id)  # or the refusal stands
-        record.model, record.fallback = model.public_id, "budget"
+        request_ctx.model, request_ctx.fallback = model.public_id, "budget"
         call, target, plan = _planned(protocol, call, model)
-        record.ticket = await admit(identity, budgets=False, reserve=reservation(
+        request_ctx.ticket = await admit(identity, budgets=False, reserve=reservation(
             body_bytes=call.size, max_tokens=target.max_tokens if generates else 0,
             context_length=model.context_length))
-    record.want = Want(user_id=identity.user_id, pool_id=identity.pool_id, model_id=model.public_id,
+    request_ctx.want = Want(user_id=identity.user_id, pool_id=identity.pool_id, model_id=model.public_id,
                        conversation=conversation_key(user_id=identity.user_id, model_id=model.public_id,
                                                      messages=list(call.opening)) if call.opening else None,
                        prompt_bytes=call.size, weight=identity.fair_weight,
@@ -173,73 +173,73 @@ def _planned(protocol: Protocol, call: Call, model: ModelView) -> tuple[Call, Ta
     return call, target, protocol.plan(call, target)
 
 
-def _headers(response: Response, record: RequestContext) -> None:
+def _headers(response: Response, request_ctx: RequestContext) -> None:
     # The API is not served by Django's middleware (ocsweb/asgi.py); HSTS comes from the HTTPS proxy.
     response["X-Content-Type-Options"] = "nosniff"
-    if record.fallback:
-        response["x-ocs-fallback"] = record.fallback  # the answer's `model` names the model that answered
-    response["X-Request-Id"] = record.request_id  # the request log's `request_id`: one request a student can quote
-    if record.staff and record.worker_name:
-        response[PIN_HEADER] = record.worker_name  # which worker served it: for teachers only
-    if record.ticket is not None:
-        for name, value in record.ticket.headers.items():
+    if request_ctx.fallback:
+        response["x-ocs-fallback"] = request_ctx.fallback  # the answer's `model` names the model that answered
+    response["X-Request-Id"] = request_ctx.request_id  # the request log's `request_id`: one request a student can quote
+    if request_ctx.staff and request_ctx.worker_name:
+        response[PIN_HEADER] = request_ctx.worker_name  # which worker served it: for teachers only
+    if request_ctx.ticket is not None:
+        for name, value in request_ctx.ticket.headers.items():
             response.setdefault(name, value)
 
 
-async def end(record: RequestContext, *, status: int, error_code: str = "") -> None:
+async def end(request_ctx: RequestContext, *, status: int, error_code: str = "") -> None:
     """Where every request ends, once: limits settled, metrics counted, the log row written.
     What live state must learn — the slot if still held, the concurrency leases, the token
     reservation's correction, the fair share's — goes in one round trip (LiveState.finish)."""
-    if record.finished:
+    if request_ctx.finished:
         return
-    record.finished = True
+    request_ctx.finished = True
     try:
-        await _settle(record)
+        await _settle(request_ctx)
     finally:
-        REQUESTS.labels(record.client, record.model or "-", record.pool or "-", str(status)).inc()
+        REQUESTS.labels(request_ctx.client, request_ctx.model or "-", request_ctx.pool or "-", str(status)).inc()
         if error_code != UNLOGGED_REFUSAL:
-            record.submit(status=status, error_code=error_code)
+            request_ctx.submit(status=status, error_code=error_code)
 
 
-async def _settle(record: RequestContext) -> None:
-    slot = record.slot
-    # An answered request's slot is freed here, with the rest; dispatch frees a slot itself only
-    # when it leaves a worker for another (failover) or never handed the stream over.
+async def _settle(request_ctx: RequestContext) -> None:
+    slot = request_ctx.slot
+    # Who frees a slot: dispatch, when it gives up the slot before an answer is handed over (a
+    # failure, failover, a refusal or the client leaving); otherwise the request's end (`end()` in
+    # inference/pipeline.py), with the rest of the end in one round trip.
     slot_lease = slot.detach() if slot is not None else None
-    ticket = record.ticket.settlement(record.served_tokens()) if record.ticket is not None else Settlement()
+    ticket = (request_ctx.ticket.settlement(request_ctx.served_tokens()) if request_ctx.ticket is not None
+              else Settlement())
     fair = Settlement()
-    if slot is not None and record.want is not None:  # it ran: the fair share learns its cost
-        usage = record.usage
+    if slot is not None and request_ctx.want is not None:  # it ran: the fair share learns its cost
+        usage = request_ctx.usage
         try:
             fair = await fair_settlement(
-                record.want, computed_prompt_tokens=max(0, usage.prompt_tokens - usage.cached_tokens),
+                request_ctx.want, computed_prompt_tokens=max(0, usage.prompt_tokens - usage.cached_tokens),
                 output_tokens=usage.completion_tokens)
         except Exception:
-            log.warning("could not work out the fair-share charge of user %s", record.want.user_id, exc_info=True)
-    settlement = replace(ticket, leases=(*([slot_lease] if slot_lease else []), *ticket.leases),
-                         fair_line=fair.fair_line, fair_policy=fair.fair_policy, fair_student=fair.fair_student,
-                         fair_amount=fair.fair_amount)
+            log.warning("could not work out the fair-share charge of user %s", request_ctx.want.user_id, exc_info=True)
+    settlement = Settlement(leases=(slot_lease,) if slot_lease else ()) + ticket + fair
     if not settlement.empty:
         try:
             await live_state().finish(settlement)
         except LiveStateUnavailable:
             log.warning("could not settle request %s in live state: its leases expire by themselves, its "
-                        "reservation stands as charged", record.request_id)
+                        "reservation stands as charged", request_ctx.request_id)
     if slot is not None and slot_lease is not None:
         slot.freed()
 
 
-async def _stream(plan: Plan, record: RequestContext, protocol: Protocol) -> Response:
+async def _stream(plan: Plan, request_ctx: RequestContext, protocol: Protocol) -> Response:
     """Wait briefly for the first chunk so that refusals keep their HTTP status; past the grace
     period, start the event stream and keep the client informed while the request queues."""
     transform = plan.stream_transform() if plan.stream_transform is not None else None
-    opening = asyncio.ensure_future(dispatch.open_stream(path=plan.path, body=plan.body, record=record,
+    opening = asyncio.ensure_future(dispatch.open_stream(path=plan.path, body=plan.body, request_ctx=request_ctx,
                                                          protocol=protocol, end_marker=plan.end_marker))
     try:
         done, _ = await asyncio.wait({opening}, timeout=settings.OCS["STREAM_QUEUE_GRACE_S"])
         if not done:
             return event_stream(dispatch.stream_with_keepalive(opening, transform=transform, protocol=protocol,
-                                                               record=record), record)
+                                                               request_ctx=request_ctx), request_ctx)
         stream = opening.result()  # a refusal raises here, with its HTTP status
     except BaseException:
         if not opening.done():
@@ -248,10 +248,10 @@ async def _stream(plan: Plan, record: RequestContext, protocol: Protocol) -> Res
         elif not opening.cancelled() and opening.exception() is None:
             await opening.result().close()
         raise
-    return event_stream(dispatch.relay(stream, transform), record)
+    return event_stream(dispatch.relay(stream, transform), request_ctx)
 
 
-async def _ended_when_done(chunks: AsyncGenerator[bytes, None], record: RequestContext) -> AsyncIterator[bytes]:
+async def _ended_when_done(chunks: AsyncGenerator[bytes, None], request_ctx: RequestContext) -> AsyncIterator[bytes]:
     """The stream's body; the request ends after its last chunk, or when the client leaves (499,
     with what was delivered), or when the worker failed mid-answer (its error code). A client
     that leaves once the worker's end marker was handed on had the whole answer: 200 (the OpenAI
@@ -263,13 +263,14 @@ async def _ended_when_done(chunks: AsyncGenerator[bytes, None], record: RequestC
                 yield chunk
         completed = True
     finally:
-        completed = completed or record.answer_delivered
+        completed = completed or request_ctx.answer_delivered
         status = 200 if completed else CLIENT_CLOSED
-        await end(record, status=status, error_code=record.stream_error or ("" if completed else "client_closed"))
+        error_code = request_ctx.stream_error or ("" if completed else "client_closed")
+        await end(request_ctx, status=status, error_code=error_code)
 
 
-def event_stream(chunks: AsyncGenerator[bytes, None], record: RequestContext) -> Response:
-    response = Response(stream=_ended_when_done(chunks, record), content_type="text/event-stream")
+def event_stream(chunks: AsyncGenerator[bytes, None], request_ctx: RequestContext) -> Response:
+    response = Response(stream=_ended_when_done(chunks, request_ctx), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response

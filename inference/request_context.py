@@ -16,7 +16,7 @@ from inference.usage import Usage
 if TYPE_CHECKING:  # annotations only: admission and the quota gate use this module's type
     from accounts.key_cache import KeyIdentity
     from accounts.limits.gate import Ticket
-    from inference.admission import Slot, Want
+    from inference.admission.line import Slot, Want
 
 
 @dataclass
@@ -50,7 +50,11 @@ class RequestContext:
     served: bool = False  # a worker answered (tokens may have been generated)
     want: Want | None = None
     ticket: Ticket | None = None
-    slot: Slot | None = None  # the worker slot last claimed for it (released by dispatch; end() makes sure)
+    # The worker slot last claimed for it. Who frees a slot: dispatch, when it gives up the slot
+    # before an answer is handed over (a failure, failover, a refusal or the client leaving);
+    # otherwise the request's end (`end()` in inference/pipeline.py), with the rest of the end in
+    # one round trip.
+    slot: Slot | None = None
     stream_error: str = ""  # an error event sent after the 200 (worker died mid-answer, queue timeout)
     fallback: str = ""  # why another model than the one asked for answered ("budget"); sent as x-ocs-fallback
     # The worker's end marker has been handed on: a client that closes after this point (the

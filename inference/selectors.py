@@ -9,8 +9,9 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
 from accounts.models import Classroom, User
+from accounts.limits.live_quota import quota_live
 from accounts.selectors import student_policy
-from core.live import LiveStateUnavailable, live_state
+from core.live import LiveStateUnavailable
 from core.school_day import day_bounds, this_term, this_week, today
 from inference.models import DailyUsage, RequestLog
 
@@ -88,7 +89,7 @@ def budgets_left(user: User) -> list[BudgetLeft]:
     if term is not None:
         wanted.append(("this term", policy.student.tokens_per_term, term[0], term[1]))
     try:
-        return [BudgetLeft(name, cap, live_state().tokens_used_sync(scope, period), now + timedelta(seconds=left_s))
+        return [BudgetLeft(name, cap, quota_live().tokens_used_sync(scope, period), now + timedelta(seconds=left_s))
                 for name, cap, period, left_s in wanted if cap is not None]
     except LiveStateUnavailable:
         return []

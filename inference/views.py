@@ -48,19 +48,19 @@ def answering(protocol: Protocol, *methods: str) -> Callable[[View], View]:
         async def view(request: Request, *args: object, **kwargs: object) -> Response:
             if request.method not in methods:
                 return _method_not_allowed(request, protocol, methods)
-            record = pipeline.new_context(request, protocol)
+            request_ctx = pipeline.new_context(request, protocol)
             status, error_code = 500, "internal_error"
             try:
-                response = await handler(request, record, *args, **kwargs)
+                response = await handler(request, request_ctx, *args, **kwargs)
                 status, error_code = response.status_code, ""
             except asyncio.CancelledError:
                 status, error_code = pipeline.CLIENT_CLOSED, "client_closed"
                 raise
             except Exception as exc:
-                response, error_code = pipeline.failure_response(protocol, exc, path=record.path)
+                response, error_code = pipeline.failure_response(protocol, exc, path=request_ctx.path)
                 status = response.status_code
             finally:
-                await pipeline.end(record, status=status, error_code=error_code)
+                await pipeline.end(request_ctx, status=status, error_code=error_code)
             response["X-Content-Type-Options"] = "nosniff"
             return response
 
@@ -69,10 +69,10 @@ def answering(protocol: Protocol, *methods: str) -> Callable[[View], View]:
     return decorate
 
 
-async def visible_models(request: Request, record: RequestContext, raw_key: str | None) -> list[ModelView]:
+async def visible_models(request: Request, request_ctx: RequestContext, raw_key: str | None) -> list[ModelView]:
     """The catalogue models this key may use."""
     identity = await authenticate(raw_key, request)
-    record.identify(identity)
+    request_ctx.identify(identity)
     return await models_of(identity)
 
 
@@ -99,8 +99,9 @@ async def responses_create(request: Request) -> Response:
 
 
 @answering(openai_chat.PROTOCOL, "GET")
-async def models_list(request: Request, record: RequestContext) -> Response:
-    return json_response(ollama.openai_model_list(await visible_models(request, record, key_from_headers(request.headers))))
+async def models_list(request: Request, request_ctx: RequestContext) -> Response:
+    models = await visible_models(request, request_ctx, key_from_headers(request.headers))
+    return json_response(ollama.openai_model_list(models))
 
 
 async def openapi(request: Request) -> Response:
@@ -118,8 +119,8 @@ async def openapi(request: Request) -> Response:
 
 
 @answering(openai_chat.PROTOCOL, "GET", "POST", "PUT", "PATCH", "DELETE")
-async def not_found(request: Request, record: RequestContext, rest: str = "", key: str = "") -> Response:
-    raise errors.ApiError(404, f"Unknown API route: {request.method} {record.path}", code="unknown_url")
+async def not_found(request: Request, request_ctx: RequestContext, rest: str = "", key: str = "") -> Response:
+    raise errors.ApiError(404, f"Unknown API route: {request.method} {request_ctx.path}", code="unknown_url")
 
 
 # --- Anthropic -------------------------------------------------------------------------------
@@ -143,23 +144,23 @@ async def ollama_chat_completions(request: Request, key: str) -> Response:
 
 
 @answering(openai_chat.OLLAMA_API, "GET")
-async def ollama_version(request: Request, record: RequestContext, key: str) -> Response:
+async def ollama_version(request: Request, request_ctx: RequestContext, key: str) -> Response:
     identity = await authenticate(key, request)
-    record.identify(identity)
+    request_ctx.identify(identity)
     return json_response(ollama.version())
 
 
 @answering(openai_chat.OLLAMA_API, "GET")
-async def ollama_tags(request: Request, record: RequestContext, key: str) -> Response:
-    return json_response(ollama.tags(await visible_models(request, record, key)))
+async def ollama_tags(request: Request, request_ctx: RequestContext, key: str) -> Response:
+    return json_response(ollama.tags(await visible_models(request, request_ctx, key)))
 
 
 @answering(openai_chat.OLLAMA_API, "POST")
-async def ollama_show(request: Request, record: RequestContext, key: str) -> Response:
-    models = {m.public_id: m for m in await visible_models(request, record, key)}
+async def ollama_show(request: Request, request_ctx: RequestContext, key: str) -> Response:
+    models = {m.public_id: m for m in await visible_models(request, request_ctx, key)}
     return json_response(ollama.show(request.body, models))
 
 
 @answering(openai_chat.OLLAMA_CHAT, "GET")
-async def ollama_models_list(request: Request, record: RequestContext, key: str) -> Response:
-    return json_response(ollama.openai_model_list(await visible_models(request, record, key)))
+async def ollama_models_list(request: Request, request_ctx: RequestContext, key: str) -> Response:
+    return json_response(ollama.openai_model_list(await visible_models(request, request_ctx, key)))

@@ -21,7 +21,7 @@ from accounts.models import User
 from core.dates import moment_text
 from core.live import live_state, worker_resource
 from core.private_access import DEFAULT_PRIVATE_NETWORKS
-from core.quota import concurrency_resource
+from accounts.limits.quota import concurrency_resource
 from fleet.models import Pool, PoolEvent, Rig, Worker, WorkerEvent
 from inference.models import RequestLog
 from lessons import evidence, research_bridge

@@ -22,7 +22,7 @@ from core.env import (
     parse_database_url,
     parse_redis_url,
 )
-from core.fair_share import DEFAULT_POLICY, POLICIES
+from inference.admission.fair_share import DEFAULT_POLICY, POLICIES
 from core.gateway_settings import GatewaySettings
 from core.private_access import DEFAULT_PRIVATE_NETWORKS
 from core.school_sign_in import school_sign_in_config
@@ -122,6 +122,9 @@ _redis_url = env_str("REDIS_URL")
 REDIS_URL = parse_redis_url("REDIS_URL", _redis_url) if _redis_url else None
 # Prefix of every live-state key in Redis; tests use their own so runs never see each other.
 OCS_LIVE_NAMESPACE = env_str("OCS_LIVE_NAMESPACE", "ocs") or "ocs"
+# The live state's classes, one per back end: core's mechanism composed with the apps' rules
+# (ocsweb/live.py); core.live.live_state() builds the one REDIS_URL asks for.
+OCS_LIVE_STATE = {"in_process": "ocsweb.live.SiteInProcessLiveState", "redis": "ocsweb.live.SiteRedisLiveState"}
 # How many gateway processes this deployment runs; above 1 they must share Redis, and the
 # gateway refuses to start without REDIS_URL (core/gateway_guard.py).
 OCS_GATEWAY_PROCESSES = env_int("OCS_GATEWAY_PROCESSES", 1, minimum=1)
@@ -168,7 +171,7 @@ OCS: GatewaySettings = {
     "SLOT_LEASE_S": env_float("OCS_SLOT_LEASE_S", 30.0, minimum=1.0),
     # How long a request waits for a free slot before it is refused with 429.
     "QUEUE_MAX_WAIT_S": env_float("OCS_QUEUE_MAX_WAIT_S", 30.0, minimum=0.0),
-    # Who is served next while every slot is busy (core/fair_share.py): "tokens" (least weighted
+    # Who is served next while every slot is busy (inference/admission/fair_share.py): "tokens" (least weighted
     # token service first) or "requests" (round-robin). The live key fair:policy overrides it.
     "FAIR_POLICY": env_choice("OCS_FAIR_POLICY", DEFAULT_POLICY, POLICIES),
     # Site-wide default limits per student, where neither the student nor their class sets one
@@ -184,20 +187,20 @@ OCS: GatewaySettings = {
     "SUSPECT_S": env_float("OCS_SUSPECT_S", 10.0, minimum=0.0),
     # How long a conversation prefers the worker that holds its prompt in cache.
     "AFFINITY_TTL_S": env_float("OCS_AFFINITY_TTL_S", 600.0, minimum=0.0),
-    # The light lane (inference/admission_rules.py): under the token-fair policy, slot 0 of a worker
+    # The light lane (inference/admission/rules.py): under the token-fair policy, slot 0 of a worker
     # of 4 slots or more takes only requests of at most this many prompt tokens (by the byte
     # estimate), and they take it first; 0 (the default, docs/classroom.md says why) turns it off.
     "LIGHT_LANE_TOKENS": env_int("OCS_LIGHT_LANE_TOKENS", 0, minimum=0),
     # A prompt of at least AFFINITY_WAIT_TOKENS (by the byte estimate) waits up to AFFINITY_WAIT_S for
     # its conversation's worker, when that one is full, before it takes a free slot elsewhere and
-    # computes its whole prompt there (inference/admission_rules.py affinity_hold); 0 s: never waits.
+    # computes its whole prompt there (inference/admission/rules.py affinity_hold); 0 s: never waits.
     "AFFINITY_WAIT_S": env_float("OCS_AFFINITY_WAIT_S", 0.0, minimum=0.0),
     "AFFINITY_WAIT_TOKENS": env_int("OCS_AFFINITY_WAIT_TOKENS", 1024, minimum=0),
     # On a slot handover, save the previous student's prompt to their slot file on the worker and
-    # restore the new student's own (inference/slot_files.py); 0 turns it off (for comparisons).
+    # restore the new student's own (inference/admission/slot_files.py); 0 turns it off (for comparisons).
     "SLOT_FILES": env_int("OCS_SLOT_FILES", 1, minimum=0) > 0,
     # Reuse the start of a system prompt across students once this many distinct students sent it
-    # (core/shared_prefix.py: the rule and its privacy argument); 0 (the default) turns it off.
+    # (inference/admission/shared_prefix.py: the rule and its privacy argument); 0 (the default) turns it off.
     "SHARED_PREFIX_K": env_int("OCS_SHARED_PREFIX_K", 0, minimum=0),
     # Connect / first-byte timeout towards a worker, and how many workers one request may try.
     "UPSTREAM_CONNECT_TIMEOUT_S": env_float("OCS_UPSTREAM_CONNECT_TIMEOUT_S", 3.0, minimum=0.1),
@@ -249,7 +252,7 @@ OCS: GatewaySettings = {
     "LOGIN_SLOWDOWN_MAX_S": env_float("OCS_LOGIN_SLOWDOWN_MAX_S", 3.0, minimum=0.0),
     "LOGIN_ACCOUNT_DELAY_MAX_S": env_float("OCS_LOGIN_ACCOUNT_DELAY_MAX_S", 10.0, minimum=0.0),
 }
-if 0 < OCS["SHARED_PREFIX_K"] < 3:  # core/shared_prefix.MIN_K: why
+if 0 < OCS["SHARED_PREFIX_K"] < 3:  # inference/admission/shared_prefix.MIN_K: why
     raise ConfigError(f"OCS_SHARED_PREFIX_K={OCS['SHARED_PREFIX_K']} would let a student confirm a guess of one "
                       "classmate's system prompt: use 0 (off), or 3 and more")
 DATA_UPLOAD_MAX_MEMORY_SIZE = OCS["MAX_BODY_BYTES"]

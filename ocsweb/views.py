@@ -6,9 +6,9 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from core.live import live_state
 from core.private_access import private_access_allowed
 from fleet.selectors import fleet_snapshot
+from inference.admission.live import admission_live
 from inference.prometheus import QUEUE_DEPTH, WORKER_BUSY, WORKER_SLOTS, WORKER_STATE
 
 
@@ -28,7 +28,7 @@ async def metrics(request: HttpRequest) -> HttpResponse:
         return HttpResponse("metrics are readable from the private network or with the staff token\n",
                             status=403, content_type="text/plain")
     snapshot = await fleet_snapshot()
-    live = live_state()
+    live = admission_live()
     view = await live.view([w.id for w in snapshot.workers], None)
     WORKER_STATE.clear()
     WORKER_SLOTS.clear()

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from core.fair_share import OUTPUT_TOKEN_COST, PROMPT_TOKEN_COST
+from inference.admission.fair_share import OUTPUT_TOKEN_COST, PROMPT_TOKEN_COST
 from research.metrics import percentile
 
 WINDOW_S = 10.0
@@ -101,7 +101,7 @@ class Weights:
 
 def parse_weights(text: str) -> Weights:
     """`prompt:1,output:2` -> Weights(1, 2); a weight left out is the fair-sharing rule's own
-    (core/fair_share.py: what a token costs the worker). Raises ValueError with a plain message."""
+    (inference/admission/fair_share.py: what a token costs the worker). Raises ValueError with a plain message."""
     values = {"prompt": PROMPT_TOKEN_COST, "output": OUTPUT_TOKEN_COST}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, sep, number = part.partition(":")

@@ -5,7 +5,7 @@ from typing import Any
 
 from django import forms
 
-from core.fair_share import POLICIES
+from inference.admission.fair_share import POLICIES
 from research.class_personas import parse_mix
 from research.models import Calibration
 

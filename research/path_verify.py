@@ -33,11 +33,11 @@ from redis.exceptions import RedisError
 
 from accounts.models import ApiKey
 from core.keys import hash_key, parse_prefix
-from core.live import live_state
 from core.redact import redact
 from fleet.models import Pool, Worker
 from fleet.scheduler import conversation_key
 from fleet.worker_keys import worker_key_headers
+from inference.admission.live import admission_live
 from inference.models import RequestLog
 from research.path_check import (
     FAIL,
@@ -299,7 +299,7 @@ class PathVerifier:
             return False
         conversation = conversation_key(user_id=owner.user_id, model_id=worker.model_id, messages=messages)
         try:
-            asyncio.run(live_state().set_affinity(conversation, worker.id, 120.0))
+            asyncio.run(admission_live().set_affinity(conversation, worker.id, 120.0))
         except (OSError, RedisError) as exc:
             self.add("live state", "REDIS_URL", WARN, detail=f"cannot steer requests onto workers: {_why(exc)}")
             return False

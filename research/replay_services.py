@@ -21,9 +21,10 @@ from django.utils import timezone
 
 from accounts.models import ApiKey, Classroom, User
 from accounts.services import key_issue, key_revoke, limits_set, user_ensure
-from core.live import live_state, set_fair_policy
-from core.quota import concurrency_resource
+from accounts.limits.quota import concurrency_resource
+from core.live import live_state
 from fleet.models import CatalogModel, Pool, Worker
+from inference.admission.live import set_fair_policy
 from inference.models import RequestLog
 from research.class_metrics import Turn, Weights, class_report, turn_row
 from research.class_personas import roster as make_roster

@@ -1,6 +1,6 @@
 """A teacher's one-off changes to a student's token budgets: an extra allowance for the current
 day, week or term, or a reset of what the period has used. Both act on the live counters the
-gateway charges (core/live.py), so they hold on the next request in every gateway process, and
+gateway charges (live_quota.py), so they hold on the next request in every gateway process, and
 both are audited. An allowance lowers the period's counter (it may go below zero: that is the
 extra room); a reset sets it back to zero."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from asgiref.sync import async_to_sync
 from accounts.audit import audit_record
 from accounts.models import User
 from accounts.selectors import student_policy
-from core.live import live_state
+from accounts.limits.live_quota import quota_live
 from core.school_day import this_term, this_week, today
 
 Period = Literal["day", "week", "term"]
@@ -39,7 +39,7 @@ def _shift(user: User, period: Period, delta: int) -> None:
     name = current_period(user, period)
     if name is None:
         raise ValueError("Their class has no term running: set the term's dates on the class page.")
-    async_to_sync(live_state().settle)([student_scope(user)], name, delta)  # that one counter only
+    async_to_sync(quota_live().settle)([student_scope(user)], name, delta)  # that one counter only
 
 
 def budget_grant(*, student: User, period: Period, tokens: int, actor: User | None = None) -> None:
@@ -56,7 +56,7 @@ def budget_reset(*, student: User, period: Period, actor: User | None = None) ->
     name = current_period(student, period)
     if name is None:
         raise ValueError("Their class has no term running: set the term's dates on the class page.")
-    used = live_state().tokens_used_sync(student_scope(student), name)
+    used = quota_live().tokens_used_sync(student_scope(student), name)
     if used:
         _shift(student, period, -used)
     audit_record(actor=actor, action="budget.reset", subject=student.username,

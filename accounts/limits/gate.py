@@ -1,6 +1,6 @@
 """The limits a teacher set, applied to one request before it is dispatched.
 
-`admit()` runs the atomic check-and-charge of core/quota.py for the student (and the key,
+`admit()` runs the atomic check-and-charge of accounts/limits/quota.py for the student (and the key,
 if it has caps of its own) and either raises a 429 in the client's envelope, with
 `retry-after` and `x-ratelimit-*` headers, or returns a Ticket. The ticket holds the request's
 concurrency leases and its token reservation; `Ticket.settlement()` says how to free the one and
@@ -26,8 +26,9 @@ from accounts.key_cache import GENERATION, KeyIdentity, StaleIdentity
 from accounts.limits.resolution import Caps
 from core import errors
 from core.lease import Lease
-from core.live import LiveStateUnavailable, Settlement, live_state
-from core.quota import QuotaAsk, QuotaScope, QuotaVerdict, concurrency_resource
+from accounts.limits.live_quota import TokenSettlement, quota_live
+from accounts.limits.quota import QuotaAsk, QuotaScope, QuotaVerdict, concurrency_resource
+from core.live import LiveStateUnavailable, Settlement
 from core.school_day import school_time, this_term, this_week, today
 
 log = logging.getLogger("ocs.quota")
@@ -154,8 +155,8 @@ class Ticket:
         self._finished = True
         leases = tuple(held for held in (lease.detach() for lease in self.leases) if held is not None)
         delta = served_tokens - self.reserved if served_tokens is not None else 0
-        return Settlement(leases=leases, token_scopes=tuple(self.scopes), token_periods=(self.day, *self.periods),
-                          token_delta=delta)
+        tokens = TokenSettlement(scopes=tuple(self.scopes), periods=(self.day, *self.periods), delta=delta)
+        return Settlement(leases=leases, parts=(tokens,))
 
 BUDGET_CODES = frozenset({"budget_exhausted", "tokens_per_day_exceeded"})
 
@@ -177,7 +178,7 @@ async def charge_refusal(identity: KeyIdentity) -> None:
     scopes = scopes_for(identity)
     day, day_left_s = today()
     request_id = uuid.uuid4().hex
-    live = live_state()
+    live = quota_live()
     verdict = await live.admit(scopes, QuotaAsk(request_id, 0, day, settings.OCS["SLOT_LEASE_S"]))
     if verdict.admitted:
         for scope in scopes:
@@ -201,7 +202,7 @@ async def admit(identity: KeyIdentity, *, reserve: int, budgets: bool = True,
     request_id = uuid.uuid4().hex
     lease_s = settings.OCS["SLOT_LEASE_S"]
     ask = QuotaAsk(request_id, reserve, now.day, lease_s, week=now.week, term=now.term)
-    live = live_state()
+    live = quota_live()
     if generation is None:
         verdict = await live.admit(scopes, ask)
     else:
@@ -210,8 +211,8 @@ async def admit(identity: KeyIdentity, *, reserve: int, budgets: bool = True,
             if verdict.admitted:
                 await live.finish(Settlement(
                     leases=tuple((concurrency_resource(s.name), request_id) for s in scopes),
-                    token_scopes=tuple(s.name for s in scopes), token_periods=ask.periods(), token_delta=-reserve,
-                    window_entries=tuple((s.name, request_id) for s in scopes)))
+                    parts=(TokenSettlement(scopes=tuple(s.name for s in scopes), periods=ask.periods(), delta=-reserve,
+                                           window_entries=tuple((s.name, request_id) for s in scopes)),)))
             raise StaleIdentity(current)
     scope = scopes[verdict.scope_index]
     if not verdict.admitted:

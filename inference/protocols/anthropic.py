@@ -464,7 +464,7 @@ class StreamTranslator(StreamTransform):
 
 def anthropic_usage(usage: dict[str, Any]) -> dict[str, int]:
     """OpenAI usage as Anthropic's: input_tokens leaves out what came from the cache. The cache
-    counts are the student's own (the chat route is pinned to a slot: core/slot_owners.py)."""
+    counts are the student's own (the chat route is pinned to a slot: inference/admission/slot_owners.py)."""
     prompt = int(usage.get("prompt_tokens") or 0)
     cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
     return {"input_tokens": max(0, prompt - cached), "cache_read_input_tokens": cached,

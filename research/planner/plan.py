@@ -105,7 +105,7 @@ def predict(plan: ClassPlan, cost: CostModel, *, calibration: dict[str, Any] | N
         "context": fleet.context_tokens,
         "worker_list": [{"name": f"worker-{number}", "slots": fleet.slots, "context": fleet.context_tokens}
                         for number in range(1, fleet.workers + 1)],
-        "policy": fleet.policy, "policy_applied": True, "policy_note": "simulated with core.fair_share",
+        "policy": fleet.policy, "policy_applied": True, "policy_note": "simulated with inference.admission.fair_share",
         "weights": plan.weights.as_dict(), "mix": plan.mix, "students": sum(plan.mix.values()),
         "duration_s": fleet.duration_s, "scale": plan.scale, "seed": plan.seed, "tools_inline": plan.tools_inline,
         "model": fleet.model_id, "window_s": 10, "max_wait_s": fleet.max_wait_s,

@@ -9,9 +9,9 @@ to one, or a test's monkeypatch of one, changes the prediction):
 
 - which workers, in which order: `fleet.scheduler.rank_workers` over the simulated busy counts and
   the conversation's affinity (the worker that served it last, for AFFINITY_TTL_S), tried in
-  `inference.admission_rules.claim_order`; a request no worker could serve is refused by
+  `inference.admission.rules.claim_order`; a request no worker could serve is refused by
   `no_worker_refusal`;
-- which slot, and whether its cache may be reused: `core.slot_owners.pick_slot`,
+- which slot, and whether its cache may be reused: `inference.admission.slot_owners.pick_slot`,
   `holds_own_prefix` and `handover` (a slot last used by a classmate is recomputed from scratch,
   unless the student's own slot file on that worker is restored into it first: FleetPlan.slot_files;
   the save and the restore are tasks of llama-server's loop, run in its thread between two steps
@@ -19,7 +19,7 @@ to one, or a test's monkeypatch of one, changes the prediction):
   the step boundary, the gateway sends the restore after the save has answered and the prompt
   after the restore, so a handover on a busy worker waits one step per task, and handovers
   claimed together on an idle worker reach its loop one by one);
-- who is served next while every slot is busy: `core.fair_share.pick` and `lifted`, charged
+- who is served next while every slot is busy: `inference.admission.fair_share.pick` and `lifted`, charged
   `admission_rules.estimate_charge` when leaving the line and settled with `settle_amount`;
 - the light lane (slot 0 kept for short prompts under the token-fair policy): `admission_rules.lane`,
   and `slot_owners.handover`'s rule for a light request (no restore; the lane slot is not saved);
@@ -28,7 +28,7 @@ to one, or a test's monkeypatch of one, changes the prediction):
 - a system prompt's public start shared across students (FleetPlan.shared_prefix_k,
   OCS_SHARED_PREFIX_K): on a handover that restored no file of the student's own, the student is
   counted among the senders of their system prompt's blocks (TurnShape.shared, named by
-  `core.shared_prefix.block_names` in workload.py) and `core.shared_prefix.public_blocks` says how
+  `inference.admission.shared_prefix.block_names` in workload.py) and `inference.admission.shared_prefix.public_blocks` says how
   much is public; the worker's shared file for it is restored (a task, then that prefix is found
   cached), or, the first time on that worker, the prompt is computed whole and the public part
   saved (a task: the gateway primes the slot with the public text, then saves, then sends the
@@ -71,9 +71,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
-from core import fair_share, shared_prefix, slot_owners
+from inference.admission import fair_share, shared_prefix, slot_owners
 from fleet import scheduler
-from inference import admission_rules
+from inference.admission import rules as admission_rules
 from research.class_metrics import Turn
 from research.planner.cost import CostModel, Piece
 
@@ -93,7 +93,7 @@ class TurnShape:
     # the tokens the slot generated count as cached when they come back in the next prompt (as
     # llama-server finds them: the slot's KV holds the prompt and the answer). "": not reused.
     answer_key: str = ""
-    # Its leading system message's whole blocks (core/shared_prefix.py), each as (its name, the
+    # Its leading system message's whole blocks (inference/admission/shared_prefix.py), each as (its name, the
     # cache segments a slot primed with that block and all before it holds). (): shares nothing.
     shared: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core import shared_prefix
+from inference.admission import shared_prefix
 from fleet.scheduler import conversation_key
 from inference.protocols import anthropic as anthropic_protocol
 from inference.protocols import responses as responses_protocol
@@ -212,7 +212,7 @@ SHARED_SECRET = b"planner"  # block names are only compared within one simulatio
 def shared_blocks(body: dict[str, Any], dialect: str, segments: tuple[tuple[str, int], ...], chars: list[int]
                   ) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
     """TurnShape.shared: per whole block of the leading system message the gateway sends the worker
-    (core/shared_prefix.py), its name and the segments a slot primed up to its end holds: the
+    (inference/admission/shared_prefix.py), its name and the segments a slot primed up to its end holds: the
     segments its text covers, the last one in part (its tokens in proportion to its characters)."""
     leading = shared_prefix.leading_message({"messages": worker_messages_of(body, dialect)})
     names = shared_prefix.block_names(leading[1], SHARED_SECRET) if leading else []

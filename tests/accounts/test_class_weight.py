@@ -1,5 +1,5 @@
 """A class's share weight: set by a teacher, audited, and carried with the key's identity to the
-gateway's fair share (core/fair_share.py)."""
+gateway's fair share (inference/admission/fair_share.py)."""
 from __future__ import annotations
 
 import pytest

@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from accounts.limits.gate import refusal, reservation
-from core.quota import QuotaScope, QuotaVerdict
+from accounts.limits.quota import QuotaScope, QuotaVerdict
 from core.school_day import today
 
 SCOPE = QuotaScope("user:1", requests_per_minute=10, tokens_per_day=5000, concurrency=2)

@@ -15,6 +15,7 @@ from fleet.health import probe_round
 from fleet.hysteresis import HealthTracker
 from fleet.models import Worker, WorkerEvent
 from fleet.services import worker_register
+from ocsweb.live import SiteRedisLiveState
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -66,7 +67,7 @@ def test_the_monitor_keeps_probing_while_redis_is_away(monkeypatch) -> None:  # 
     from fleet.local_worker import free_port
 
     monkeypatch.setattr(core.live, "_live_state",
-                        core.live.RedisLiveState(f"redis://127.0.0.1:{free_port()}/0"))  # nothing listens there
+                        SiteRedisLiveState(f"redis://127.0.0.1:{free_port()}/0"))  # nothing listens there
     worker = worker_register(name="w", base_url="http://10.0.0.1:8080", model_id="m", pool_name="production")
     one_round(HealthTracker(), 200)
     assert Worker.objects.get(id=worker.id).state == "healthy"

@@ -18,7 +18,7 @@ from accounts.models import AuditEvent, Classroom, User
 from accounts.services import key_issue, limits_set
 from core import errors
 from core.live import live_state
-from core.quota import QuotaScope, QuotaVerdict
+from accounts.limits.quota import QuotaScope, QuotaVerdict
 from inference.protocols import anthropic
 from accounts.limits.gate import admit, refusal
 

@@ -5,7 +5,7 @@ import json
 
 from fleet.scheduler import WorkerView
 from core.lease import Lease
-from inference.admission import Slot
+from inference.admission.line import Slot
 from inference.dispatch import for_slot
 from inference.protocols import anthropic
 from inference.protocols.base import Target

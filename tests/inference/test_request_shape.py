@@ -17,8 +17,8 @@ def test_every_record_has_its_own_id_and_the_response_carries_it() -> None:
 
 
 def test_the_row_keeps_the_shape_and_never_the_text() -> None:
-    record = RequestContext(client="anthropic", path="/v1/messages")
-    record.shape = Shape(tools=24, system_chars=5_749, turns=70_000)
-    row = record.row(status=200, error_code="")
-    assert row["request_id"] == record.request_id
+    request_ctx = RequestContext(client="anthropic", path="/v1/messages")
+    request_ctx.shape = Shape(tools=24, system_chars=5_749, turns=70_000)
+    row = request_ctx.row(status=200, error_code="")
+    assert row["request_id"] == request_ctx.request_id
     assert (row["tools_n"], row["system_chars"], row["turns"], row["conversation"]) == (24, 5_749, 32_767, "")

@@ -12,12 +12,13 @@ from django.test import override_settings
 
 from core import live
 from core.lease import Lease, renewing
-from core.live import InProcessLiveState, LiveStateUnavailable, worker_resource
+from core.live import LiveStateUnavailable, worker_resource
 from fleet.scheduler import WorkerView
 from inference import dispatch, upstream
-from inference.admission import Slot, Want
+from inference.admission.line import Slot, Want
 from inference.protocols import openai_chat
 from inference.request_context import RequestContext
+from ocsweb.live import SiteInProcessLiveState
 
 
 class Clock:
@@ -28,7 +29,7 @@ class Clock:
         return self.now
 
 
-class FailingRelease(InProcessLiveState):
+class FailingRelease(SiteInProcessLiveState):
     """Live state whose release fails, as Redis does while it restarts."""
 
     async def release(self, resource: str, lease_id: str) -> None:
@@ -39,7 +40,7 @@ def test_a_lease_whose_release_fails_stops_renewing_and_expires(monkeypatch: pyt
     clock = Clock()
     state = FailingRelease(clock=clock)
     monkeypatch.setattr(live, "live_state", lambda: state)
-    monkeypatch.setattr("inference.admission.live_state", lambda: state)
+    monkeypatch.setattr("inference.admission.line.admission_live", lambda: state)
     monkeypatch.setattr("core.lease.live_state", lambda: state)
 
     async def scenario() -> int:
@@ -62,9 +63,10 @@ WORKER = WorkerView(id=7, name="w7", base_url="http://127.0.0.1:9", pool_id=1, p
 
 
 def test_a_cancel_before_the_stream_is_handed_over_frees_the_slot(monkeypatch: pytest.MonkeyPatch) -> None:
-    state = InProcessLiveState()
+    state = SiteInProcessLiveState()
     monkeypatch.setattr("inference.dispatch.live_state", lambda: state)
-    monkeypatch.setattr("inference.admission.live_state", lambda: state)
+    monkeypatch.setattr("inference.dispatch.admission_live", lambda: state)
+    monkeypatch.setattr("inference.admission.line.admission_live", lambda: state)
     monkeypatch.setattr("core.lease.live_state", lambda: state)
     reached = asyncio.Event()
 
@@ -91,9 +93,9 @@ def test_a_cancel_before_the_stream_is_handed_over_frees_the_slot(monkeypatch: p
     monkeypatch.setattr(upstream, "post", post)
 
     async def scenario() -> int:
-        record = RequestContext(client="openai", path="/v1/chat/completions")
-        record.want = Want(user_id=1, pool_id=1, model_id="m", conversation="c1")
-        task = asyncio.ensure_future(dispatch.open_stream(path="/v1/chat/completions", body={}, record=record,
+        request_ctx = RequestContext(client="openai", path="/v1/chat/completions")
+        request_ctx.want = Want(user_id=1, pool_id=1, model_id="m", conversation="c1")
+        task = asyncio.ensure_future(dispatch.open_stream(path="/v1/chat/completions", body={}, request_ctx=request_ctx,
                                                           protocol=openai_chat.PROTOCOL))
         await asyncio.wait_for(reached.wait(), 5)
         task.cancel()  # the client left
@@ -111,7 +113,7 @@ def test_a_claim_records_the_conversations_worker_for_its_ttl_and_a_ttl_of_zero_
     OCS_AFFINITY_TTL_S=0 is how a comparison runs without affinity: nothing is recorded."""
     from fleet.scheduler import Candidate, Decision
 
-    state = InProcessLiveState()
+    state = SiteInProcessLiveState()
     asked: list[tuple[int, float] | None] = []
     claim = state.claim_slot
 
@@ -123,13 +125,13 @@ def test_a_claim_records_the_conversations_worker_for_its_ttl_and_a_ttl_of_zero_
         return Decision(ranked=[Candidate(worker=WORKER, busy=0, reason="test")]), None
 
     monkeypatch.setattr(state, "claim_slot", claim_slot)
-    monkeypatch.setattr("inference.admission.live_state", lambda: state)
+    monkeypatch.setattr("inference.admission.line.admission_live", lambda: state)
     monkeypatch.setattr("core.lease.live_state", lambda: state)
-    monkeypatch.setattr("inference.admission.rank", rank)
+    monkeypatch.setattr("inference.admission.line.rank", rank)
     settings.OCS = {**settings.OCS, "AFFINITY_TTL_S": ttl_s}
 
     async def scenario() -> int | None:
-        from inference.admission import try_claim
+        from inference.admission.line import try_claim
 
         slot = await try_claim(Want(user_id=1, pool_id=1, model_id="m", conversation="c1"))
         assert slot is not None
@@ -143,7 +145,7 @@ def test_a_claim_records_the_conversations_worker_for_its_ttl_and_a_ttl_of_zero_
 def test_held_leases_are_renewed_together_and_outlive_their_lease_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """One renewal task per event loop keeps every held lease alive, in one call for all; a
     released one is renewed no more."""
-    state = InProcessLiveState()
+    state = SiteInProcessLiveState()
     calls: list[int] = []
     renew_many = state.renew_many
 
@@ -189,20 +191,20 @@ def test_a_question_in_the_light_lane_takes_slot_0_without_slot_file_steps(
     from fleet.scheduler import Candidate, Decision
 
     worker = replace(WORKER, slots=4)
-    state = InProcessLiveState()
+    state = SiteInProcessLiveState()
 
     async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Decision, str | None]:
         return Decision(ranked=[Candidate(worker=worker, busy=0, reason="test")]), None
 
-    monkeypatch.setattr("inference.admission.live_state", lambda: state)
+    monkeypatch.setattr("inference.admission.line.admission_live", lambda: state)
     monkeypatch.setattr("core.lease.live_state", lambda: state)
-    monkeypatch.setattr("inference.admission.rank", rank)
+    monkeypatch.setattr("inference.admission.line.rank", rank)
     settings.OCS = {**settings.OCS, "LIGHT_LANE_TOKENS": 512, "AFFINITY_TTL_S": 0.0}
     question, agent_turn = 4 * 50, 4 * 3000  # prompt bytes: ~50 and ~3,000 tokens
     resource = worker_resource(worker.id)
 
     async def turn(student: int, prompt_bytes: int) -> Slot:
-        from inference.admission import try_claim
+        from inference.admission.line import try_claim
 
         slot = await try_claim(Want(user_id=student, pool_id=1, model_id="m", prompt_bytes=prompt_bytes),
                                policy="tokens")

@@ -10,7 +10,7 @@ import pytest
 
 from core.lease import Lease
 from inference import pipeline
-from inference.admission import Slot
+from inference.admission.line import Slot
 from inference.dispatch import OpenStream, relay
 from inference.protocols import openai_chat
 from inference.request_context import RequestContext
@@ -38,20 +38,21 @@ def _ends(monkeypatch: pytest.MonkeyPatch, *, read: int) -> tuple[int, str]:
     returns the status and error code the request ended with."""
     ended: list[tuple[int, str]] = []
 
-    async def end(record: RequestContext, *, status: int, error_code: str = "") -> None:
+    async def end(request_ctx: RequestContext, *, status: int, error_code: str = "") -> None:
         ended.append((status, error_code))
 
     monkeypatch.setattr(pipeline, "end", end)
 
     async def scenario() -> None:
-        record = RequestContext(client="openai", path="/v1/chat/completions")
+        request_ctx = RequestContext(client="openai", path="/v1/chat/completions")
         answer = Answer()
         chunks = answer.aiter_raw()
         first = await anext(chunks)
         stream = OpenStream(slot=Slot(worker=WORKER, lease=Lease("worker:7", "l1"), reason="test"),
                             response=answer, first_chunk=first, chunks=chunks,  # type: ignore[arg-type]
-                            model_id="m", record=record, protocol=openai_chat.PROTOCOL, end_marker=b"data: [DONE]")
-        body = pipeline._ended_when_done(relay(stream), record)
+                            model_id="m", request_ctx=request_ctx, protocol=openai_chat.PROTOCOL,
+                            end_marker=b"data: [DONE]")
+        body = pipeline._ended_when_done(relay(stream), request_ctx)
         for _ in range(read):
             await anext(body)
         await body.aclose()  # the client closed; the generator is suspended at its last yield

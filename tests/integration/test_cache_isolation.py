@@ -10,7 +10,7 @@ prompt of the same size, while the classmate's own next turn, which may reuse th
 (which shows the measurement can see a cache hit at all). The last try guesses on the Anthropic
 route, whose native worker route could not be pinned and is translated to chat for that.
 
-With slot files (inference/slot_files.py) a handover saves the previous owner's prompt to their
+With slot files (inference/admission/slot_files.py) a handover saves the previous owner's prompt to their
 file and restores the new owner's own: the second test shows alice's prompt surviving bob's use of
 the only slot, and bob's guess still finding nothing of hers. A guesser may find their *own*
 earlier prompt (the chat template's opening, a few dozen tokens): never a classmate's."""

@@ -1,4 +1,4 @@
-"""A system prompt's start shared across students only once k of them sent it (core/shared_prefix.py).
+"""A system prompt's start shared across students only once k of them sent it (inference/admission/shared_prefix.py).
 
 On the real llama-server, one slot (every turn a handover), a gateway with OCS_SHARED_PREFIX_K=3.
 Four students send the same ~1,400-token system prompt, each with a private question. The first

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from accounts.services import key_issue
 from core.live import live_state
-from core.quota import concurrency_resource
+from accounts.limits.quota import concurrency_resource
 from fleet.services import worker_register
 from inference.models import RequestLog
 from lessons.models import Answer, AnswerAttempt, FleetSighting, StepDone

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core import fair_share
+from inference.admission import fair_share
 
 from research.class_metrics import (Turn, Weights, aggregate, busy_seconds, class_report, jain, jain_index,
                                     jain_windows, parse_weights, processor_sharing, service_parts, turn_from_row,

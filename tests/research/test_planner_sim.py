@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from core import fair_share
+from inference.admission import fair_share
 from fleet import scheduler
 from research.planner.cost import CostModel
 from research.planner.sim import FleetPlan, TurnShape, cached_prefix_tokens, simulate
@@ -94,7 +94,7 @@ def test_a_later_turn_reuses_the_students_own_prefix_in_its_slot() -> None:
 
 
 def test_a_slot_last_used_by_a_classmate_is_recomputed_whole() -> None:
-    """core/slot_owners: no reuse of a foreign prefix, even an identical one."""
+    """inference/admission/slot_owners: no reuse of a foreign prefix, even an identical one."""
     a = Scripted("a", [shape(("shared-system-prompt", 100), output=2, conversation="ca")])
     b = Scripted("b", [shape(("shared-system-prompt", 100), output=2, conversation="cb")], arrival_s=5.0)
     turns, _ = simulate(plan=plan(), costs=[COST], students=[a, b])
@@ -120,12 +120,12 @@ def test_a_slot_file_brings_a_students_prefix_back_after_a_classmate_took_the_sl
 
 def test_a_system_prompt_is_shared_once_k_students_sent_it_restored_from_the_file_the_kth_saved(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """core/shared_prefix (inference/shared_prefix.prepare's rule, called): with k = 3, on one slot,
+    """inference/admission/shared_prefix (its prepare's rule, called): with k = 3, on one slot,
     the first two students compute their prompts whole; the third makes the system prompt public
     and computes it whole too, saving the public part (a save task); the fourth restores it and
     finds all three blocks cached, and not a token of the others' questions. Off, nobody shares;
     with the rule changed to k = 2 by a monkeypatch of public_blocks, the third restores."""
-    from core import shared_prefix
+    from inference.admission import shared_prefix
 
     blocks = tuple((f"b{n}", (("sys", 100 * n),)) for n in (1, 2, 3))
 
@@ -151,7 +151,7 @@ def test_a_question_in_the_light_lane_computes_its_prompt_instead_of_restoring_i
     the lane's slot 0; a's next question finds b's there and computes its prompt (no restore: on a
     busy worker the restore waits longer than the prompt takes). With the rule neutralised, a's
     file is restored, as outside the lane."""
-    from core import slot_owners
+    from inference.admission import slot_owners
 
     def students() -> list[Scripted]:
         a = Scripted("a", [shape(("sys", 100), output=2, conversation="ca"),
@@ -427,7 +427,7 @@ def test_cached_prefix_counts_leading_equal_segments_only() -> None:
 
 
 def test_a_student_back_from_a_pause_is_lifted_level_with_those_waiting_not_ahead_of_them() -> None:
-    """core.fair_share.lifted: l (no service yet) joins while w (some service) waits; lifted to w's
+    """inference.admission.fair_share.lifted: l (no service yet) joins while w (some service) waits; lifted to w's
     counter, the tie goes to the cheaper request (w's). Without the lift l's banked 0 would win."""
     f = Scripted("f", [shape(("f", 100), output=2, conversation="f")])
     w = Scripted("w", [shape(("w1", 10), output=2, conversation="w"), shape(("w2", 20), output=2, conversation="w2")],

@@ -80,3 +80,36 @@ def test_one_decorator_guards_every_teacher_page() -> None:
     copies = [str(path.relative_to(ROOT)) for app in LAYERS for path in (ROOT / app).rglob("*.py")
               if "def staff_required" in path.read_text()]
     assert copies == ["accounts/access.py"]
+
+
+# Where a worker slot is chosen, waited for and claimed: one package (docs/architecture.md,
+# "Admission"), like llama-swap's scheduler. Its modules stay there, and no module elsewhere
+# defines its rules again.
+ADMISSION = ROOT / "inference" / "admission"
+ADMISSION_MODULES = {"__init__.py", "fair_share.py", "line.py", "live.py", "rules.py", "shared_prefix.py",
+                     "slot_files.py", "slot_owners.py"}
+ADMISSION_DEFINITIONS = re.compile(
+    r"^\s*(?:async\s+)?def\s+(claim_slot|confirm_slot|fair_join|fair_turn|fair_order|fair_served|fair_leave|"
+    r"fair_renew|fair_charge|pick_slot|handover|acquire_slot|try_claim|prefix_senders|set_affinity)\b"
+    r"|^(CLAIM_SLOT_LUA|CONFIRM_SLOT_LUA|JOIN_LUA|TURN_LUA|ORDER_LUA|SERVED_LUA)\s*=", re.MULTILINE)
+
+
+def test_the_admission_package_holds_its_modules() -> None:
+    assert {path.name for path in ADMISSION.glob("*.py")} == ADMISSION_MODULES
+
+
+def test_no_module_outside_the_admission_package_defines_its_rules() -> None:
+    strays = [f"{path.relative_to(ROOT)}: {match.group(1) or match.group(2)}"
+              for app in LAYERS for path in sorted((ROOT / app).rglob("*.py"))
+              if ADMISSION not in path.parents
+              for match in ADMISSION_DEFINITIONS.finditer(path.read_text())]
+    assert strays == []
+
+
+def test_core_live_keeps_the_mechanism_only() -> None:
+    """The live state's rules plug in from above (inference/admission/live.py,
+    accounts/limits/live_quota.py); core/live.py keeps the connection, leases, suspects,
+    generations, queue depths and the end's batch."""
+    text = (ROOT / "core" / "live.py").read_text()
+    assert len(text.splitlines()) < 500
+    assert not re.search(r"def (admit|admit_seen|settle|tokens_used_sync|view|fair_\w+|claim_slot)\(", text)

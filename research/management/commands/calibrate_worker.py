@@ -16,7 +16,7 @@ without it the planner counts 4 characters a token. The texts are the personas' 
 (default 0.1): give the scale you will plan at, as shorter texts tokenize denser.
 
 `--slot-files` times the worker's slot file saves and restores (a handover's two tasks, run in
-llama-server's loop between two steps; inference/slot_files.py): a few prompts of 120-1,200 words
+llama-server's loop between two steps; inference/admission/slot_files.py): a few prompts of 120-1,200 words
 evaluated in slot 0, each saved and restored three times, timed by llama-server itself; stored as
 seconds per token of a save and of a restore. Run it with the worker up, serving no students.
 

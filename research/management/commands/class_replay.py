@@ -85,7 +85,7 @@ class Command(BaseCommand):
                                  "requests (round-robin).")
         parser.add_argument("--weights", default="",
                             help="Service weights for Jain's index: prompt:W (per computed prompt token), output:W; "
-                                 "default: the fair-sharing rule's own (prompt:1,output:4, core/fair_share.py).")
+                                 "default: the fair-sharing rule's own (prompt:1,output:4, inference/admission/fair_share.py).")
         parser.add_argument("--limits", default="",
                             help="The replay class's limits, over rpm:600,tokens_per_day:1000000000,concurrency:2.")
         parser.add_argument("--pool", default="", help="Pool of the replay keys (default: the default pool).")

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from core.fair_share import POLICIES
+from inference.admission.fair_share import POLICIES
 from research.class_metrics import AGENT_PERSONAS
 from research.class_personas import PERSONAS, parse_mix
 from research.models import Calibration

@@ -8,14 +8,15 @@ import shutil
 
 import pytest
 
-from core.live import LiveStateUnavailable, RedisLiveState
+from core.live import LiveStateUnavailable
+from ocsweb.live import SiteRedisLiveState
 from tests.own_redis import own_redis  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
 
 
 def test_redis_going_away_raises_live_state_unavailable_and_service_resumes_when_it_returns(own_redis) -> None:  # noqa: ANN001
-    live = RedisLiveState(own_redis.url, namespace="outage-test")
+    live = SiteRedisLiveState(own_redis.url, namespace="outage-test")
 
     async def scenario() -> None:
         lease = await live.claim("worker:1", 2, 30)
@@ -45,7 +46,7 @@ def test_readyz_says_why_while_redis_is_down_and_recovers(own_redis, monkeypatch
 
     worker_register(name="ready-w", base_url="http://127.0.0.1:9", model_id="m", pool_name="production",
                     state="healthy")
-    monkeypatch.setattr(core.live, "_live_state", RedisLiveState(own_redis.url, namespace="outage-test"))
+    monkeypatch.setattr(core.live, "_live_state", SiteRedisLiveState(own_redis.url, namespace="outage-test"))
     ready = ApiClient().get("/readyz")
     assert ready.status_code == 200, ready.content
     own_redis.stop()

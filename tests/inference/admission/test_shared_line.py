@@ -12,10 +12,11 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from core.live import InProcessLiveState, RedisLiveState, worker_resource
+from core.live import worker_resource
 from fleet.scheduler import Candidate, Decision, WorkerView
-from inference import admission
-from inference.admission import Want
+from inference.admission import line as admission
+from inference.admission.line import Want
+from ocsweb.live import SiteInProcessLiveState, SiteRedisLiveState
 
 BACKENDS = ["in-process"] + (["redis"] if settings.REDIS_URL else [])
 WORKER = WorkerView(id=991, name="w991", base_url="http://127.0.0.1:9", pool_id=1, pool_name="production",
@@ -31,9 +32,9 @@ def _fresh_lines() -> None:
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_a_classmate_waiting_in_another_process_is_served_in_the_shared_order(
         kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    live = (InProcessLiveState() if kind == "in-process"
-            else RedisLiveState(settings.REDIS_URL, f"{settings.OCS_LIVE_NAMESPACE}-{uuid.uuid4().hex[:8]}"))
-    monkeypatch.setattr(admission, "live_state", lambda: live)
+    live = (SiteInProcessLiveState() if kind == "in-process"
+            else SiteRedisLiveState(settings.REDIS_URL, f"{settings.OCS_LIVE_NAMESPACE}-{uuid.uuid4().hex[:8]}"))
+    monkeypatch.setattr(admission, "admission_live", lambda: live)
     monkeypatch.setattr("core.lease.live_state", lambda: live)
     model = f"m-{uuid.uuid4().hex[:6]}"
     worker = WorkerView(**{**WORKER.__dict__, "model_id": model})
@@ -88,9 +89,9 @@ def test_a_classmate_waiting_in_another_process_is_served_in_the_shared_order(
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_the_policy_switch_reaches_the_gateway_within_a_second_and_unknown_names_are_refused(
         kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    live = (InProcessLiveState() if kind == "in-process"
-            else RedisLiveState(settings.REDIS_URL, f"{settings.OCS_LIVE_NAMESPACE}-{uuid.uuid4().hex[:8]}"))
-    monkeypatch.setattr(admission, "live_state", lambda: live)
+    live = (SiteInProcessLiveState() if kind == "in-process"
+            else SiteRedisLiveState(settings.REDIS_URL, f"{settings.OCS_LIVE_NAMESPACE}-{uuid.uuid4().hex[:8]}"))
+    monkeypatch.setattr(admission, "admission_live", lambda: live)
 
     def a_second_later() -> None:
         assert admission._policy_cache is not None

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from core.quota import QuotaAsk, QuotaScope, concurrency_resource
-from tests.ocsweb.test_live import BACKENDS, make_backends
+from accounts.limits.quota import QuotaAsk, QuotaScope, concurrency_resource
+from tests.core.test_live import BACKENDS, make_backends
 
 DAY = "2026-11-29"
 
@@ -110,7 +110,7 @@ def test_the_request_window_slides_from_its_oldest_end() -> None:
     """The in-process window drops only what left it and reports when its oldest entry leaves."""
     from collections import OrderedDict
 
-    from core.quota import decide_in_memory
+    from accounts.limits.quota import decide_in_memory
 
     windows: dict[str, OrderedDict[str, int]] = {}
     leases: dict[str, dict[str, float]] = {}

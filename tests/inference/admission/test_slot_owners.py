@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from core.slot_owners import PENDING, SlotOwner, handover, lease_slot, pick_slot
-from tests.ocsweb.test_live import BACKENDS, make_backends
+from inference.admission.slot_owners import PENDING, SlotOwner, handover, lease_slot, pick_slot
+from tests.core.test_live import BACKENDS, make_backends
 
 
 def test_pick_prefers_the_conversation_then_the_student_then_an_unused_then_the_oldest_slot() -> None:

@@ -1,7 +1,7 @@
-"""The shared-prefix rule (core/shared_prefix.py): which start of a system prompt is public."""
+"""The shared-prefix rule (inference/admission/shared_prefix.py): which start of a system prompt is public."""
 from __future__ import annotations
 
-from core.shared_prefix import (
+from inference.admission.shared_prefix import (
     BLOCK_CHARS,
     MAX_BLOCKS,
     MIN_K,

@@ -4,7 +4,7 @@ One waiting line per (pool, model), kept in live state: on Redis it is one line,
 for every gateway process; on the embedded default it lives in the process. A request first
 tries to claim a slot directly, but only when nobody is waiting (no barging past waiting
 classmates); otherwise it joins the line, and each process's pump serves its own waiters when
-the line says it is their turn (core/fair_share.py: least weighted service first, or request
+the line says it is their turn (inference/admission/fair_share.py: least weighted service first, or request
 round-robin, by OCS_FAIR_POLICY or the live override), whenever a slot may have come free (a
 release in this process, or every POLL_INTERVAL_S for releases elsewhere and expired leases).
 A waiter whose process dies drops out of the line within WAITING_TTL_S. Claiming itself is
@@ -27,13 +27,14 @@ from django.conf import settings
 
 from core import errors
 from core.db import fresh_connection
-from core.fair_share import POLICIES
 from core.lease import Lease
-from core.live import LiveStateUnavailable, Settlement, live_state, worker_resource
+from core.live import LiveStateUnavailable, Settlement, worker_resource
 from fleet.models import PoolEvent
 from fleet.scheduler import Decision, WorkerView, rank_workers
 from fleet.selectors import fleet_snapshot
-from inference.admission_rules import (
+from inference.admission.fair_share import POLICIES
+from inference.admission.live import FairCharge, admission_live
+from inference.admission.rules import (
     affinity_hold,
     claim_order,
     estimate_charge,
@@ -64,8 +65,8 @@ PUMP_LOOKAHEAD = 16  # how far down the shared line a pump looks past waiters ho
 class Slot:
     """A claimed worker slot. `index` is llama-server's slot (`id_slot`; None: not pinned, only in
     tests); `own_prefix`: that slot's cache holds this student's own prompt, so the worker may
-    reuse it (core/slot_owners.py). Otherwise the request must not reuse the cache at all, unless
-    its own slot file is restored into it first (inference/slot_files.py: `previous`, `restore`).
+    reuse it (inference/admission/slot_owners.py). Otherwise the request must not reuse the cache at all, unless
+    its own slot file is restored into it first (inference/admission/slot_files.py: `previous`, `restore`).
     `handover`: the slot's owner is confirmed once the worker has processed this prompt."""
 
     worker: WorkerView
@@ -162,14 +163,14 @@ _policy_cache: tuple[str, float] | None = None
 
 
 async def active_policy() -> str:
-    """The fair-sharing policy in force: the live override (core.live.set_fair_policy), read at
+    """The fair-sharing policy in force: the live override (inference.admission.live.set_fair_policy), read at
     most once every POLICY_REFRESH_S, else OCS_FAIR_POLICY."""
     global _policy_cache
     now = time.monotonic()
     if _policy_cache is not None and now - _policy_cache[1] < POLICY_REFRESH_S:
         return _policy_cache[0]
     try:
-        override = await live_state().fair_policy()
+        override = await admission_live().fair_policy()
     except LiveStateUnavailable:
         override = None
     policy = override if override in POLICIES else settings.OCS["FAIR_POLICY"]
@@ -191,7 +192,7 @@ async def fair_settlement(want: Want, *, computed_prompt_tokens: int, output_tok
     Settlement, which LiveState.finish applies with the rest in one round trip."""
     policy, amount = await share_correction(want, computed_prompt_tokens=computed_prompt_tokens,
                                             output_tokens=output_tokens)
-    return Settlement(fair_line=want.line, fair_policy=policy, fair_student=str(want.user_id), fair_amount=amount)
+    return Settlement(parts=(FairCharge(line=want.line, policy=policy, student=str(want.user_id), amount=amount),))
 
 
 PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}"
@@ -209,7 +210,7 @@ def queue_depths() -> dict[str, int]:
 async def _publish_queue_depths() -> None:
     """Queue depths go to live state whenever a queue changes (only requests that wait pay for
     it), under this process's own key with a TTL: a process that dies takes its numbers along."""
-    await live_state().publish_queue(PROCESS_ID, queue_depths(), QUEUE_REPORT_TTL_S)
+    await admission_live().publish_queue(PROCESS_ID, queue_depths(), QUEUE_REPORT_TTL_S)
 
 
 async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Decision, str | None]:
@@ -222,7 +223,7 @@ async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Deci
         workers = [w for w in workers if w.name == want.pinned_worker]
     ids = [w.id for w in workers if w.model_id == want.model_id]
     line, policy = fair or ("", "")
-    view = await live_state().view(ids, want.conversation, fair_line=line, fair_policy=policy)
+    view = await admission_live().view(ids, want.conversation, fair_line=line, fair_policy=policy)
     return rank_workers(
         workers=workers,
         busy=view.busy,
@@ -245,7 +246,7 @@ async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: 
     decision, turn = await rank(want, fair=fair)
     if fair is not None and not may_claim_directly(waiting_here=0, turn=turn):
         return None
-    live = live_state()
+    live = admission_live()
     refusal = no_worker_refusal(decision, want.failed)
     if refusal is not None:
         code, detail = refusal
@@ -290,7 +291,7 @@ async def acquire_slot(want: Want) -> Slot:
 
 async def _acquire(want: Want) -> Slot:
     line = _line_for(want.pool_id, want.model_id)
-    live = live_state()
+    live = admission_live()
     policy = await active_policy()
     if not line.waiters:  # nobody waits here; whether anyone waits elsewhere is read with the load
         slot = await try_claim(want, fair=(line.name, policy))
@@ -330,7 +331,7 @@ async def _acquire(want: Want) -> Slot:
 
 async def _join(line: _Line, waiter: _Waiter, policy: str) -> None:
     want = waiter.want
-    await live_state().fair_join(line.name, policy, request=waiter.request, student=str(want.user_id),
+    await admission_live().fair_join(line.name, policy, request=waiter.request, student=str(want.user_id),
                                  weight=want.weight, cost=want.estimate(policy), ttl_s=WAITING_TTL_S)
 
 
@@ -351,7 +352,7 @@ async def _await_served(line: _Line, waiter: _Waiter, *, deadline: float) -> Slo
 
 async def _pump(line: _Line) -> None:
     """Serve this process's waiters when the shared line says it is their turn."""
-    live = live_state()
+    live = admission_live()
     while line.waiters:
         try:
             policy = await active_policy()
@@ -382,7 +383,7 @@ async def _serve_next(line: _Line, turns: list[str], policy: str) -> bool:
     the line changed (one served, refused or gone), False when it must wait for a slot. A waiter
     of this process that is waiting for its conversation's worker (affinity_hold) lets the next
     have the free slot; another process's waiter ahead of ours is that process's to serve."""
-    live = live_state()
+    live = admission_live()
     for turn in turns:
         waiter = line.waiters.get(turn)
         if waiter is None:  # another process's waiter has the turn

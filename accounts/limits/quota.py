@@ -19,6 +19,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal
 
+from core.live import drop_up_to
+
 WINDOW_MS = 60_000
 TOKEN_COUNTER_TTL_MS = 2 * 86_400_000
 WEEK_COUNTER_TTL_MS = 8 * 86_400_000
@@ -67,13 +69,6 @@ class QuotaVerdict:
     requests_used: int
     tokens_used: int  # the day's (for a week or term refusal: that period's)
     window_reset_ms: int  # when the oldest request in the window leaves it (0: window empty)
-
-
-def drop_up_to(entries: dict[str, float] | dict[str, int], cutoff: float) -> None:
-    """Remove the entries (id -> time) at or before `cutoff`: expired leases, requests that left
-    the window. The in-process twin of ZREMRANGEBYSCORE."""
-    for entry_id in [eid for eid, at in entries.items() if at <= cutoff]:
-        del entries[entry_id]
 
 
 def drop_oldest_up_to(window: OrderedDict[str, int], cutoff: float) -> None:

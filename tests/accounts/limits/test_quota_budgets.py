@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from core.quota import QuotaAsk, QuotaScope
-from tests.ocsweb.test_live import BACKENDS, make_backends
+from accounts.limits.quota import QuotaAsk, QuotaScope
+from tests.core.test_live import BACKENDS, make_backends
 
 WEEK, TERM = "W2026-11-30", "T2026-09-01"
 

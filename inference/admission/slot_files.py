@@ -1,6 +1,6 @@
 """A student's prompt kept across a slot handover: one slot file per student and worker.
 
-With cache isolation (core/slot_owners.py) a slot that passes to another student is recomputed
+With cache isolation (inference/admission/slot_owners.py) a slot that passes to another student is recomputed
 from scratch, and the student it passed from loses their prefix: with more active students than
 slots, nearly every agent turn recomputed its whole prompt (docs/research/class-replay.md). Where
 the worker keeps slot files (llama-server `--slot-save-path`, which fleet/local_worker.py always
@@ -31,7 +31,7 @@ from django.conf import settings
 from prometheus_client import Counter, Histogram
 
 from inference import upstream
-from inference.admission import Slot
+from inference.admission.line import Slot
 from inference.upstream import TRANSPORT_ERRORS
 
 log = logging.getLogger("ocs.slot_files")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from fleet.scheduler import Candidate, Decision, WorkerView
-from inference import admission_rules as rules
+from inference.admission import rules
 
 
 def view(number: int, slots: int = 2) -> WorkerView:

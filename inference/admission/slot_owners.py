@@ -15,7 +15,7 @@ new student's prompt, and only then (its first byte) is the new owner confirmed
 whatever it still holds is never reused. A slot with no record (new worker, live state reset)
 counts as foreign.
 
-A handover need not cost the previous owner their prefix (inference/slot_files.py). Where the
+A handover need not cost the previous owner their prefix (inference/admission/slot_files.py). Where the
 worker keeps slot files (`--slot-save-path`), the claim says whose prompt the slot held
 (`previous`: save it to that student's file before use) and whether the new student has a file of
 their own on this worker (`restore`: load it into the slot, then reuse). One file per student and
@@ -73,7 +73,7 @@ def lease_slot(lease_id: str) -> int | None:
 def pick_slot(*, capacity: int, used: set[int], owners: dict[int, SlotOwner], student: str,
               conversation: str, first: int = 0, prefer: int | None = None) -> int | None:
     """The free slot index to claim (first <= index < capacity), or None when all are in use.
-    `prefer`: a slot taken first whenever it is free (the light lane, inference/admission_rules.py)."""
+    `prefer`: a slot taken first whenever it is free (the light lane, inference/admission/rules.py)."""
     if prefer is not None and first <= prefer < capacity and prefer not in used:
         return prefer
     best: tuple[int, int] | None = None
@@ -106,7 +106,7 @@ def handover(previous: SlotOwner | None, student: str, files: Collection[str], *
     for none; whether to restore `student`'s own file). `files`: the students with a slot file on
     this worker. Nothing to do when the slot holds the student's own prompt.
 
-    The light lane (inference/admission_rules.lane): each slot-file step is a request the worker
+    The light lane (inference/admission/rules.lane): each slot-file step is a request the worker
     answers only between two steps of its loop, so on a busy worker a save and a restore put two
     whole steps before the prompt is even taken in. A light request (`light`: a short prompt the
     lane gave a preferred slot) computes its prompt in less than that, so it does not restore its

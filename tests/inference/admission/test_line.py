@@ -5,8 +5,8 @@ import asyncio
 
 import pytest
 
-from inference import admission
-from inference.admission import Want
+from inference.admission import line as admission
+from inference.admission.line import Want
 
 
 class FakeSlot:

@@ -1,4 +1,4 @@
-"""What a handover asks of the worker for a shared system prompt (inference/shared_prefix.py), against
+"""What a handover asks of the worker for a shared system prompt (inference/admission/shared_prefix.py), against
 a recording stand-in for the worker; tests/integration/test_shared_prefix.py runs it on a real one."""
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from django.conf import settings
 from django.test import override_settings
 
 from core.lease import Lease
-from core.live import InProcessLiveState
-from core.shared_prefix import BLOCK_CHARS
 from fleet.scheduler import WorkerView
-from inference import shared_prefix, slot_files
-from inference.admission import Slot
+from inference.admission import shared_prefix, slot_files
+from inference.admission.line import Slot
+from inference.admission.shared_prefix import BLOCK_CHARS
+from ocsweb.live import SiteInProcessLiveState
 
 WORKER = WorkerView(id=7, name="w7", base_url="http://127.0.0.1:9", pool_id=1, pool_name="production",
                     model_id="m", slots=4, state="healthy")
@@ -49,8 +49,8 @@ def worker(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(slot_files.upstream, "post", post)
     monkeypatch.setattr(slot_files, "_unsupported", {})
     monkeypatch.setattr(shared_prefix, "_files", {})
-    live = InProcessLiveState()
-    monkeypatch.setattr(shared_prefix, "live_state", lambda: live)
+    live = SiteInProcessLiveState()
+    monkeypatch.setattr(shared_prefix, "admission_live", lambda: live)
     return state
 
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import pytest
 from django.conf import settings
 
-from core import fair_share
-from core.fair_share import POLICIES, Waiting, charge, lifted, pick
-from core.live import InProcessLiveState, RedisLiveState
+from inference.admission import fair_share
+from inference.admission.fair_share import POLICIES, Waiting, charge, lifted, pick
+from ocsweb.live import SiteInProcessLiveState, SiteRedisLiveState
 
 
 @dataclass
@@ -57,7 +57,7 @@ class PureLine:
 class LiveLine:
     """The same through a live-state backend's fair_* methods."""
 
-    def __init__(self, policy: str, live: InProcessLiveState | RedisLiveState) -> None:
+    def __init__(self, policy: str, live: SiteInProcessLiveState | SiteRedisLiveState) -> None:
         self.policy, self.live, self.line = policy, live, f"1:m-{uuid.uuid4().hex[:6]}"
 
     def join(self, request: str, student: str, weight: float, cost: float) -> None:
@@ -91,8 +91,8 @@ def make_line(kind: str, policy: str, clock: Clock) -> PureLine | LiveLine:
     if kind == "pure":
         return PureLine(policy, clock)
     if kind == "in-process":
-        return LiveLine(policy, InProcessLiveState(clock=clock))
-    return LiveLine(policy, RedisLiveState(settings.REDIS_URL, f"{settings.OCS_LIVE_NAMESPACE}-{uuid.uuid4().hex[:8]}"))
+        return LiveLine(policy, SiteInProcessLiveState(clock=clock))
+    return LiveLine(policy, SiteRedisLiveState(settings.REDIS_URL, f"{settings.OCS_LIVE_NAMESPACE}-{uuid.uuid4().hex[:8]}"))
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Admission's decisions, without its waiting: pure functions, the clock passed in, no I/O.
 
-`inference/admission.py` (the gateway's async line, live state, the pump) calls these for every
+`inference/admission/line.py` (the gateway's async line, live state, the pump) calls these for every
 decision it takes, and the capacity planner's simulator (research/planner/) calls the same ones,
 so a change here changes both the gateway and its prediction:
 
@@ -10,7 +10,7 @@ so a change here changes both the gateway and its prediction:
 - which ranked workers to try, in order, and the refusal when none could ever serve;
 - how long a request may wait, and the `retry-after` of a request that waited too long;
 - the light lane: which of a worker's slots a request may claim (`lane`; which slot-file steps a
-  light request skips is core/slot_owners.handover's, atomic with the claim);
+  light request skips is inference/admission/slot_owners.handover's, atomic with the claim);
 - whether a long prompt waits a little for the worker that holds its prefix (`affinity_hold`).
 
 Times are seconds on one monotonic clock the caller chooses.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from core.fair_share import charge
+from inference.admission.fair_share import charge
 from fleet.scheduler import Candidate, Decision
 
 # English text and code average 3.5-4.5 bytes per token with Llama-family tokenizers: a body of N

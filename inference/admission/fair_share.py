@@ -18,7 +18,7 @@ so time spent away is not banked as credit to spend on a burst later.
 A request is charged an estimate when it is picked (its prompt, by the byte-based estimate, as if
 nothing were cached) and settled to the real count when it ends (`charge` of the real numbers
 minus what was charged), so a student's long request weighs on their turn while it runs.
-The gateway keeps the counters and the waiting set in live state (core/live.py) and the
+The gateway keeps the counters and the waiting set in live state (inference/admission/live.py) and the
 class replay's simulator calls the same functions.
 """
 from __future__ import annotations
@@ -66,7 +66,7 @@ def pick(waiting: Iterable[Waiting], counters: Mapping[str, float]) -> Waiting |
 def order(waiting: Iterable[Waiting], counters: Mapping[str, float]) -> list[Waiting]:
     """Every waiting request in the order they are to be served (`pick` is the first). A request
     that may not take the slot that is free (one waiting for its conversation's worker,
-    inference/admission_rules.py `affinity_hold`) lets the next one in this order have it."""
+    inference/admission/rules.py `affinity_hold`) lets the next one in this order have it."""
     return sorted(waiting, key=lambda w: _rank(w, counters))
 
 

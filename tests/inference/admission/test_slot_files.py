@@ -1,4 +1,4 @@
-"""What a handover asks of the worker (inference/slot_files.py), against a recording stand-in
+"""What a handover asks of the worker (inference/admission/slot_files.py), against a recording stand-in
 for the worker's HTTP side; tests/integration/test_cache_isolation.py runs it on a real one."""
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from django.test import override_settings
 
 from core.lease import Lease
 from fleet.scheduler import WorkerView
-from inference import slot_files
-from inference.admission import Slot
+from inference.admission import slot_files
+from inference.admission.line import Slot
 
 WORKER = WorkerView(id=7, name="w7", base_url="http://127.0.0.1:9", pool_id=1, pool_name="production",
                     model_id="m", slots=4, state="healthy")
