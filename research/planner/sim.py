@@ -356,7 +356,7 @@ class Simulation:
         return "busy"
 
     def _shared_prefix(self, request: _Request, worker: _Worker, index: int, tasks: list[tuple[str, int]]) -> bool:
-        """inference/shared_prefix.prepare on a handover that restored nothing: True when the slot
+        """inference/admission/shared_prefix.prepare on a handover that restored nothing: True when the slot
         then holds the public prefix to reuse (restored from the worker's shared file); the first
         time on a worker the whole prompt is computed and the public part saved (False)."""
         blocks = request.shape.shared

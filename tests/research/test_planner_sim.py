@@ -102,7 +102,7 @@ def test_a_slot_last_used_by_a_classmate_is_recomputed_whole() -> None:
 
 
 def test_a_slot_file_brings_a_students_prefix_back_after_a_classmate_took_the_slot() -> None:
-    """inference/slot_files: b's turn saves a's prompt to a's file, a's next turn restores it (and
+    """inference/admission/slot_files: b's turn saves a's prompt to a's file, a's next turn restores it (and
     only a's: b's identical system prompt is still computed whole). Off, a computes it again."""
     def students() -> list[Scripted]:
         a = Scripted("a", [shape(("sys", 100), output=2, conversation="ca"),
