@@ -30,7 +30,8 @@ from fleet.scheduler import ROUTABLE_STATES, WorkerView
 from fleet.selectors import fleet_snapshot, usable_pool_ids
 from inference import upstream
 from inference.admission import shared_prefix, slot_files
-from inference.admission.line import Slot, Want, acquire_slot, rank
+from inference.admission.line import Slot, Want, acquire_slot, charge_streamed, rank
+from inference.admission.rules import STREAM_CHARGE_TOKENS
 from inference.admission.live import admission_live
 from inference.prometheus import FIRST_BYTE, count_tokens
 from inference.protocols.base import Protocol, StreamTransform
@@ -308,6 +309,7 @@ class OpenStream:
     end_marker: bytes = b""
     usage: UsageSniffer = field(init=False)
     failure: bytes = b""  # the error event for the client, if the worker failed mid-answer
+    charged_tokens: int = 0  # output relayed and already charged to the fair share (charge_streamed)
     _closed: bool = False
 
     def __post_init__(self) -> None:
@@ -331,6 +333,8 @@ class OpenStream:
                     self._note_error(chunk)
                     tail = self._passed(chunk, tail)
                     yield chunk
+                    if self.usage.usage.relayed_tokens - self.charged_tokens >= STREAM_CHARGE_TOKENS:
+                        await self._charge_relayed()
                     if time.monotonic() > deadline:
                         raise StreamTooLong
             except (*TRANSPORT_ERRORS, StreamTooLong) as exc:
@@ -342,6 +346,13 @@ class OpenStream:
                 await self._fail("the worker's answer ended early; please retry")
         finally:
             await self.close()
+
+    async def _charge_relayed(self) -> None:
+        relayed = self.usage.usage.relayed_tokens
+        want = self.request_ctx.want
+        if want is not None:
+            await charge_streamed(want, output_tokens=relayed - self.charged_tokens)
+        self.charged_tokens = relayed
 
     def _passed(self, chunk: bytes, tail: bytes) -> bytes:
         """The stream's last 64 bytes once `chunk` is handed on; notes the answer as delivered
@@ -434,9 +445,29 @@ async def stream_with_keepalive(
             await opening.result().close()
 
 
+# A request that needs no generation slot (count_tokens) still costs the worker's tokenizer and
+# this process's CPU: at most this many at once per gateway process and model, the rest wait.
+LIGHT_CONCURRENCY = 2
+_light_gates: dict[tuple[int, str], asyncio.Semaphore] = {}
+
+
+def _light_gate(model_id: str) -> asyncio.Semaphore:
+    key = (id(asyncio.get_running_loop()), model_id)
+    gate = _light_gates.get(key)
+    if gate is None:
+        gate = _light_gates[key] = asyncio.Semaphore(LIGHT_CONCURRENCY)
+    return gate
+
+
 async def forward_light(*, path: str, body: dict[str, Any], request_ctx: RequestContext) -> tuple[int, bytes]:
     """A request that needs no generation slot (tokenizing): the best-ranked worker answers,
-    with failover, without claiming a slot."""
+    with failover, without claiming a slot; LIGHT_CONCURRENCY at a time per model."""
+    assert request_ctx.want is not None
+    async with _light_gate(request_ctx.want.model_id):
+        return await _forward_light(path=path, body=body, request_ctx=request_ctx)
+
+
+async def _forward_light(*, path: str, body: dict[str, Any], request_ctx: RequestContext) -> tuple[int, bytes]:
     # Not `_failover`: that loop claims, prepares and frees a slot per try. This request holds
     # none, so it walks the ranking once, and a failure neither marks the worker suspect nor
     # waits for one loading its model (a tokenize is cheap and asks nothing of a slot).

@@ -40,6 +40,9 @@ class RequestLog(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     cached_tokens = models.PositiveIntegerField(default=0, help_text="Prompt tokens the worker had in its cache.")
+    usage_estimated = models.BooleanField(
+        default=False, help_text="The worker never reported its counts (a stream cut short): the prompt is the "
+                                 "gateway's byte estimate, the output the content events relayed.")
     queue_wait_ms = models.PositiveIntegerField(default=0)
     ttft_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Arrival to first byte from the worker.")
     total_ms = models.PositiveIntegerField(default=0)

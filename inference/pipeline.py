@@ -35,7 +35,7 @@ from inference.client_tools import client_tool
 from inference.prometheus import REFUSALS, REQUESTS
 from inference.protocols.base import Call, Plan, Protocol, Target
 from inference.request_context import RequestContext
-from inference.validation import output_cap
+from inference.validation import check_fits_context, output_cap
 
 log = logging.getLogger("ocs.api")
 
@@ -135,6 +135,7 @@ async def _admit_once(request: Request, protocol: Protocol, raw_key: str | None,
         call = protocol.parse(request.body)
         model = await resolve_model(call.model, identity, maps_unknown=protocol.maps_unknown_models)
         check_access(identity, model.public_id)
+        check_fits_context(body_bytes=call.size, context_tokens=model.context_length)
     except errors.ApiError:
         if generation is not None:
             await verify_generation(generation)  # not refused on a cached policy that has changed
@@ -193,6 +194,7 @@ async def end(request_ctx: RequestContext, *, status: int, error_code: str = "")
     if request_ctx.finished:
         return
     request_ctx.finished = True
+    request_ctx.estimate_unreported_usage()
     try:
         await _settle(request_ctx)
     finally:

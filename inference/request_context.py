@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
+from inference.admission.rules import prompt_tokens_estimate
 from inference.protocols.base import Shape
 from inference.request_log import request_log
 from inference.usage import Usage
@@ -70,9 +71,21 @@ class RequestContext:
         self.served = True
         self.worker_id, self.worker_name, self.first_byte_s = worker_id, worker_name, first_byte_s
 
+    def estimate_unreported_usage(self) -> None:
+        """A worker answered but its counts never arrived (the client left, or the worker died,
+        mid-stream): the request is charged and logged for what it cost, as the gateway knows it.
+        The prompt by the byte estimate (the worker computed it before its first byte), the output
+        as the content events relayed; marked as estimated."""
+        if not self.served or self.usage.reported:
+            return
+        self.usage.prompt_tokens = prompt_tokens_estimate(self.want.prompt_bytes if self.want else 0)
+        self.usage.completion_tokens = self.usage.relayed_tokens
+        self.usage.estimated = True
+
     def served_tokens(self) -> int | None:
-        """Tokens to charge: the worker's count; 0 if no worker answered; None if one answered but
-        its count never arrived (a stream cut short), so the reservation stands."""
+        """Tokens to charge: the worker's count (or, for a stream cut short, the estimate
+        estimate_unreported_usage made); 0 if no worker answered; None if one answered and
+        nothing is known, so the reservation stands."""
         if self.usage.reported:
             return self.usage.total
         return None if self.served else 0
@@ -107,6 +120,7 @@ class RequestContext:
             "prompt_tokens": self.usage.prompt_tokens,
             "completion_tokens": self.usage.completion_tokens,
             "cached_tokens": self.usage.cached_tokens,
+            "usage_estimated": self.usage.estimated,
             "queue_wait_ms": round((want.queued_s if want else 0.0) * 1000),
             "ttft_ms": None if self.first_byte_s is None else round(self.first_byte_s * 1000),
             "total_ms": round((time.monotonic() - self.started) * 1000),

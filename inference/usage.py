@@ -6,14 +6,21 @@
 - Anthropic: `usage` {input_tokens, output_tokens, cache_read_input_tokens,
   cache_creation_input_tokens} in the message (or in message_start / message_delta events); the
   prompt is all three input counts, since input_tokens leaves out what came from the cache.
-Streams are only looked at when a chunk mentions usage or timings: the other chunks pass by
-with one substring test.
+A stream's counts come in its last chunk: a stream cut short (the client left, the worker died)
+never gets them. So the sniffer also counts the content events it sees (`relayed_tokens`: the
+worker streams one token per event), which is what such a stream is charged and logged for
+(RequestContext.estimate_unreported_usage).
 """
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
+
+# One worker event that carries a token of the answer: text, reasoning or a tool call's arguments
+# (llama-server's OpenAI chat and completions streams), not the empty role or finish events.
+CONTENT_EVENT = re.compile(rb'^data: ?\{[^\n]*?"(?:content|reasoning_content|text|arguments)": ?"(?!")', re.MULTILINE)
 
 
 @dataclass
@@ -23,6 +30,8 @@ class Usage:
     cached_tokens: int = 0
     prompt_per_second: float | None = None
     predicted_per_second: float | None = None
+    relayed_tokens: int = 0  # content events passed on to the client (streams only)
+    estimated: bool = False  # the worker never reported: the counts are the gateway's estimate
 
     @property
     def reported(self) -> bool:
@@ -67,6 +76,7 @@ class UsageSniffer:
         self.usage = usage if usage is not None else Usage()
 
     def feed(self, chunk: bytes) -> None:
+        self.usage.relayed_tokens += len(CONTENT_EVENT.findall(chunk))
         if b'"usage"' not in chunk and b'"timings"' not in chunk:
             return
         for line in chunk.split(b"\n"):

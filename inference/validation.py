@@ -7,7 +7,7 @@ import math
 import re
 from typing import Any
 
-from core.errors import invalid_request
+from core.errors import context_length_exceeded, invalid_request
 
 MAX_TOKENS_LIMIT = 1_000_000
 
@@ -144,3 +144,18 @@ def output_cap(requested: int | None, *, cap: int) -> int:
     """Clients such as Copilot send no max_tokens; a small model can then run to the end of its
     context. The model's cap applies when the client set none, and the client's never exceeds it."""
     return min(requested, cap) if isinstance(requested, int) and requested > 0 else cap
+
+
+# A body of more bytes than this per token of the model's context cannot fit in it: text runs at
+# about 4 bytes a token, and even JSON-escaped non-ASCII text (\uXXXX, 6 bytes a character) stays
+# near 12. Such a body is refused at the gateway, before any worker parses or tokenizes it.
+MAX_BODY_BYTES_PER_CONTEXT_TOKEN = 16
+
+
+def check_fits_context(*, body_bytes: int, context_tokens: int) -> None:
+    """Refuse (context_length_exceeded) a body far larger than the model's context."""
+    if context_tokens > 0 and body_bytes > context_tokens * MAX_BODY_BYTES_PER_CONTEXT_TOKEN:
+        raise context_length_exceeded(
+            prompt_tokens=None, context_tokens=None,
+            detail=f"the request is {body_bytes:,} bytes, far more than the model's context of {context_tokens:,} "
+                   "tokens can hold")

@@ -178,7 +178,9 @@ OCS: GatewaySettings = {
     # (accounts/limits/resolution.py); 0 = no cap. Concurrency counts requests running or waiting.
     "DEFAULT_REQUESTS_PER_MINUTE": env_int("OCS_DEFAULT_REQUESTS_PER_MINUTE", 60, minimum=0),
     "DEFAULT_TOKENS_PER_DAY": env_int("OCS_DEFAULT_TOKENS_PER_DAY", 2_000_000, minimum=0),
-    "DEFAULT_CONCURRENCY": env_int("OCS_DEFAULT_CONCURRENCY", 8, minimum=0),
+    # Concurrency: a coding agent runs 2-3 requests at once; more than a worker's 4 slots would let
+    # one student hold a whole worker while classmates wait.
+    "DEFAULT_CONCURRENCY": env_int("OCS_DEFAULT_CONCURRENCY", 4, minimum=0),
     # A streaming request that waits longer than this for a slot starts its response and sends
     # SSE comments every KEEPALIVE_S while it waits (clients give up on long silence).
     "STREAM_QUEUE_GRACE_S": env_float("OCS_STREAM_QUEUE_GRACE_S", 1.0, minimum=0.0),

@@ -41,9 +41,11 @@ from inference.admission.rules import (
     lane,
     may_claim_directly,
     no_worker_refusal,
+    over_share,
     prompt_tokens_estimate,
     queue_timeout_retry_after_s,
     settle_amount,
+    streamed_charge,
     timed_out,
     wait_deadline,
     wait_left_s,
@@ -107,6 +109,7 @@ class Want:
     queued_s: float = 0.0  # time spent waiting for slots, over every try
     weight: float = 1.0  # the student's class weight in the fair share
     holding: bool = False  # its last claim waited for its conversation's worker (affinity_hold)
+    capped: bool = False  # its last claim let a waiting classmate go first (over_share)
     fair_policy: str = ""  # the policy its estimate was charged under ("": nothing charged yet)
     fair_charged: float = 0.0
 
@@ -187,6 +190,23 @@ async def share_correction(want: Want, *, computed_prompt_tokens: int, output_to
                                  weight=want.weight)
 
 
+async def charge_streamed(want: Want, *, output_tokens: int) -> None:
+    """Charge output relayed while the answer still streams (every STREAM_CHARGE_TOKENS): the
+    student's running streams weigh on their turn while classmates wait. What is charged here is
+    counted in `want.fair_charged`, so the end's settlement adds only the rest. A live state that
+    cannot be reached skips it: the end settles the whole cost."""
+    policy = want.fair_policy or await active_policy()
+    amount = streamed_charge(policy, output_tokens=output_tokens, weight=want.weight)
+    if amount <= 0:
+        return
+    try:
+        await admission_live().fair_charge(want.line, policy, student=str(want.user_id), amount=amount)
+    except LiveStateUnavailable:
+        log.warning("could not charge user %s's streamed output; the end settles it", want.user_id)
+        return
+    want.fair_policy, want.fair_charged = policy, want.fair_charged + amount
+
+
 async def fair_settlement(want: Want, *, computed_prompt_tokens: int, output_tokens: int) -> Settlement:
     """A served request's fair-share correction (share_correction) as its part of the request's
     Settlement, which LiveState.finish applies with the rest in one round trip."""
@@ -238,10 +258,13 @@ async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Deci
     ), view.fair_turn
 
 
-async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: str = "") -> Slot | None:
+async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: str = "",
+                    pumped: bool = False) -> Slot | None:
     """Claim a slot on the best worker with one free, or None if all are busy. With `fair`
     (line, policy): None also when someone waits in that shared line (the newcomer queues).
     `policy` (or fair's): the sharing policy, which says whether the light lane holds.
+    `pumped` (the line's pump serving a waiter): None also when its student already holds their
+    share of the model's slots and a classmate waits (over_share; one more round trip).
     Raises when no worker could ever serve (none routable)."""
     decision, turn = await rank(want, fair=fair)
     if fair is not None and not may_claim_directly(waiting_here=0, turn=turn):
@@ -256,6 +279,13 @@ async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: 
                                  hold_s=settings.OCS["AFFINITY_WAIT_S"])
     if want.holding:
         return None
+    if pumped and claim_order(decision):
+        held, classmates_waiting = await live.slot_share([worker_resource(c.worker.id) for c in decision.ranked],
+                                                         want.line, str(want.user_id))
+        want.capped = over_share(held=held, total_slots=sum(c.worker.slots for c in decision.ranked),
+                                 classmates_waiting=classmates_waiting)
+        if want.capped:
+            return None
     lease_s = settings.OCS["SLOT_LEASE_S"]
     affinity_s = settings.OCS["AFFINITY_TTL_S"]  # 0: affinity off (nothing recorded, nothing steers)
     policy = fair[1] if fair is not None else policy
@@ -393,7 +423,7 @@ async def _serve_next(line: _Line, turns: list[str], policy: str) -> bool:
             await live.fair_leave(line.name, turn)
             return True
         try:
-            slot = await try_claim(waiter.want, policy=policy)
+            slot = await try_claim(waiter.want, policy=policy, pumped=True)
         except errors.ApiError as error:
             line.waiters.pop(turn, None)
             await live.fair_leave(line.name, turn)
@@ -401,7 +431,7 @@ async def _serve_next(line: _Line, turns: list[str], policy: str) -> bool:
                 waiter.future.set_exception(error)
             return True
         if slot is None:
-            if waiter.want.holding:
+            if waiter.want.holding or waiter.want.capped:
                 continue
             return False
         want = waiter.want

@@ -36,11 +36,14 @@ from inference.admission.slot_owners import (
     CLAIM_SLOT_LUA,
     CONFIRM_SLOT_LUA,
     PENDING,
+    SLOT_SEPARATOR,
     SlotClaim,
     SlotOwner,
     handover,
     holds_own_prefix,
     lease_slot,
+    lease_student,
+    lease_token,
     pick_slot,
 )
 
@@ -104,6 +107,7 @@ class AdmissionLiveState(LiveState, Protocol):
     async def view(self, worker_ids: list[int], conversation: str | None, *, fair_line: str = "",
                    fair_policy: str = "") -> LiveView: ...
     async def set_affinity(self, conversation: str, worker_id: int, ttl_s: float) -> None: ...
+    async def slot_share(self, resources: list[str], line: str, student: str) -> tuple[int, bool]: ...
     async def prefix_senders(self, names: list[str], student: str, ttl_s: float) -> list[int]: ...
 
 
@@ -142,7 +146,7 @@ class InProcessAdmission(InProcessLiveState):
             if index is None:
                 return None
             previous = owners.get(index)
-            lease_id = f"{index}.{uuid.uuid4().hex}"
+            lease_id = f"{index}{SLOT_SEPARATOR}{lease_token(student, uuid.uuid4().hex)}"
             now = self._clock()
             leases[lease_id] = now + lease_s
             files = self._slot_files.setdefault(resource, set())
@@ -243,6 +247,14 @@ class InProcessAdmission(InProcessLiveState):
                 self._affinity = {k: v for k, v in self._affinity.items() if v[1] > now}
             self._affinity[conversation] = (worker_id, self._clock() + ttl_s)
 
+    async def slot_share(self, resources: list[str], line: str, student: str) -> tuple[int, bool]:
+        """(slots of these workers `student` holds now, whether another student waits in `line`)."""
+        with self._lock:
+            held = sum(1 for resource in resources for lease_id in self._live_leases(resource)
+                       if lease_student(lease_id) == student)
+            others = any(entry.student != student for entry, _ in self._waiting(line).values())
+        return held, others
+
     async def prefix_senders(self, names: list[str], student: str, ttl_s: float) -> list[int]:
         """Adds `student` to the senders of each shared-prefix block (inference/admission/shared_prefix.py) and
         returns how many distinct students sent each, within the last `ttl_s` of its sends."""
@@ -275,7 +287,7 @@ class RedisAdmission(RedisLiveState):
                          conversation: str, affinity: tuple[int, float] | None = None, first: int = 0,
                          prefer: int | None = None) -> SlotClaim | None:
         now_ms = int(time.time() * 1000)
-        token = uuid.uuid4().hex
+        token = lease_token(student, uuid.uuid4().hex)
         keys = [self._k("lease", resource), self._k("slot_owners", resource)]
         args: list[object] = [capacity, now_ms, now_ms + int(lease_s * 1000), token, student, conversation,
                               int(SLOT_OWNER_TTL_S * 1000), first, -1 if prefer is None else prefer]
@@ -382,6 +394,25 @@ class RedisAdmission(RedisLiveState):
     @round_trip
     async def set_affinity(self, conversation: str, worker_id: int, ttl_s: float) -> None:
         await self._client().set(self._k("affinity", conversation), worker_id, px=int(ttl_s * 1000))
+
+    @round_trip
+    async def slot_share(self, resources: list[str], line: str, student: str) -> tuple[int, bool]:
+        """(slots of these workers `student` holds now, whether another student waits in `line`),
+        in one round trip."""
+        now_ms = int(time.time() * 1000)
+        pipe = self._client().pipeline(transaction=False)
+        for resource in resources:
+            pipe.zrangebyscore(self._k("lease", resource), now_ms + 1, "+inf")
+        wait_key, alive_key, _ = self._fair_keys(line, "tokens")
+        pipe.hgetall(wait_key)
+        pipe.zrangebyscore(alive_key, now_ms + 1, "+inf")
+        replies = await pipe.execute()
+        held = sum(1 for members in replies[: len(resources)] for member in members
+                   if lease_student(member.decode()) == student)
+        alive = {request.decode() for request in replies[-1]}
+        others = any(request.decode() in alive and value.decode().split("|", 1)[0] != student
+                     for request, value in replies[-2].items())
+        return held, others
 
     @round_trip
     async def prefix_senders(self, names: list[str], student: str, ttl_s: float) -> list[int]:

@@ -9,14 +9,18 @@ so a change here changes both the gateway and its prediction:
 - whether a request may claim a slot at once (nobody waiting: no barging past classmates);
 - which ranked workers to try, in order, and the refusal when none could ever serve;
 - how long a request may wait, and the `retry-after` of a request that waited too long;
+- a student's share of a model's slots while classmates wait (`over_share`);
 - the light lane: which of a worker's slots a request may claim (`lane`; which slot-file steps a
   light request skips is inference/admission/slot_owners.handover's, atomic with the claim);
-- whether a long prompt waits a little for the worker that holds its prefix (`affinity_hold`).
+- whether a long prompt waits a little for the worker that holds its prefix (`affinity_hold`);
+- what a streaming answer adds to the counter as it goes (`streamed_charge`), and what a request
+  is charged when it ends (`settle_amount`).
 
 Times are seconds on one monotonic clock the caller chooses.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from inference.admission.fair_share import charge
@@ -118,9 +122,36 @@ def queue_timeout_retry_after_s(slot_lease_s: float) -> int:
     return max(1, int(slot_lease_s // 3))
 
 
+# While classmates wait, one student may hold at most this share of a model's slots (at least
+# one): past it, their next request lets a classmate's take the slot that frees. Nobody waiting,
+# a student may use every slot.
+SLOT_SHARE = 0.5
+
+
+def over_share(*, held: int, total_slots: int, classmates_waiting: bool) -> bool:
+    """Whether a student holding `held` of a model's `total_slots` must let a waiting classmate
+    have the next free slot."""
+    return classmates_waiting and held >= max(1, math.ceil(total_slots * SLOT_SHARE))
+
+
+# While an answer streams, its student's counter is charged for the output relayed so far every
+# this many tokens (one live-state round trip each): a student's running streams weigh on their
+# turn while classmates wait, and a stream the client cuts has paid for what it got.
+STREAM_CHARGE_TOKENS = 32
+
+
+def streamed_charge(policy: str, *, output_tokens: int, weight: float = 1.0) -> float:
+    """What `output_tokens` relayed add to the counter while the answer still streams: their cost
+    under "tokens"; nothing under "requests" (a request there costs 1, once)."""
+    if policy != "tokens" or output_tokens <= 0:
+        return 0.0
+    return charge(policy, computed_prompt_tokens=0, output_tokens=output_tokens, weight=weight)
+
+
 def settle_amount(policy: str, *, charged_policy: str, charged: float, computed_prompt_tokens: int,
                   output_tokens: int, weight: float = 1.0) -> float:
-    """What a request's student is charged when it ends: its real cost under `policy`, less the
-    estimate charged when it left the line (if that was under the same policy)."""
+    """What a request's student is charged when it ends: its real cost under `policy`, less what
+    was charged already under the same policy (the estimate when it left the line, and the
+    output charged while it streamed)."""
     real = charge(policy, computed_prompt_tokens=computed_prompt_tokens, output_tokens=output_tokens, weight=weight)
     return real - (charged if charged_policy == policy else 0.0)

@@ -31,7 +31,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-# A lease id on a worker resource starts with its slot's index: "<index>.<random hex>".
+# A lease id on a worker resource names its slot's index and the student holding it:
+# "<index>.<student>.<random hex>" (students are user ids: no dots).
 SLOT_SEPARATOR = "."
 
 
@@ -68,6 +69,17 @@ class SlotClaim:
 def lease_slot(lease_id: str) -> int | None:
     head, sep, _ = lease_id.partition(SLOT_SEPARATOR)
     return int(head) if sep and head.isdigit() else None
+
+
+def lease_token(student: str, random_hex: str) -> str:
+    """What follows the index in a lease id: the holder, then a random part."""
+    return f"{student}{SLOT_SEPARATOR}{random_hex}"
+
+
+def lease_student(lease_id: str) -> str | None:
+    """The student holding the slot a lease id names (None: a lease id of another form)."""
+    parts = lease_id.split(SLOT_SEPARATOR, 2)
+    return parts[1] if len(parts) == 3 else None
 
 
 def pick_slot(*, capacity: int, used: set[int], owners: dict[int, SlotOwner], student: str,

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 from core.private_access import private_access_allowed
 from inference.usage import Usage, UsageSniffer
 
@@ -71,3 +73,23 @@ def test_anthropic_prompt_tokens_include_those_read_from_the_cache() -> None:
     usage.absorb({"type": "message_start", "message": {"usage": {
         "input_tokens": 20, "cache_read_input_tokens": 4380, "output_tokens": 0}}})
     assert (usage.prompt_tokens, usage.cached_tokens) == (4400, 4380)
+
+
+def test_a_stream_counts_the_content_events_it_relays_and_nothing_else() -> None:
+    sniffer = UsageSniffer()
+    events = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]},  # the opening: no token
+        {"choices": [{"index": 0, "delta": {"content": "I"}}]},
+        {"choices": [{"index": 0, "delta": {"reasoning_content": "hmm"}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"function": {"arguments": "{\"a"}}]}}]},
+        {"choices": [{"index": 0, "text": "-"}]},  # the completions route
+        {"choices": [{"index": 0, "delta": {"content": ""}}]},  # empty: no token
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "timings": {"predicted_n": 4}},
+    ]
+    stream = b"".join(b"data: " + json.dumps(e, separators=(",", ":")).encode() + b"\n\n" for e in events)
+    sniffer.feed(stream[:150])  # cut anywhere: an event split between two reads is counted once at most
+    sniffer.feed(stream[150:] + b"data: [DONE]\n\n")
+    assert 3 <= sniffer.usage.relayed_tokens <= 4 and sniffer.usage.completion_tokens == 4
+    whole = UsageSniffer()
+    whole.feed(stream)
+    assert whole.usage.relayed_tokens == 4

@@ -53,6 +53,9 @@ class PureLine:
         del self.waiting[request]
         self.counters[student] = self.counters.get(student, 0.0) + amount
 
+    def charge(self, student: str, amount: float) -> None:
+        self.counters[student] = self.counters.get(student, 0.0) + amount
+
 
 class LiveLine:
     """The same through a live-state backend's fair_* methods."""
@@ -74,6 +77,9 @@ class LiveLine:
     def served(self, request: str, student: str, amount: float) -> None:
         assert asyncio.run(self.live.fair_served(self.line, self.policy, request=request, student=student,
                                                  amount=amount))
+
+    def charge(self, student: str, amount: float) -> None:
+        asyncio.run(self.live.fair_charge(self.line, self.policy, student=student, amount=amount))
 
 
 @dataclass
@@ -255,3 +261,37 @@ def test_the_whole_line_in_order_is_the_pure_rules_order(kind: str) -> None:
     assert expected == ["r1", "r3", "r4"]
     assert asyncio.run(line.live.fair_order(line.line, "tokens", 10)) == expected
     assert asyncio.run(line.live.fair_order(line.line, "tokens", 2)) == expected[:2]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_hogs_running_streams_put_a_classmates_question_before_the_hogs_queued_stream(kind: str) -> None:
+    """A hog holds every slot with long streams (claimed with nobody waiting: nothing charged yet)
+    and queues one more; a classmate asks a short question. Only what the running streams relay,
+    charged as it streams (rules.streamed_charge), puts the question first."""
+    from inference.admission.rules import STREAM_CHARGE_TOKENS, estimate_charge, streamed_charge
+
+    def question_first(relayed_per_stream: int) -> bool:
+        line = make_line(kind, "tokens", Clock())
+        line.join("r1-hog-queued", "hog", 1.0, estimate_charge("tokens", prompt_bytes=80))
+        line.join("r2-question", "classmate", 1.0, estimate_charge("tokens", prompt_bytes=120))
+        for _ in range(4):  # the hog's four running streams
+            for _ in range(relayed_per_stream // STREAM_CHARGE_TOKENS):
+                line.charge("hog", streamed_charge("tokens", output_tokens=STREAM_CHARGE_TOKENS))
+        return line.turn() == "r2-question"
+
+    assert not question_first(0)  # as before: level counters, the hog's cheaper, older request wins
+    assert question_first(STREAM_CHARGE_TOKENS)  # one charge per running stream is enough
+
+
+def test_a_stream_cut_short_pays_its_prompt_and_what_it_relayed_not_the_estimate_back() -> None:
+    from inference.admission.rules import estimate_charge, prompt_tokens_estimate, settle_amount, streamed_charge
+
+    prompt_bytes, relayed = 4000, 40  # the client read 40 tokens of a 2,048-token answer, then left
+    charged = estimate_charge("tokens", prompt_bytes=prompt_bytes)  # leaving the line
+    charged += streamed_charge("tokens", output_tokens=32)  # while it streamed
+    # the end: the worker never reported, so the prompt estimate and the output relayed
+    charged += settle_amount("tokens", charged_policy="tokens", charged=charged,
+                             computed_prompt_tokens=prompt_tokens_estimate(prompt_bytes), output_tokens=relayed)
+    assert charged == pytest.approx(charge("tokens", computed_prompt_tokens=1000, output_tokens=40))
+    assert streamed_charge("requests", output_tokens=32) == 0.0  # round-robin charges a request once
+    assert streamed_charge("tokens", output_tokens=32, weight=2.0) == pytest.approx(64.0)

@@ -80,3 +80,11 @@ def test_a_long_prompt_waits_a_little_for_its_conversations_worker_when_it_is_fu
     assert not rules.affinity_hold(Decision(ranked=[Candidate(view(1), busy=1, reason=""), free],
                                             affinity_worker_id=1),
                                    prompt_bytes=4 * 5000, waited_s=1.0, hold_tokens=1024, hold_s=5.0)  # it has room
+
+
+def test_a_student_may_hold_half_a_models_slots_while_classmates_wait_and_all_of_them_otherwise() -> None:
+    assert not rules.over_share(held=1, total_slots=4, classmates_waiting=True)
+    assert rules.over_share(held=2, total_slots=4, classmates_waiting=True)
+    assert not rules.over_share(held=3, total_slots=4, classmates_waiting=False)  # nobody waits: every slot
+    assert rules.over_share(held=1, total_slots=1, classmates_waiting=True)  # one slot: one each in turn
+    assert not rules.over_share(held=4, total_slots=9, classmates_waiting=True)  # half of 9, rounded up: 5

@@ -109,3 +109,55 @@ def test_the_policy_switch_reaches_the_gateway_within_a_second_and_unknown_names
         assert asyncio.run(admission.active_policy()) == "tokens"  # back to OCS_FAIR_POLICY
     with pytest.raises(ValueError):
         live.set_fair_policy("fifo")
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_student_holding_half_the_slots_lets_a_waiting_classmate_have_the_next_one(
+        kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hog holds 2 of a worker's 4 slots and queues one more, older and cheaper than a
+    classmate's question (so first in the fair order). The slot that frees goes to the classmate
+    (rules.over_share); once nobody else waits, the hog may take a third."""
+    live = (SiteInProcessLiveState() if kind == "in-process"
+            else SiteRedisLiveState(settings.REDIS_URL, f"{settings.OCS_LIVE_NAMESPACE}-{uuid.uuid4().hex[:8]}"))
+    monkeypatch.setattr(admission, "admission_live", lambda: live)
+    monkeypatch.setattr("core.lease.live_state", lambda: live)
+    model = f"m-{uuid.uuid4().hex[:6]}"
+    worker = WorkerView(**{**WORKER.__dict__, "model_id": model, "slots": 4})
+
+    async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Decision, str | None]:
+        busy = (await live.busy([worker_resource(worker.id)]))[worker_resource(worker.id)]
+        turn = await live.fair_turn(*fair) if fair else None
+        return Decision(ranked=[Candidate(worker=worker, busy=busy, reason="test")]), turn
+
+    monkeypatch.setattr(admission, "rank", rank)
+    monkeypatch.setattr(admission, "_publish_queue_depths", lambda: asyncio.sleep(0))
+    hog, classmate, bystander = 1, 2, 3
+
+    def want(student: int, prompt_bytes: int) -> Want:
+        return Want(user_id=student, pool_id=1, model_id=model, prompt_bytes=prompt_bytes)
+
+    async def scenario() -> list[str]:
+        held = [await admission.acquire_slot(want(hog, 4000)) for _ in range(2)]
+        others = [await admission.acquire_slot(want(bystander, 4000)) for _ in range(2)]
+        served: list[str] = []
+
+        async def queued(name: str, wish: Want) -> None:
+            slot = await admission.acquire_slot(wish)
+            served.append(name)
+            held.append(slot)
+
+        hog_more = asyncio.ensure_future(queued("hog's third", want(hog, 80)))
+        await asyncio.sleep(0.2)
+        question = asyncio.ensure_future(queued("question", want(classmate, 400)))
+        await asyncio.sleep(0.2)
+        assert served == []  # the worker is full
+        await others.pop().release()
+        await asyncio.wait_for(question, timeout=10)
+        await others.pop().release()
+        await asyncio.wait_for(hog_more, timeout=10)
+        for slot in held:
+            await slot.release()
+        return served
+
+    with override_settings(OCS={**settings.OCS, "QUEUE_MAX_WAIT_S": 30.0, "FAIR_POLICY": "tokens"}):
+        assert asyncio.run(scenario()) == ["question", "hog's third"]

@@ -178,3 +178,11 @@ def test_a_light_claim_records_no_file_it_will_not_write(kind: str) -> None:
         assert (question.index, question.previous, question.restore) == (0, "", False)
 
     asyncio.run(scenario())
+
+
+def test_a_lease_id_names_its_slot_and_its_student() -> None:
+    from inference.admission.slot_owners import lease_student, lease_token
+
+    lease_id = f"3.{lease_token('42', 'abc123')}"
+    assert lease_slot(lease_id) == 3 and lease_student(lease_id) == "42"
+    assert lease_student("3.abc123") is None  # a lease of the old form holds nobody's share
