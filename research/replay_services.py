@@ -173,15 +173,17 @@ def join_request_log(sent: list[SentTurn], *, wait_s: float) -> list[Turn]:
     return turns
 
 
-def _model_and_pool(options: ReplayOptions) -> tuple[Pool, CatalogModel]:
-    pool = Pool.objects.filter(name=options.pool).first() if options.pool else Pool.objects.get_default()
+def model_and_pool(*, pool_name: str = "", model_id: str = "") -> tuple[Pool, CatalogModel]:
+    """The pool (named, or the default) and the model (named, or the first) a load runs on:
+    one a healthy worker of that pool serves, else ReplayRefused."""
+    pool = Pool.objects.filter(name=pool_name).first() if pool_name else Pool.objects.get_default()
     if pool is None:
-        raise ReplayRefused(f"no pool named {options.pool!r}")
+        raise ReplayRefused(f"no pool named {pool_name!r}")
     served = CatalogModel.objects.filter(workers__pool_id=pool.id, workers__state__in=SERVING).distinct()
-    model = served.filter(public_id=options.model).first() if options.model else served.order_by("public_id").first()
+    model = served.filter(public_id=model_id).first() if model_id else served.order_by("public_id").first()
     if model is None:
         raise ReplayRefused(f"no healthy worker in pool {pool.name!r} serves "
-                            f"{options.model or 'any model'}: start the workers first")
+                            f"{model_id or 'any model'}: start the workers first")
     return pool, model
 
 
@@ -196,7 +198,7 @@ def class_replay_run(options: ReplayOptions, *, say: Callable[[str], Any] = lamb
         busy = real_students_busy()
         if busy:
             raise ReplayRefused("real students are using the gateway (--force to replay anyway): " + "; ".join(busy))
-    pool, model = _model_and_pool(options)
+    pool, model = model_and_pool(pool_name=options.pool, model_id=options.model)
     roster = make_roster(options.mix)
     fleet = fleet_config(pool=pool, model=model)
     applied, note = fair_policy_apply(options.policy)
