@@ -386,3 +386,22 @@ class PlannerCheckFigure(models.Model):
     @property
     def holds(self) -> bool:
         return self.verdict in {self.Verdict.WITHIN_BOUND, self.Verdict.WITHIN_SPREAD}
+
+
+class RigPlan(models.Model):
+    """One run of `plan_rigs`: the configurations the rigs could run, ranked by students served
+    (research/planner/rigs.py's `search` result, as its --json writes it). The "Plan the rigs" page
+    shows the newest; the search is too slow for a page request."""
+
+    label = models.CharField(max_length=200, blank=True)
+    command = models.TextField(help_text="The plan_rigs command line that made it (to refresh it).")
+    calibration = models.CharField(max_length=32, default="assumptions",
+                                   help_text="What the speeds rest on: assumptions, or measured calibrations.")
+    result = models.JSONField(help_text="rigs.search's result: rows, rejected, curves, targets, assumptions.")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"rig plan {self.pk} {self.label}".strip()

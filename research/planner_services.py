@@ -14,11 +14,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from fleet.models import Worker
-from research.models import BenchmarkRun, Calibration, PlannerCheck, PlannerCheckFigure, RequestSample
+from research.models import BenchmarkRun, Calibration, PlannerCheck, PlannerCheckFigure, RequestSample, RigPlan
 from research.planner.assumptions import RigAssumptions, assumed_cost, memory_check
 from research.planner.cost import CostModel, TokenModel
 from research.planner.fit import Fit, Measured, SlotFileSample, fit_contention, fit_cost_model, fit_slot_files
 from research.planner.plan import DEFAULT_REPLICATES, ClassPlan, largest_class, sweep
+from research.planner.rigs import ModelCandidate, Rig, SearchRow, Targets
+from research.planner.rigs import search as rig_search
 from research.planner.sim import FleetPlan
 from research.planner.tokens import SAMPLE_SCALE, measure_tokens, sample_parts
 from research.planner.validation.records import check_fields, figure_rows
@@ -198,7 +200,9 @@ def calibration_assume(*, rig: RigAssumptions, label: str = "") -> Calibration:
     """A calibration built from stated assumptions (research/planner/assumptions.py), stored."""
     cost, assumptions, memory = assumed_cost(rig)
     return Calibration.objects.create(
-        label=label or f"assumed: {rig.gpus} x {rig.gpu}, {rig.weight_gb:g} GB of weights, KV {rig.cache_type}",
+        label=label or (f"assumed: {rig.gpus} x {rig.gpu}, {rig.weight_gb:g} GB of weights read per token"
+                        + (f" ({rig.held_weight_gb:g} GB held)" if rig.total_weight_gb is not None else "")
+                        + f", KV {rig.cache_type}"),
         source=Calibration.Source.ASSUMPTIONS, cost=cost.as_dict(), memory=memory,
         assumptions=[a.as_dict() for a in assumptions],
         notes=["built from assumptions: replace with calibrate_worker --worker NAME after a rig day"],
@@ -231,8 +235,18 @@ def class_plan(*, calibration: Calibration, mix: dict[str, int], workers: int, s
     """A class plan on this site's gateway settings (fair policy, maximum wait, lease, affinity,
     slot files, the light lane, the affinity wait, the shared prefix), the calibration's slots and context where not
     given."""
-    fleet = FleetPlan(
-        workers=workers, slots=slots or calibration.slots or 1, context_tokens=context or calibration.context or 32768,
+    fleet = site_fleet(workers=workers, slots=slots or calibration.slots or 1,
+                       context_tokens=context or calibration.context or 32768, duration_s=duration_s, policy=policy,
+                       max_wait_s=max_wait_s, cache_type=cache_type)
+    return ClassPlan(mix=mix, fleet=fleet, seed=seed, scale=scale, replicates=replicates)
+
+
+def site_fleet(*, workers: int, slots: int, context_tokens: int, duration_s: float, policy: str | None = None,
+               max_wait_s: float | None = None, cache_type: str | None = None) -> FleetPlan:
+    """A FleetPlan on this site's gateway settings (the fair policy unless `policy`, the maximum
+    wait unless `max_wait_s`, lease, affinity, slot files, light lane, affinity wait, shared prefix)."""
+    return FleetPlan(
+        workers=workers, slots=slots, context_tokens=context_tokens,
         duration_s=duration_s, policy=policy or settings.OCS["FAIR_POLICY"],
         max_wait_s=settings.OCS["QUEUE_MAX_WAIT_S"] if max_wait_s is None else max_wait_s,
         slot_lease_s=settings.OCS["SLOT_LEASE_S"], affinity_ttl_s=settings.OCS["AFFINITY_TTL_S"],
@@ -240,7 +254,30 @@ def class_plan(*, calibration: Calibration, mix: dict[str, int], workers: int, s
         light_lane_tokens=settings.OCS["LIGHT_LANE_TOKENS"], affinity_wait_s=settings.OCS["AFFINITY_WAIT_S"],
         affinity_wait_tokens=settings.OCS["AFFINITY_WAIT_TOKENS"], shared_prefix_k=settings.OCS["SHARED_PREFIX_K"],
     )
-    return ClassPlan(mix=mix, fleet=fleet, seed=seed, scale=scale, replicates=replicates)
+
+
+def rig_plan_run(*, models: Sequence[ModelCandidate], rigs: Sequence[Rig], mix: dict[str, int], sizes: Sequence[int],
+                 targets: Targets, duration_s: float = 600.0, seed: int = 1, scale: float = 1.0,
+                 max_wait_s: float | None = None, measured: Mapping[str, Calibration] | None = None,
+                 command: str = "", label: str = "", save: bool = True,
+                 progress: Callable[[SearchRow], None] | None = None) -> tuple[dict[str, Any], RigPlan | None]:
+    """The rigs search (research/planner/rigs.py) on this site's gateway settings, with the
+    calibrations in `measured` (model key: a stored calibration, after a rig day) in place of a
+    model's assumed speeds; stored as a RigPlan (the "Plan the rigs" page shows the newest) unless
+    `save` is false."""
+    fleet = site_fleet(workers=1, slots=1, context_tokens=32768, duration_s=duration_s, max_wait_s=max_wait_s)
+    costs = {key: CostModel.from_dict(calibration.cost) for key, calibration in (measured or {}).items()}
+    result = rig_search(models=models, rigs=rigs, mix=mix, sizes=sizes, fleet=fleet, targets=targets, seed=seed,
+                        scale=scale, measured=costs, progress=progress)
+    result["calibrations"] = {key: {"id": c.pk, "label": c.label, "source": c.source}
+                              for key, c in (measured or {}).items()}
+    result["gateway"] = {"policy": fleet.policy, "max_wait_s": fleet.max_wait_s, "slot_files": fleet.slot_files,
+                         "affinity_wait_s": fleet.affinity_wait_s, "light_lane_tokens": fleet.light_lane_tokens}
+    stored = None
+    if save:
+        stored = RigPlan.objects.create(label=label, command=command, result=result,
+                                        calibration="measured" if measured else "assumptions")
+    return result, stored
 
 
 def planner_check_record(*, name: str, comparison: Mapping[str, Any], configurations: Sequence[Mapping[str, Any]],

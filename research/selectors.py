@@ -14,7 +14,16 @@ from fleet.models import Gpu, Worker
 from research import svg
 from research.bench_levels import model_facts
 from research.planner.validation.records import noise_text
-from research.models import BenchmarkRun, Experiment, GpuSample, PlannerCheck, PoolSlo, PromotionCheck, RequestSample
+from research.models import (
+    BenchmarkRun,
+    Experiment,
+    GpuSample,
+    PlannerCheck,
+    PoolSlo,
+    PromotionCheck,
+    RequestSample,
+    RigPlan,
+)
 
 # (label, summary key, stat, unit, True when higher is better)
 COMPARED: list[tuple[str, str, str, str, bool]] = [
@@ -30,6 +39,11 @@ COMPARED: list[tuple[str, str, str, str, bool]] = [
     ("Prompt eval rate (server)", "prompt_eval_rate", "", "tok/s", True),
     ("Goodput", "goodput", "", "req/s", True),
 ]
+
+
+def rig_plan_latest() -> RigPlan | None:
+    """The newest stored rigs search (plan_rigs)."""
+    return RigPlan.objects.order_by("-created_at", "-id").first()
 
 
 def runs_recent(limit: int = 200) -> QuerySet[BenchmarkRun]:

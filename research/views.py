@@ -21,6 +21,7 @@ from research.class_personas import PERSONAS
 from research.forms import PlanClassForm
 from research.models import Baseline, BenchmarkRun, Experiment, PlannerCheck, WebRun
 from research.planner.report import sweep_chart, sweep_table
+from research.planner.rigs_report import best_per_model, curves_chart, table_rows
 from research.planner.validation.records import configurations_text, noise_text
 from research.planner_services import class_plan, plan_class
 from research.rig_baseline import STEPS
@@ -194,6 +195,24 @@ def baseline_detail(request: HttpRequest, baseline_id: int) -> HttpResponse:
     runs = {run.pk: run for run in baseline.runs.all()}
     steps = [{**step, "runs": [runs[i] for i in step["run_ids"] if i in runs]} for step in baseline.steps]
     return render(request, "research/baseline.html", {"baseline": baseline, "steps": steps})
+
+
+@staff_required
+@require_GET
+def rigs(request: HttpRequest) -> HttpResponse:
+    """"Plan the rigs": the newest stored `plan_rigs` search (too slow for a page request), ranked,
+    with its assumptions and the command that refreshes it."""
+    stored = selectors.rig_plan_latest()
+    context: dict[str, Any] = {"stored": stored}
+    if stored is not None:
+        result = stored.result
+        context.update(result=result, rows=table_rows(result, top=RIG_PLAN_ROWS), best=best_per_model(result),
+                       total=len(result["rows"]), shown=min(RIG_PLAN_ROWS, len(result["rows"])),
+                       chart=mark_safe(curves_chart(result)))  # research.svg escapes every text
+    return render(request, "research/rigs.html", context)
+
+
+RIG_PLAN_ROWS = 25
 
 
 @staff_required

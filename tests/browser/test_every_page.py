@@ -22,6 +22,7 @@ def test_the_rest_of_the_site_passes_axe_and_fits_a_phone(gateway, worker, teach
 
     from research.models import Baseline
     from tests.research.test_class_replay_accounts import _replay_run
+    from tests.research.test_plan_rigs import tiny_rig_plan
 
     baseline = Baseline.objects.create(worker_name="rig1-a", status="done", rehearsal=True, steps=[
         {"kind": "engine", "status": "done", "run_ids": [], "note": "",
@@ -31,13 +32,14 @@ def test_the_rest_of_the_site_passes_axe_and_fits_a_phone(gateway, worker, teach
         {"kind": "speculative", "status": "skipped", "run_ids": [], "result": {},
          "note": "the worker has no draft model or n-gram mode"}])
     replay = _replay_run()  # its tables and charts, on a phone too
+    tiny_rig_plan()  # "Plan the rigs" shows the newest stored search
     load_history()  # the planner checks (migration 0015's rows; a transactional test may have flushed them)
     newcomer = User.objects.create(username="newcomer")
     newcomer.set_unusable_password()
     newcomer.save()
     paths = [*[f"/lessons/{lesson.slug}/" for lesson in load_catalogue().lessons], "/lessons/", "/lessons/progress/",
              "/lessons/summary/", "/lessons/teacher/", "/ground0/", "/research/", "/research/compare/",
-             "/research/start/", "/research/plan/", f"/research/baselines/{baseline.pk}/",
+             "/research/start/", "/research/plan/", "/research/rigs/", f"/research/baselines/{baseline.pk}/",
              f"/research/runs/{replay.pk}/", "/research/checks/", "/research/checks/pass-20/",
              f"/teacher/classes/{taught_class.id}/", f"/teacher/students/{student.id}/", "/no/such/page/"]
     problems: dict[str, list[str]] = {}

@@ -53,6 +53,20 @@ def parse_ids(text: str) -> list[int]:
     return ids
 
 
+def weight_sizes(*, model_gb: float | None, active_gb: float | None, total_gb: float | None,
+                 default_gb: float = RigAssumptions().weight_gb) -> tuple[float, float | None]:
+    """(GB a token reads, GB the cards hold or None for the same) from the flags: `--model-gb` alone
+    is both (a dense model, as before the split); `--active-gb` and `--total-gb` override it each."""
+    active = active_gb if active_gb is not None else model_gb if model_gb is not None else default_gb
+    total = total_gb if total_gb is not None else model_gb
+    if active <= 0 or (total is not None and total <= 0):
+        raise ValueError("--model-gb, --active-gb and --total-gb are > 0")
+    if total is not None and total < active:
+        raise ValueError(f"--total-gb {total:g} is below the {active:g} GB a token reads: the cards hold at least "
+                         f"what a token reads")
+    return active, total
+
+
 def cost_lines(cost: CostModel) -> list[str]:
     tokens = cost.tokens
     counted = ("  tokens             4 characters a token, 4 a message (not measured)" if tokens is None else
@@ -164,9 +178,18 @@ class Command(BaseCommand):
         defaults = RigAssumptions()
         group.add_argument("--gpu", default=defaults.gpu, help="Card name from research/roofline.py (GTX 1070).")
         group.add_argument("--gpus", type=int, default=defaults.gpus, help="Cards per worker (layer split).")
-        group.add_argument("--model-gb", type=float, default=defaults.weight_gb, help="GB of weights read per token.")
+        group.add_argument("--model-gb", type=float, default=None,
+                           help=f"GB of weights, both read per token and held by the cards (a dense model; default "
+                                f"{defaults.weight_gb:g}); --active-gb and --total-gb set each apart.")
+        group.add_argument("--active-gb", type=float, default=None,
+                           help="GB of weights a token reads (a mixture of experts: its active experts' and shared "
+                                "weights); scales decode. Default: --model-gb.")
+        group.add_argument("--total-gb", type=float, default=None,
+                           help="GB of weights the cards must hold (a mixture of experts: every expert); the memory "
+                                "check uses it. Default: --model-gb, else --active-gb.")
         group.add_argument("--model-billions", type=float, default=defaults.model_billions,
-                           help="The model's parameters, in billions (scales the prompt evaluation rate).")
+                           help="Parameters a token touches, in billions (a mixture of experts: its active ones; "
+                                "scales the prompt evaluation rate).")
         group.add_argument("--kv-bytes-per-token", type=float, default=defaults.kv_bytes_per_token_f16,
                            help="KV cache bytes per token at f16 (2 x layers x KV heads x head dim x 2).")
         group.add_argument("--roofline-fraction", type=float, default=defaults.roofline_fraction,
@@ -188,11 +211,16 @@ class Command(BaseCommand):
             if options["load_factor"] != 1.0:
                 raise CommandError("--load-factor scales a fitted worker's times (--worker or --runs); an assumed "
                                    "calibration states its own")
-            if options["gpus"] < 1 or options["model_gb"] <= 0 or not 0 < options["roofline_fraction"] <= 1:
-                raise CommandError("--gpus >= 1, --model-gb > 0 and --roofline-fraction in (0, 1] are needed")
+            try:
+                active_gb, total_gb = weight_sizes(model_gb=options["model_gb"], active_gb=options["active_gb"],
+                                                   total_gb=options["total_gb"])
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
+            if options["gpus"] < 1 or not 0 < options["roofline_fraction"] <= 1:
+                raise CommandError("--gpus >= 1 and --roofline-fraction in (0, 1] are needed")
             if options["slot_copy_gbs"] < 0 or options["slot_write_gbs"] < 0:
                 raise CommandError("--slot-copy-gbs and --slot-write-gbs are >= 0 (0: free)")
-            rig = RigAssumptions(gpu=options["gpu"], gpus=options["gpus"], weight_gb=options["model_gb"],
+            rig = RigAssumptions(gpu=options["gpu"], gpus=options["gpus"], weight_gb=active_gb, total_weight_gb=total_gb,
                                  model_billions=options["model_billions"],
                                  kv_bytes_per_token_f16=options["kv_bytes_per_token"],
                                  roofline_fraction=options["roofline_fraction"], cache_type=options["cache_type"],
