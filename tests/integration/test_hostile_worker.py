@@ -312,3 +312,22 @@ def test_a_queued_anthropic_stream_gets_ping_events_then_its_answer(strict_gatew
     assert events[events.index("message_start"):] == [
         "message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta",
         "message_stop"]
+
+
+def test_a_worker_that_dies_mid_answer_leaves_a_row_with_what_was_relayed_marked_estimated(
+        strict_gateway, hostile, student_key) -> None:  # noqa: ANN001
+    """The worker relays one token and its connection drops: the client got one token; the row
+    says 1 completion token and the prompt by the byte estimate, marked estimated (it used to say
+    0 / 0, and the budget kept the whole reservation)."""
+    from inference.admission.rules import prompt_tokens_estimate
+
+    model = _register(hostile, "cut")
+    body = json.dumps({"model": model, "stream": True, "max_tokens": 16,
+                       "messages": [{"role": "user", "content": "hi there, worker"}]}).encode()
+    with httpx.stream("POST", strict_gateway.url + "/v1/chat/completions", content=body, timeout=60,
+                      headers={"Authorization": f"Bearer {student_key[1]}", "Content-Type": "application/json"}) as answer:
+        text = answer.read().decode()
+    assert text.count('"content": "half an answer"') == 1
+    row = _row(model)
+    assert (row.status, row.error_code, row.usage_estimated) == (200, "upstream_error", True)
+    assert (row.prompt_tokens, row.completion_tokens) == (prompt_tokens_estimate(len(body)), 1)
