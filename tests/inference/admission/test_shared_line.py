@@ -23,6 +23,27 @@ WORKER = WorkerView(id=991, name="w991", base_url="http://127.0.0.1:9", pool_id=
                     model_id="m", slots=1, state="healthy")
 
 
+def one_worker_line(kind: str, monkeypatch: pytest.MonkeyPatch, *,
+                    slots: int) -> tuple[SiteInProcessLiveState | SiteRedisLiveState, str]:
+    """Live state of `kind` for admission and its leases, and a new model served by one worker of
+    `slots` slots, ranked by the live load (the scheduler's ranking replaced at its seam)."""
+    live = (SiteInProcessLiveState() if kind == "in-process"
+            else SiteRedisLiveState(settings.REDIS_URL, f"{settings.OCS_LIVE_NAMESPACE}-{uuid.uuid4().hex[:8]}"))
+    monkeypatch.setattr(admission, "admission_live", lambda: live)
+    monkeypatch.setattr("core.lease.live_state", lambda: live)
+    model = f"m-{uuid.uuid4().hex[:6]}"
+    worker = WorkerView(**{**WORKER.__dict__, "model_id": model, "slots": slots})
+
+    async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Decision, str | None]:
+        busy = (await live.busy([worker_resource(worker.id)]))[worker_resource(worker.id)]
+        turn = await live.fair_turn(*fair) if fair else None
+        return Decision(ranked=[Candidate(worker=worker, busy=busy, reason="test")]), turn
+
+    monkeypatch.setattr(admission, "rank", rank)
+    monkeypatch.setattr(admission, "_publish_queue_depths", lambda: asyncio.sleep(0))
+    return live, model
+
+
 @pytest.fixture(autouse=True)
 def _fresh_lines() -> None:
     admission._lines.clear()
@@ -32,20 +53,7 @@ def _fresh_lines() -> None:
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_a_classmate_waiting_in_another_process_is_served_in_the_shared_order(
         kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    live = (SiteInProcessLiveState() if kind == "in-process"
-            else SiteRedisLiveState(settings.REDIS_URL, f"{settings.OCS_LIVE_NAMESPACE}-{uuid.uuid4().hex[:8]}"))
-    monkeypatch.setattr(admission, "admission_live", lambda: live)
-    monkeypatch.setattr("core.lease.live_state", lambda: live)
-    model = f"m-{uuid.uuid4().hex[:6]}"
-    worker = WorkerView(**{**WORKER.__dict__, "model_id": model})
-
-    async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Decision, str | None]:
-        busy = (await live.busy([worker_resource(worker.id)]))[worker_resource(worker.id)]
-        turn = await live.fair_turn(*fair) if fair else None
-        return Decision(ranked=[Candidate(worker=worker, busy=busy, reason="test")]), turn
-
-    monkeypatch.setattr(admission, "rank", rank)
-    monkeypatch.setattr(admission, "_publish_queue_depths", lambda: asyncio.sleep(0))
+    live, model = one_worker_line(kind, monkeypatch, slots=1)
     served: list[str] = []
     lock = threading.Lock()
 
@@ -117,20 +125,7 @@ def test_a_student_holding_half_the_slots_lets_a_waiting_classmate_have_the_next
     """A hog holds 2 of a worker's 4 slots and queues one more, older and cheaper than a
     classmate's question (so first in the fair order). The slot that frees goes to the classmate
     (rules.over_share); once nobody else waits, the hog may take a third."""
-    live = (SiteInProcessLiveState() if kind == "in-process"
-            else SiteRedisLiveState(settings.REDIS_URL, f"{settings.OCS_LIVE_NAMESPACE}-{uuid.uuid4().hex[:8]}"))
-    monkeypatch.setattr(admission, "admission_live", lambda: live)
-    monkeypatch.setattr("core.lease.live_state", lambda: live)
-    model = f"m-{uuid.uuid4().hex[:6]}"
-    worker = WorkerView(**{**WORKER.__dict__, "model_id": model, "slots": 4})
-
-    async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Decision, str | None]:
-        busy = (await live.busy([worker_resource(worker.id)]))[worker_resource(worker.id)]
-        turn = await live.fair_turn(*fair) if fair else None
-        return Decision(ranked=[Candidate(worker=worker, busy=busy, reason="test")]), turn
-
-    monkeypatch.setattr(admission, "rank", rank)
-    monkeypatch.setattr(admission, "_publish_queue_depths", lambda: asyncio.sleep(0))
+    _live, model = one_worker_line(kind, monkeypatch, slots=4)
     hog, classmate, bystander = 1, 2, 3
 
     def want(student: int, prompt_bytes: int) -> Want:
