@@ -39,6 +39,13 @@ def test_the_teacher_pauses_their_class_from_its_page_and_resumes_it(gateway, wo
     student_page = new_page()
     sign_in(student_page, gateway.url, "alice", "pw-alice-1")
     assert "Exam: no AI" in student_page.inner_text("#class-pause")
+    # "Test my key" says the class is paused, with the note: not "may not use this model".
+    student_page.goto(f"{gateway.url}/connect/")
+    student_page.fill("#connect-key", raw)
+    student_page.click("#test-key")
+    student_page.wait_for_selector("#test-result.error")
+    said = student_page.inner_text("#test-result")
+    assert "Exam: no AI" in said and "pause ends" in said and "may not use this model" not in said
     page.click("button:has-text('Resume now')")
     page.wait_for_selector("button:has-text('Pause now')")
     assert chat(gateway.url, raw).status_code == 200
