@@ -56,6 +56,9 @@ class Classroom(LimitFields):
     term_ends = models.DateField(null=True, blank=True, help_text="Last day of the term.")
     pause_lifted_until = models.DateTimeField(
         null=True, blank=True, help_text="A resume during a timetable window lifts windows ending by then.")
+    archived_at = models.DateTimeField(
+        null=True, blank=True, help_text="Archived: left off the teacher's dashboard and class pickers; its history "
+                                         "(usage, requests, audit) is kept and its students keep their accounts.")
     self_enrolment = models.BooleanField(
         default=False, help_text="A school account (OpenID Connect sign-in) that matches no student joins this "
                                  "class as a new student. One class at a time; off: such accounts are refused.")

@@ -108,6 +108,10 @@ class TermForm(forms.Form):
         return data
 
 
+class ClassNameForm(forms.Form):
+    name = forms.CharField(max_length=100, label="Class name", help_text="e.g. Year 10 Computing")
+
+
 class PauseForm(forms.Form):
     """Pause a class now: for some minutes, until a time of day (the next such time), or until resumed."""
 

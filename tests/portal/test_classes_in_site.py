@@ -1,0 +1,192 @@
+"""Classes are made, renamed, archived and filled in the site (issue 52, item 4), and the teacher's
+landing page answers "how is my class doing right now?" without a click: each class today against
+yesterday, who is near a limit, pauses with Resume and Pause, the workers, recent actions in words."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from accounts.models import AuditEvent, Classroom, User
+from accounts.services import class_pause, key_issue, limits_set, user_ensure
+from fleet.services import worker_register
+from inference.models import RequestLog
+from portal.audit_words import Actor, sentence
+from portal.services import students_import
+from portal.csv_import import parse_students_csv
+
+pytestmark = pytest.mark.django_db
+
+
+def signed_in(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def second_teacher(django_user_model) -> User:  # noqa: ANN001
+    return user_ensure(username="turing", role="teacher", password="pw-turing-1")[0]
+
+
+@pytest.fixture
+def their_class(second_teacher: User, django_user_model) -> Classroom:  # noqa: ANN001
+    room = Classroom.objects.create(name="9C")
+    room.teachers.add(second_teacher)
+    user_ensure(username="carol", role="student", password="pw-carol-1")
+    User.objects.filter(username="carol").update(classroom=room)
+    return room
+
+
+def test_a_teacher_makes_a_class_they_then_teach(client, teacher) -> None:  # noqa: ANN001
+    client.force_login(teacher)
+    response = client.post("/teacher/classes/new/", {"name": "  Year 10   Computing "})
+    room = Classroom.objects.get(name="Year 10 Computing")
+    assert response["Location"] == f"/teacher/classes/{room.id}/"
+    assert list(room.teachers.all()) == [teacher]
+    assert AuditEvent.objects.filter(action="class.created", actor=teacher).exists()
+    again = client.post("/teacher/classes/new/", {"name": "year 10 computing"}, follow=True)
+    assert "exists already" in again.content.decode() and Classroom.objects.count() == 1
+
+
+def test_a_teacher_renames_and_archives_their_class_and_its_history_stays(client, teacher, taught_class,
+                                                                           student) -> None:  # noqa: ANN001
+    key, _ = key_issue(user=student)
+    RequestLog.objects.create(at=timezone.now(), user=student, key=key, model="m", client="openai", path="/v1/x",
+                              status=200, prompt_tokens=5, completion_tokens=5)
+    client.force_login(teacher)
+    client.post(f"/teacher/classes/{taught_class.id}/rename/", {"name": "7A Computing"})
+    taught_class.refresh_from_db()
+    assert taught_class.name == "7A Computing"
+    assert "7A Computing" in client.get("/teacher/").content.decode()
+    client.post(f"/teacher/classes/{taught_class.id}/archive/", {"archived": "1"})
+    taught_class.refresh_from_db()
+    assert taught_class.archived_at is not None
+    dashboard = client.get("/teacher/").content.decode()
+    assert 'data-class="7A Computing"' not in dashboard and "Archived:" in dashboard
+    student.refresh_from_db()
+    assert student.classroom_id == taught_class.id and student.is_active  # keeps account and class
+    assert client.get(f"/teacher/classes/{taught_class.id}/").status_code == 200  # history reachable
+    assert RequestLog.objects.filter(user=student).count() == 1
+    # Gone from the pickers: no one is moved into an archived class.
+    other = Classroom.objects.create(name="8B")
+    other.teachers.add(teacher)
+    page = client.get(f"/teacher/students/{student.id}/").content.decode()
+    assert f'value="{taught_class.id}"' not in page and f'value="{other.id}"' in page
+    client.post(f"/teacher/classes/{taught_class.id}/archive/", {"archived": "0"})
+    taught_class.refresh_from_db()
+    assert taught_class.archived_at is None
+    assert [e.action for e in AuditEvent.objects.order_by("at")][-3:] == ["class.renamed", "class.archived",
+                                                                          "class.restored"]
+
+
+def test_a_teacher_moves_a_student_between_their_classes_and_it_is_audited(client, teacher, taught_class,
+                                                                             student) -> None:  # noqa: ANN001
+    other = Classroom.objects.create(name="Year 10")
+    other.teachers.add(teacher)
+    client.force_login(teacher)
+    page = client.get(f"/teacher/students/{student.id}/").content.decode()
+    assert 'id="move-student"' in page and "No class" not in page  # a teacher keeps students in their classes
+    client.post(f"/teacher/students/{student.id}/move/", {"classroom": str(other.id)})
+    student.refresh_from_db()
+    assert student.classroom_id == other.id
+    event = AuditEvent.objects.get(action="student.moved")
+    assert (event.actor, event.subject, event.detail) == (teacher, "alice", "from 7A to Year 10")
+    assert "You moved alice from 7A to Year 10" in client.get("/teacher/").content.decode()
+    # Into no class: an admin's move only.
+    assert client.post(f"/teacher/students/{student.id}/move/", {"classroom": "none"}).status_code == 404
+
+
+def test_a_teacher_of_another_class_gets_404_on_every_new_url(teacher, taught_class, student, second_teacher,
+                                                                their_class) -> None:  # noqa: ANN001
+    outsider = signed_in(second_teacher)
+    carol = User.objects.get(username="carol")
+    for path, data in [(f"/teacher/classes/{taught_class.id}/rename/", {"name": "mine now"}),
+                       (f"/teacher/classes/{taught_class.id}/archive/", {"archived": "1"}),
+                       (f"/teacher/students/{student.id}/move/", {"classroom": str(their_class.id)})]:
+        assert outsider.post(path, data).status_code == 404, path
+    # Nor may the class's own teacher move their student into the other teacher's class, or take theirs.
+    own = signed_in(teacher)
+    assert own.post(f"/teacher/students/{student.id}/move/", {"classroom": str(their_class.id)}).status_code == 404
+    assert own.post(f"/teacher/students/{carol.id}/move/", {"classroom": str(taught_class.id)}).status_code == 404
+    taught_class.refresh_from_db()
+    student.refresh_from_db()
+    carol.refresh_from_db()
+    assert (taught_class.name, taught_class.archived_at) == ("7A", None)
+    assert (student.classroom_id, carol.classroom_id) == (taught_class.id, their_class.id)
+    assert not AuditEvent.objects.filter(action__in=["class.renamed", "class.archived", "student.moved"]).exists()
+    assert "9C" not in own.get("/teacher/").content.decode()
+
+
+def test_a_student_reaches_none_of_the_new_urls(client, student, taught_class) -> None:  # noqa: ANN001
+    client.force_login(student)
+    for path in ["/teacher/classes/new/", f"/teacher/classes/{taught_class.id}/rename/",
+                 f"/teacher/classes/{taught_class.id}/archive/", f"/teacher/students/{student.id}/move/"]:
+        response = client.post(path, {"name": "x", "archived": "1", "classroom": str(taught_class.id)})
+        assert response.status_code in (302, 403) and "/teacher/" not in response.get("Location", ""), path
+    assert Classroom.objects.count() == 1 and not AuditEvent.objects.exists()
+
+
+def test_the_landing_page_shows_each_class_today_against_yesterday(client, teacher, taught_class, student,
+                                                                   other_student) -> None:  # noqa: ANN001
+    key, _ = key_issue(user=student)
+    now = timezone.now()
+    for at, user in [(now, student), (now, student), (now - timedelta(days=1), student),
+                     (now - timedelta(days=1), other_student)]:
+        RequestLog.objects.create(at=at, user=user, key=key, model="m", client="openai", path="/v1/chat/completions",
+                                  status=200, prompt_tokens=100, completion_tokens=50)
+    worker_register(name="rig1-a", base_url="http://127.0.0.1:9", model_id="smollm2-135m-instruct",
+                    pool_name="production", state="healthy")
+    client.force_login(teacher)
+    page = client.get("/teacher/").content.decode()
+    row = page[page.index('data-class="7A"'):]
+    row = row[:row.index("</tr>")]
+    assert ">2<br><small class=\"muted\">yesterday 2</small>" in row  # requests
+    assert ">300<br><small class=\"muted\">yesterday 300</small>" in row  # tokens
+    assert "1 of 2<br><small class=\"muted\">yesterday 2</small>" in row  # active students
+    assert "Pause 7A now" in row and "Served" in row
+    assert "1 worker: 1 healthy" in page and 'href="/teacher/fleet/"' in page
+
+
+def test_a_paused_class_shows_resume_on_the_landing_page_and_resume_returns_there(client, teacher,
+                                                                                   taught_class) -> None:  # noqa: ANN001
+    class_pause(classroom=taught_class, actor=teacher, message="Exam")
+    client.force_login(teacher)
+    page = client.get("/teacher/").content.decode()
+    assert "<strong>Paused</strong> until resumed: Exam" in page and "Resume 7A" in page
+    response = client.post(f"/teacher/classes/{taught_class.id}/resume/", {"back": "dashboard"})
+    assert response["Location"] == "/teacher/"
+    taught_class.refresh_from_db()
+    assert not taught_class.paused
+    client.post(f"/teacher/classes/{taught_class.id}/pause/", {"back": "dashboard", "message": "Quiet"})
+    taught_class.refresh_from_db()
+    assert taught_class.paused and taught_class.pause_message == "Quiet"
+
+
+def test_recent_actions_are_sentences(client, teacher, taught_class, second_teacher) -> None:  # noqa: ANN001
+    students_import(rows=parse_students_csv("username,email,name\nfay,,Fay\ngus,,Gus\n"), classroom_name="7A",
+                    actor=teacher)
+    limits_set(target=taught_class, actor=teacher, requests_per_minute=30)
+    client.force_login(teacher)
+    page = client.get("/teacher/").content.decode()
+    assert "You imported 2 students into 7A" in page
+    assert "You set 7A&#x27;s limit to 30 requests a minute" in page
+    assert "students.imported" not in page and "requests_per_minute" not in page
+
+
+def test_sentences_name_the_person_and_say_inherit_in_words() -> None:
+    ray = Actor(7, "Ms Ray")
+    assert sentence(action="limits.changed", subject="class Year 10", detail="requests_per_minute=30",
+                    actor=ray, viewer_id=1) == "Ms Ray set Year 10's limit to 30 requests a minute"
+    assert sentence(action="limits.changed", subject="alice", detail="tokens_per_day=20000, concurrency=inherit",
+                    actor=ray, viewer_id=7) == ("You set alice's limits to 20,000 tokens a day, requests at once "
+                                                "back to the default")
+    assert sentence(action="students.imported", subject="class 7A", detail="1 new, 2 updated: a, b, c",
+                    actor=None, viewer_id=1) == ("The command line imported 3 students into 7A (1 new, 2 already "
+                                                 "had an account)")
+    assert sentence(action="budget.granted", subject="alice", detail="5000 extra tokens this day", actor=ray,
+                    viewer_id=7) == "You gave alice 5,000 extra tokens this day"
+    assert sentence(action="something.new", subject="x", detail="y", actor=ray, viewer_id=1) == \
+        "Ms Ray something new x (y)"
