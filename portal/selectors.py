@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.utils import timezone
 
 from accounts.key_cache import class_pause_rule
+from accounts.limits.budgets import Period, extra_granted
 from accounts.models import ApiKey, Classroom, User
 from accounts.pause import ActivePause, upcoming_pause
 from accounts.selectors import PauseStatus, pause_status
@@ -16,7 +17,7 @@ from core.school_day import day_bounds
 from fleet.models import CatalogModel, Worker
 from fleet.selectors import usable_context as fleet_usable_context
 from inference.models import DailyUsage, RequestLog
-from inference.selectors import BudgetLeft, near_their_limit
+from inference.selectors import budgets_left
 from portal.connect import ConnectModel
 from portal.stats import DayStats, daily_stats
 
@@ -208,12 +209,12 @@ def classes_today(rooms: QuerySet[Classroom]) -> list[ClassToday]:
     return result
 
 
-def students_near_limit(rooms: QuerySet[Classroom]) -> list[tuple[User, list[BudgetLeft], int]]:
+def students_near_limit(rooms: QuerySet[Classroom]) -> list[tuple[User, list[BudgetShown], int]]:
     """Students of these classes who have used NEAR_LIMIT_PERCENT or more of a token budget
     (over it too), most used first."""
     people = list(User.objects.filter(classroom__in=rooms, role=User.Role.STUDENT, is_active=True, is_replay=False)
                   .select_related("classroom"))
-    return [row for row in near_their_limit(people) if row[2] >= NEAR_LIMIT_PERCENT]
+    return [row for row in near_limit(people) if row[2] >= NEAR_LIMIT_PERCENT]
 
 
 def workers_in_one_line() -> str:
@@ -224,3 +225,50 @@ def workers_in_one_line() -> str:
         return "No workers yet: nothing can answer until a rig's workers register."
     parts = [f"{counts[state]} {label.lower()}" for state, label in Worker.State.choices if counts.get(state)]
     return f"{total} worker{'s' if total != 1 else ''}: {', '.join(parts)}"
+
+
+# --- token budgets as people read them ----------------------------------------------------------
+
+PERIOD_OF: dict[str, Period] = {"today": "day", "this week": "week", "this term": "term"}
+
+
+@dataclass(frozen=True)
+class BudgetShown:
+    """A budget with its extra allowance shown as extra, not as usage going down: after 10,530
+    used of 6,000 and 5,000 extra given, "10,530 of 11,000 used (5,000 extra)"."""
+
+    period: str  # "today", "this week", "this term"
+    budget: int  # the cap plus the extra
+    used: int
+    extra: int
+    resets_at: datetime
+
+    @property
+    def left(self) -> int:
+        return max(0, self.budget - self.used)
+
+    @property
+    def used_percent(self) -> int:
+        return min(100, round(100 * self.used / self.budget)) if self.budget else 100
+
+
+def budgets_shown(users: list[User]) -> dict[int, list[BudgetShown]]:
+    """Each student's budgets (those with a cap) with their extra allowances: the live counters
+    (budgets_left) and one query for the allowances."""
+    extras = extra_granted(users)
+    shown: dict[int, list[BudgetShown]] = {}
+    for user in users:
+        rows = []
+        for b in budgets_left(user):
+            extra = extras[user.id].get(PERIOD_OF.get(b.period, "day"), 0)
+            rows.append(BudgetShown(b.period, b.budget + extra, b.used + extra, extra, b.resets_at))
+        shown[user.id] = rows
+    return shown
+
+
+def near_limit(users: list[User]) -> list[tuple[User, list[BudgetShown], int]]:
+    """Each student with a capped budget, their budgets and the largest share used (percent),
+    most used first."""
+    shown = budgets_shown(users)
+    rows = [(user, shown[user.id], max(b.used_percent for b in shown[user.id])) for user in users if shown[user.id]]
+    return sorted(rows, key=lambda row: (-row[2], row[0].username))

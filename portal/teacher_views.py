@@ -54,7 +54,7 @@ from accounts.services import (
 from fleet.models import Worker
 from fleet.services import worker_disable, worker_drain, worker_enable, worker_move
 from inference.models import RequestLog
-from inference.selectors import budgets_left, class_daily_usage, near_their_limit
+from inference.selectors import class_daily_usage
 from portal import selectors
 from portal.audit_words import Actor, sentence
 from portal.csv_import import CsvProblem, parse_students_csv
@@ -223,7 +223,7 @@ def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse
         "chart": list(zip(daily, heights)),
         "limits_form": LimitsForm(initial=_limits_initial(room), inherited=_inherited(room)) if room else None,
         "pause": pause_status(room) if room else None,
-        "near_limit": near_their_limit(students)[:20] if room else [],
+        "near_limit": selectors.near_limit(students)[:20] if room else [],
         "term_form": TermForm(initial={"term_starts": room.term_starts, "term_ends": room.term_ends}) if room else None,
         "pause_form": PauseForm(), "window_form": PauseWindowForm(),
         "windows": list(room.pause_windows.all()) if room else [],
@@ -244,7 +244,7 @@ def student(request: HttpRequest, user_id: int) -> HttpResponse:
         "days": days, "chart": list(zip(days, bar_heights([float(d.tokens) for d in days], height=100))),
         "recent": list(selectors.recent_requests(person, limit=10)),
         "limits_form": LimitsForm(initial=_limits_initial(person), inherited=_inherited(person)),
-        "budgets": budgets_left(person), "budget_form": BudgetForm(),
+        "budgets": selectors.budgets_shown([person])[person.id], "budget_form": BudgetForm(),
         "move_targets": list(classes_in_use(viewer).filter(is_replay=False).order_by("name")),
         "may_unassign": sees_everyone(viewer),
         "link": request.session.pop("set_password_link", None) if request.session.get(

@@ -17,7 +17,7 @@ from accounts.models import User
 from accounts.school_sign_in import school_config
 from accounts.selectors import pause_status, student_policy
 from accounts.services import MAX_ACTIVE_KEYS, TooManyKeys, key_issue, key_revoke
-from inference.selectors import budgets_left, usage_summary
+from inference.selectors import usage_summary
 from portal import selectors
 from portal.connect import KEY_PLACEHOLDER, context_warnings, setups
 from portal.forms import KeyCreateForm
@@ -55,7 +55,7 @@ def home(request: HttpRequest) -> HttpResponse:
         "limits": summary["limits"], "tokens_today": summary["today"]["prompt_tokens"]
         + summary["today"]["completion_tokens"],
         "pause": None if person.is_staff else pause_status(person.classroom),
-        "budgets": budgets_left(person),
+        "budgets": selectors.budgets_shown([person])[person.id],
     })
 
 

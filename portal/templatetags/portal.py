@@ -1,7 +1,11 @@
 """Template filters for numbers shown to people (core/numbers.py does the rounding)."""
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from django import template
+from django.utils import timezone
+from django.utils.timesince import timesince
 
 from core.numbers import ms_text, percent_of, rate_text, tokens_text
 
@@ -10,3 +14,13 @@ register.filter("tokens", tokens_text)
 register.filter("rate", rate_text)
 register.filter("ms", ms_text)
 register.filter("percent", percent_of)
+
+
+@register.filter
+def ago(moment: datetime | None) -> str:
+    """"just now" under a minute (never "0 minutes ago"), else "5 minutes ago", "2 days ago"."""
+    if moment is None:
+        return "never"
+    if timezone.now() - moment < timedelta(minutes=1):
+        return "just now"
+    return f"{timesince(moment)} ago"

@@ -190,3 +190,26 @@ def test_sentences_name_the_person_and_say_inherit_in_words() -> None:
                     viewer_id=7) == "You gave alice 5,000 extra tokens this day"
     assert sentence(action="something.new", subject="x", detail="y", actor=ray, viewer_id=1) == \
         "Ms Ray something new x (y)"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_extra_allowance_shows_as_extra_not_as_usage_going_down(client, teacher, taught_class,
+                                                                    student) -> None:  # noqa: ANN001
+    """After 10,530 used of 6,000 a day and 5,000 extra given, the page said "5,530 of 11,000 used"."""
+    from asgiref.sync import async_to_sync
+
+    from core.live import live_state
+    from core.school_day import today
+
+    limits_set(target=taught_class, actor=teacher, tokens_per_day=6000)
+    async_to_sync(live_state().settle)([f"user:{student.id}"], today()[0], 10_530)
+    client.force_login(teacher)
+    client.post(f"/teacher/students/{student.id}/budget/grant/", {"period": "day", "tokens": "5000"})
+    page = client.get(f"/teacher/students/{student.id}/").content.decode()
+    assert "Today: 10,530 of 11,000 used (96%), including 5,000 extra you gave" in page
+    assert "You set alice&#x27;s" not in page  # (the student page shows no audit)
+    own = signed_in(student)
+    home = own.get("/").content.decode()
+    assert "<strong>470</strong> of 11,000 tokens left today (5,000 extra from your teacher)" in home
+    client.post(f"/teacher/students/{student.id}/budget/reset/", {"period": "day"})
+    assert "Today: 0 of 6,000 used (0%)" in client.get(f"/teacher/students/{student.id}/").content.decode()
