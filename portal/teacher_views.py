@@ -72,7 +72,7 @@ from portal.forms import (
     TermForm,
 )
 from portal.services import ImportedStudent, set_password_path, students_import
-from portal.stats import bar_heights
+from portal.stats import bar_heights, day_chart
 from portal.views import site_root
 
 View = Callable[..., HttpResponse]
@@ -216,11 +216,14 @@ def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse
         raise Http404("Students in no class are the admin's.")
     students = list(selectors.students_of(room).select_related("classroom"))
     today = selectors.today_totals([s.id for s in students])
-    daily = [{**d, "day": date.fromisoformat(d["day"])} for d in class_daily_usage(room)] if room else []
-    heights = bar_heights([float(d["prompt_tokens"] + d["completion_tokens"]) for d in daily], height=100)
+    # The roll-ups hold the days before today; today comes from the request log, as in the table.
+    local_today = timezone.localdate()
+    daily = [(day, d["prompt_tokens"] + d["completion_tokens"], d["requests"]) for d in class_daily_usage(room)
+             if (day := date.fromisoformat(d["day"])) < local_today] if room else []
+    daily.append((local_today, sum(t["tokens"] for t in today.values()), sum(t["requests"] for t in today.values())))
     return render(request, "teacher/class.html", {
         "room": room, "rows": [(s, today.get(s.id, {"requests": 0, "tokens": 0})) for s in students],
-        "chart": list(zip(daily, heights)),
+        "chart": day_chart(daily),
         "limits_form": LimitsForm(initial=_limits_initial(room), inherited=_inherited(room)) if room else None,
         "pause": pause_status(room) if room else None,
         "near_limit": selectors.near_limit(students)[:20] if room else [],
@@ -241,7 +244,7 @@ def student(request: HttpRequest, user_id: int) -> HttpResponse:
     return render(request, "teacher/student.html", {
         "sign_in_locked_until": datetime.fromtimestamp(lock[1], tz=UTC) if lock else None,
         "person": person, "keys": list(selectors.keys_of(person)), "policy": student_policy(person),
-        "days": days, "chart": list(zip(days, bar_heights([float(d.tokens) for d in days], height=100))),
+        "days": days, "chart": day_chart([(d.day, d.tokens, d.requests) for d in days]),
         "recent": list(selectors.recent_requests(person, limit=10)),
         "limits_form": LimitsForm(initial=_limits_initial(person), inherited=_inherited(person)),
         "budgets": selectors.budgets_shown([person])[person.id], "budget_form": BudgetForm(),

@@ -21,7 +21,7 @@ from inference.selectors import usage_summary
 from portal import selectors
 from portal.connect import KEY_PLACEHOLDER, context_warnings, setups
 from portal.forms import KeyCreateForm
-from portal.stats import bar_heights
+from portal.stats import day_chart
 
 
 def _person(request: HttpRequest) -> User:
@@ -99,10 +99,9 @@ def key_revoke_view(request: HttpRequest, key_id: int) -> HttpResponse:
 def usage(request: HttpRequest) -> HttpResponse:
     person = _person(request)
     days = selectors.usage_days(person)
-    heights = bar_heights([float(d.tokens) for d in days], height=120)
     summary = usage_summary(person, days=0)
     return render(request, "portal/usage.html", {
-        "days": days, "chart": list(zip(days, heights)), "recent": list(selectors.recent_requests(person)),
+        "days": days, "chart": day_chart([(d.day, d.tokens, d.requests) for d in days], height=120), "recent": list(selectors.recent_requests(person)),
         "limits": summary["limits"], "today": summary["today"], "usage_days": selectors.USAGE_DAYS,
     })
 

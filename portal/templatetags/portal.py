@@ -24,3 +24,16 @@ def ago(moment: datetime | None) -> str:
     if timezone.now() - moment < timedelta(minutes=1):
         return "just now"
     return f"{timesince(moment)} ago"
+
+
+@register.filter
+def short(value: int | float | None) -> str:
+    """A bar's label that fits above it: 950 -> "950", 8,269 -> "8.3k", 2,500,000 -> "2.5M"."""
+    if not value:
+        return "0"
+    number = float(value)
+    if number >= 1_000_000:
+        return f"{number / 1_000_000:.1f}M".replace(".0M", "M")
+    if number >= 1_000:
+        return f"{number / 1_000:.1f}k".replace(".0k", "k")
+    return f"{round(number)}"

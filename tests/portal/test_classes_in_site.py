@@ -213,3 +213,19 @@ def test_an_extra_allowance_shows_as_extra_not_as_usage_going_down(client, teach
     assert "<strong>470</strong> of 11,000 tokens left today (5,000 extra from your teacher)" in home
     client.post(f"/teacher/students/{student.id}/budget/reset/", {"period": "day"})
     assert "Today: 0 of 6,000 used (0%)" in client.get(f"/teacher/students/{student.id}/").content.decode()
+
+
+def test_the_class_chart_has_today_a_scale_and_each_days_value(client, teacher, taught_class,
+                                                               student) -> None:  # noqa: ANN001
+    """The class page said "No usage rolled up yet (today's appears tomorrow)" beside "Tokens today
+    8,269", and the charts had no axis and no values."""
+    key, _ = key_issue(user=student)
+    RequestLog.objects.create(at=timezone.now(), user=student, key=key, model="m", client="openai",
+                              path="/v1/chat/completions", status=200, prompt_tokens=8000, completion_tokens=269)
+    client.force_login(teacher)
+    page = client.get(f"/teacher/classes/{taught_class.id}/").content.decode()
+    assert "No usage rolled up" not in page
+    chart = page[page.index('<figure class="chart"'):page.index("</figure>")]
+    assert "0 to the busiest day (8,269 tokens)" in chart
+    assert '<div class="axis" aria-hidden="true"><span>8.3k</span><span>0</span></div>' in chart
+    assert "8.3k<span class=\"visually-hidden\"> tokens</span>" in chart
