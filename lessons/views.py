@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable
-from datetime import date
 from typing import Any
 
 from django.conf import settings
@@ -23,6 +22,7 @@ from lessons.syllabus import Lesson, Step, load_catalogue
 from lessons.progress import FINISHED_RULE
 from lessons.quiz import choice_order
 from lessons.recipes import KEY_PLACEHOLDER, fill_recipes
+from lessons.day_input import parse_day
 from lessons.sprint import SprintDatesError
 from lessons.render import render_markdown
 
@@ -320,14 +320,14 @@ def ground0_sprint(request: HttpRequest) -> HttpResponse:
     """The team's sprint dates: the burndown's history follows the latest sprint set."""
     assert isinstance(request.user, User)
     try:
-        starts_on = date.fromisoformat(request.POST.get("starts_on", ""))
-        ends_on = date.fromisoformat(request.POST.get("ends_on", ""))
+        starts_on = parse_day(request.POST.get("starts_on", ""))
+        ends_on = parse_day(request.POST.get("ends_on", ""))
         services.sprint_set(name=request.POST.get("name", ""), starts_on=starts_on, ends_on=ends_on,
                             by=request.user)
     except SprintDatesError as exc:
         messages.error(request, str(exc))
     except ValueError:
-        messages.error(request, "Give the sprint's first and last day as dates.")
+        messages.error(request, "Give the sprint's first and last day as dates, e.g. 5 Dec 2026.")
     return HttpResponseRedirect("/ground0/#burndown-history")
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 from django import forms
@@ -7,7 +8,16 @@ from django.contrib.auth.forms import AuthenticationForm
 
 from accounts.login_throttle import login_refusal, refusal_message
 from fleet.models import Pool
+from lessons.day_input import DAY_EXAMPLE, DAY_FORMATS, MOMENT_EXAMPLE, MOMENT_FORMATS, day_text
 
+class DayInput(forms.TextInput):
+    """A day typed as the pages write it ("5 Dec 2026"): a browser's date picker shows its own
+    locale's order (mm/dd/yyyy) beside the pages' dates."""
+
+    def format_value(self, value: Any) -> str | None:
+        if isinstance(value, date):
+            return day_text(value)
+        return super().format_value(value)
 
 class PortalLoginForm(AuthenticationForm):
     """Fields `username` and `password`. Goes through the sign-in throttle (the authentication
@@ -95,8 +105,10 @@ class BudgetForm(forms.Form):
 class TermForm(forms.Form):
     """A class's term: its token budget per term counts between these days (both included)."""
 
-    term_starts = forms.DateField(required=False, label="Term starts", widget=forms.DateInput(attrs={"type": "date"}))
-    term_ends = forms.DateField(required=False, label="Term ends", widget=forms.DateInput(attrs={"type": "date"}))
+    term_starts = forms.DateField(required=False, label="Term starts", input_formats=DAY_FORMATS,
+                                  widget=DayInput(attrs={"placeholder": DAY_EXAMPLE, "size": 12}))
+    term_ends = forms.DateField(required=False, label="Term ends", input_formats=DAY_FORMATS,
+                                widget=DayInput(attrs={"placeholder": DAY_EXAMPLE, "size": 12}))
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -138,8 +150,10 @@ class RequestFilterForm(forms.Form):
     worker = forms.CharField(required=False, max_length=100)
     status = forms.ChoiceField(required=False, choices=[("", "any"), ("ok", "OK (2xx)"), ("error", "errors (4xx, 5xx)"),
                                                         ("429", "429 refused"), ("401", "401 bad key")])
-    since = forms.DateTimeField(required=False, label="From", widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
-    until = forms.DateTimeField(required=False, label="Until", widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    since = forms.DateTimeField(required=False, label="From", input_formats=MOMENT_FORMATS + DAY_FORMATS,
+                                widget=forms.TextInput(attrs={"placeholder": MOMENT_EXAMPLE, "size": 18}))
+    until = forms.DateTimeField(required=False, label="Until", input_formats=MOMENT_FORMATS + DAY_FORMATS,
+                                widget=forms.TextInput(attrs={"placeholder": MOMENT_EXAMPLE, "size": 18}))
 
 
 class MoveWorkerForm(forms.Form):

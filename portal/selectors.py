@@ -18,6 +18,7 @@ from fleet.models import CatalogModel, Worker
 from fleet.selectors import usable_context as fleet_usable_context
 from inference.models import DailyUsage, RequestLog
 from inference.selectors import budgets_left
+from lessons.models import Answer, StepDone
 from portal.connect import ConnectModel
 from portal.stats import DayStats, daily_stats
 
@@ -272,3 +273,30 @@ def near_limit(users: list[User]) -> list[tuple[User, list[BudgetShown], int]]:
     shown = budgets_shown(users)
     rows = [(user, shown[user.id], max(b.used_percent for b in shown[user.id])) for user in users if shown[user.id]]
     return sorted(rows, key=lambda row: (-row[2], row[0].username))
+
+
+# --- the student's next steps on the home page ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NextSteps:
+    """Which of the home page's four first steps the person has done, from their own records."""
+
+    key: bool  # has a key that works
+    editor: bool  # an editor, agent or script (not the browser's "Test my key") sent a request with their key
+    answered: bool  # a request of theirs was answered (the connect page's "Test my key" is one)
+    lessons: bool  # a lesson step done or a lesson question answered
+
+    @property
+    def all_done(self) -> bool:
+        return self.key and self.editor and self.answered and self.lessons
+
+
+def next_steps(person: User) -> NextSteps:
+    mine = RequestLog.objects.filter(user=person)
+    return NextSteps(
+        key=active_keys(person).exists(),
+        editor=mine.exclude(tool="", user_agent__startswith="Mozilla/").exists(),  # not the browser's test
+        answered=mine.filter(status=200).exists(),
+        lessons=StepDone.objects.filter(user=person).exists() or Answer.objects.filter(user=person).exists(),
+    )

@@ -56,6 +56,7 @@ def home(request: HttpRequest) -> HttpResponse:
         + summary["today"]["completion_tokens"],
         "pause": None if person.is_staff else pause_status(person.classroom),
         "budgets": selectors.budgets_shown([person])[person.id],
+        "steps": selectors.next_steps(person),
     })
 
 

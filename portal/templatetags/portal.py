@@ -1,10 +1,13 @@
 """Template filters for numbers shown to people (core/numbers.py does the rounding)."""
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 
 from django import template
 from django.utils import timezone
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince
 
 from core.numbers import ms_text, percent_of, rate_text, tokens_text
@@ -37,3 +40,11 @@ def short(value: int | float | None) -> str:
     if number >= 1_000:
         return f"{number / 1_000:.1f}k".replace(".0k", "k")
     return f"{round(number)}"
+
+
+@register.filter
+def code_spans(text: str) -> SafeString:
+    """Plain text whose `backticked` names are code: escaped, then each pair of backticks made
+    <code> (the page showed the backticks themselves)."""
+    escaped = str(escape(text))
+    return mark_safe(re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped))  # noqa: S308 - escaped above

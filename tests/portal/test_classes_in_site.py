@@ -229,3 +229,46 @@ def test_the_class_chart_has_today_a_scale_and_each_days_value(client, teacher, 
     assert "0 to the busiest day (8,269 tokens)" in chart
     assert '<div class="axis" aria-hidden="true"><span>8.3k</span><span>0</span></div>' in chart
     assert "8.3k<span class=\"visually-hidden\"> tokens</span>" in chart
+
+
+def test_the_home_pages_next_steps_tick_from_the_students_own_records(client, student) -> None:  # noqa: ANN001
+    """"Create a key" stayed a to-do with four keys."""
+    client.force_login(student)
+    page = client.get("/").content.decode()
+    assert page.count('data-done="no"') == 4
+    key, _ = key_issue(user=student)
+    RequestLog.objects.create(at=timezone.now(), user=student, key=key, model="m", client="openai",
+                              path="/v1/chat/completions", status=200, user_agent="Mozilla/5.0 (X11) Chrome/131")
+    page = client.get("/").content.decode()
+    assert page.count('data-done="yes"') == 2 and "You have a key" in page and "Create a key" not in page
+    RequestLog.objects.create(at=timezone.now(), user=student, key=key, model="m", client="anthropic",
+                              path="/v1/messages", status=200, user_agent="claude-cli/2.0.1", tool="claude-code")
+    page = client.get("/").content.decode()
+    assert page.count('data-done="yes"') == 3 and "Your editor is connected" in page
+
+
+def test_date_fields_take_and_show_days_as_the_pages_write_them(client, teacher, taught_class) -> None:  # noqa: ANN001
+    """Date pickers showed mm/dd/yyyy (an American browser's order) beside "5 Dec 2026"."""
+    client.force_login(teacher)
+    client.post(f"/teacher/classes/{taught_class.id}/term/", {"term_starts": "7 Sep 2026", "term_ends": "18 dec 2026"})
+    taught_class.refresh_from_db()
+    assert (taught_class.term_starts.isoformat(), taught_class.term_ends.isoformat()) == ("2026-09-07", "2026-12-18")
+    page = client.get(f"/teacher/classes/{taught_class.id}/").content.decode()
+    assert 'value="7 Sep 2026"' in page and 'type="date"' not in page
+    assert 'type="datetime-local"' not in client.get("/teacher/requests/").content.decode()
+    assert client.get("/teacher/requests/?since=5+Dec+2026+14%3A30").status_code == 200
+    assert 'type="date"' not in client.get("/ground0/").content.decode()
+    client.post("/ground0/sprint/", {"name": "S1", "starts_on": "1 Dec 2026", "ends_on": "2026-12-14"})
+    from lessons.models import Sprint
+
+    assert Sprint.objects.get(name="S1").ends_on.isoformat() == "2026-12-14"
+
+
+def test_connect_warnings_show_model_names_as_code_not_backticks(client, student) -> None:  # noqa: ANN001
+    worker_register(name="w-small", base_url="http://127.0.0.1:9", model_id="tiny", pool_name="production",
+                    state="healthy", context_length=4096)
+    client.force_login(student)
+    html = client.get("/connect/").content.decode()
+    warning = html[html.index('data-context-warning="codex"'):]
+    warning = warning[:warning.index("</p>")]
+    assert "<code>tiny</code>" in warning and "`" not in warning
