@@ -10,6 +10,11 @@ from accounts.login_throttle import login_refusal, refusal_message
 from fleet.models import Pool
 from lessons.day_input import DAY_EXAMPLE, DAY_FORMATS, MOMENT_EXAMPLE, MOMENT_FORMATS, day_text
 
+# A 24-hour clock as the pages write it: a browser's time picker shows "--:-- --" (AM/PM) in an
+# American browser beside the pages' 14:30.
+CLOCK_FORMATS = ("%H:%M", "%H:%M:%S", "%H.%M")
+
+
 class DayInput(forms.TextInput):
     """A day typed as the pages write it ("5 Dec 2026"): a browser's date picker shows its own
     locale's order (mm/dd/yyyy) beside the pages' dates."""
@@ -128,7 +133,8 @@ class PauseForm(forms.Form):
     """Pause a class now: for some minutes, until a time of day (the next such time), or until resumed."""
 
     minutes = forms.IntegerField(min_value=1, max_value=7 * 24 * 60, required=False, label="For (minutes)")
-    until = forms.TimeField(required=False, label="Or until (HH:MM)", widget=forms.TimeInput(attrs={"type": "time"}))
+    until = forms.TimeField(required=False, label="Or until (HH:MM)", input_formats=CLOCK_FORMATS,
+                            widget=forms.TimeInput(format="%H:%M", attrs={"placeholder": "e.g. 10:30", "size": 6}))
     message = forms.CharField(max_length=200, required=False, label="Note for the students",
                               help_text="Shown with the refusal, e.g. 'Exam until 10:30: no AI'.")
 
@@ -138,8 +144,10 @@ class PauseWindowForm(forms.Form):
 
     weekday = forms.TypedChoiceField(coerce=int, label="Day", choices=[(n, day) for n, day in enumerate(
         ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"))])
-    starts = forms.TimeField(label="From", widget=forms.TimeInput(attrs={"type": "time"}))
-    ends = forms.TimeField(label="To", widget=forms.TimeInput(attrs={"type": "time"}))
+    starts = forms.TimeField(label="From (HH:MM)", input_formats=CLOCK_FORMATS,
+                             widget=forms.TimeInput(format="%H:%M", attrs={"placeholder": "e.g. 09:00", "size": 6}))
+    ends = forms.TimeField(label="To (HH:MM)", input_formats=CLOCK_FORMATS,
+                           widget=forms.TimeInput(format="%H:%M", attrs={"placeholder": "e.g. 10:30", "size": 6}))
     message = forms.CharField(max_length=200, required=False, label="Note for the students")
 
 

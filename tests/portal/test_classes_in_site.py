@@ -142,10 +142,10 @@ def test_the_landing_page_shows_each_class_today_against_yesterday(client, teach
     client.force_login(teacher)
     page = client.get("/teacher/").content.decode()
     row = page[page.index('data-class="7A"'):]
-    row = row[:row.index("</tr>")]
-    assert ">2<br><small class=\"muted\">yesterday 2</small>" in row  # requests
-    assert ">300<br><small class=\"muted\">yesterday 300</small>" in row  # tokens
-    assert "1 of 2<br><small class=\"muted\">yesterday 2</small>" in row  # active students
+    row = row[:row.index("</article>")]
+    assert '<dt>Requests</dt><dd>2 <small class="muted">yesterday 2</small>' in row
+    assert '<dt>Tokens</dt><dd>300 <small class="muted">yesterday 300</small>' in row
+    assert '<dt>Active students</dt><dd>1 of 2 <small class="muted">yesterday 2</small>' in row
     assert "Pause 7A now" in row and "Served" in row
     assert "1 worker: 1 healthy" in page and 'href="/teacher/fleet/"' in page
 
@@ -255,6 +255,9 @@ def test_date_fields_take_and_show_days_as_the_pages_write_them(client, teacher,
     assert (taught_class.term_starts.isoformat(), taught_class.term_ends.isoformat()) == ("2026-09-07", "2026-12-18")
     page = client.get(f"/teacher/classes/{taught_class.id}/").content.decode()
     assert 'value="7 Sep 2026"' in page and 'type="date"' not in page
+    assert 'type="time"' not in page  # the pause's "until" and the timetable: 24-hour text, as the pages
+    client.post(f"/teacher/classes/{taught_class.id}/timetable/", {"weekday": "0", "starts": "14:30", "ends": "15:15"})
+    assert taught_class.pause_windows.get().starts.isoformat() == "14:30:00"
     assert 'type="datetime-local"' not in client.get("/teacher/requests/").content.decode()
     assert client.get("/teacher/requests/?since=5+Dec+2026+14%3A30").status_code == 200
     assert 'type="date"' not in client.get("/ground0/").content.decode()
