@@ -50,7 +50,8 @@ class KeyCreateForm(forms.Form):
 class ImportStudentsForm(forms.Form):
     file = forms.FileField(label="Class list (CSV: username, email, name)")
     classroom = forms.CharField(max_length=100, required=False, label="Class",
-                                help_text="Put everyone in this class (created if new). Empty: leave classes as they are.")
+                                help_text="Put everyone in this class (created if new): a student already in another class "
+                                          "moves to it, and the result says so. Empty: leave classes as they are.")
     initial_passwords = forms.BooleanField(
         required=False, label="Print an initial password for new students instead of a set-password link")
 

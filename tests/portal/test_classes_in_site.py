@@ -275,3 +275,20 @@ def test_connect_warnings_show_model_names_as_code_not_backticks(client, student
     warning = html[html.index('data-context-warning="codex"'):]
     warning = warning[:warning.index("</p>")]
     assert "<code>tiny</code>" in warning and "`" not in warning
+
+
+def test_an_import_says_which_students_it_moved_from_another_class(client, teacher, taught_class,
+                                                                    student) -> None:  # noqa: ANN001
+    """A CSV import into a class silently moved its existing students there."""
+    other = Classroom.objects.create(name="Year 10")
+    other.teachers.add(teacher)
+    client.force_login(teacher)
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    upload = SimpleUploadedFile("class.csv", b"username,email,name\nalice,,Alice\nnewbie,,New Bie\n")
+    page = client.post("/teacher/import/", {"file": upload, "classroom": "Year 10"}).content.decode()
+    assert "<strong>moved</strong> from 7A" in page
+    event = AuditEvent.objects.get(action="students.imported")
+    assert "alice (from 7A)" in event.detail
+    assert "You imported 2 students into Year 10 (1 new, 1 already had an account)" in \
+        client.get("/teacher/").content.decode()
