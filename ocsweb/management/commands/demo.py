@@ -339,7 +339,7 @@ class Command(BaseCommand):
                   f"(teacher: http://{host}:{port}/teacher/, admin: http://{host}:{port}/admin/)")
         self._say(f"  demo-teacher password: {teacher_password}")
         self._say(f"  demo-student password: {student_password}")
-        self._say(f"  (new passwords and a new key at every start; demo-student is in the class {DEMO_CLASS})\n")
+        self._say(f"  (new passwords and a new key at every start; demo-student is in the class \"{DEMO_CLASS}\")\n")
         self._say(f"OCS_BASE_URL={base_url}")
         self._say(f"OCS_API_KEY={raw_key}")
         self._say(
