@@ -56,6 +56,9 @@ class Classroom(LimitFields):
     term_ends = models.DateField(null=True, blank=True, help_text="Last day of the term.")
     pause_lifted_until = models.DateTimeField(
         null=True, blank=True, help_text="A resume during a timetable window lifts windows ending by then.")
+    archived_at = models.DateTimeField(
+        null=True, blank=True, help_text="Archived: left off the teacher's dashboard and class pickers; its history "
+                                         "(usage, requests, audit) is kept and its students keep their accounts.")
     self_enrolment = models.BooleanField(
         default=False, help_text="A school account (OpenID Connect sign-in) that matches no student joins this "
                                  "class as a new student. One class at a time; off: such accounts are refused.")
@@ -151,3 +154,19 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.action} {self.subject}"
+
+
+class BudgetGrant(models.Model):
+    """A teacher's one-off extra allowance for a student's current day, week or term
+    (accounts/limits/budgets.py). The live counter is lowered by it; this row lets the pages say
+    "10,530 of 11,000 used (5,000 extra)" rather than show the allowance as usage going down."""
+
+    student = models.ForeignKey(User, on_delete=models.CASCADE, related_name="budget_grants")
+    period = models.CharField(max_length=8, help_text="day, week or term")
+    counter = models.CharField(max_length=40, help_text="The live counter's name for that period (e.g. the day).")
+    tokens = models.PositiveBigIntegerField()
+    at = models.DateTimeField(default=timezone.now)
+    actor = models.ForeignKey(User, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+
+    class Meta:
+        indexes = [models.Index(fields=["student", "counter"])]

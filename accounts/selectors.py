@@ -32,6 +32,12 @@ def classes_visible_to(viewer: User) -> QuerySet[Classroom]:
     return Classroom.objects.none()
 
 
+def classes_in_use(viewer: User) -> QuerySet[Classroom]:
+    """The viewer's classes that are not archived: the dashboard's and the class pickers'
+    (an archived class's page, history and students stay reachable through classes_visible_to)."""
+    return classes_visible_to(viewer).filter(archived_at__isnull=True)
+
+
 def students_visible_to(viewer: User) -> QuerySet[User]:
     """The people a teacher acts on: the students of their classes; never another teacher, staff
     member or admin (an admin acts on everyone)."""

@@ -243,3 +243,76 @@ def class_term_set(*, classroom: Classroom, starts: date | None, ends: date | No
                  detail=f"{starts} to {ends}" if starts else "no term")
     key_cache_invalidate()
     return True
+
+
+# --- classes made and changed in the site ------------------------------------------------------
+
+
+def _class_name(name: str) -> str:
+    cleaned = " ".join(name.split())[:100]
+    if not cleaned:
+        raise ValueError("Give the class a name, e.g. Year 10 Computing.")
+    return cleaned
+
+
+def classroom_create(*, name: str, actor: User | None = None) -> Classroom:
+    """A new class, taught by `actor` when they are a teacher (an admin's class has no teacher
+    until one is added). Names are unique, archived classes included. Audited."""
+    cleaned = _class_name(name)
+    with transaction.atomic():
+        if Classroom.objects.filter(name__iexact=cleaned).exists():
+            raise ValueError(f"A class called {cleaned} exists already (perhaps archived); choose another name.")
+        room = Classroom.objects.create(name=cleaned)
+        if actor is not None and actor.is_staff and not actor.is_superuser:
+            room.teachers.add(actor)
+        audit_record(actor=actor, action="class.created", subject=f"class {room.name}")
+    return room
+
+
+def classroom_rename(*, classroom: Classroom, name: str, actor: User | None = None) -> bool:
+    """Rename a class (its students, limits and history stay). True if the name changed. Audited."""
+    cleaned = _class_name(name)
+    if cleaned == classroom.name:
+        return False
+    if Classroom.objects.filter(name__iexact=cleaned).exclude(id=classroom.id).exists():
+        raise ValueError(f"A class called {cleaned} exists already (perhaps archived); choose another name.")
+    before = classroom.name
+    classroom.name = cleaned
+    classroom.save(update_fields=["name"])
+    audit_record(actor=actor, action="class.renamed", subject=f"class {classroom.name}", detail=f"was {before}")
+    key_cache_invalidate()
+    return True
+
+
+def classroom_archive(*, classroom: Classroom, archived: bool, actor: User | None = None) -> bool:
+    """Archive a class (it leaves the dashboard and the class pickers; its usage, requests and
+    audit stay, its students keep their accounts and their class) or bring it back. Archiving
+    turns self-enrolment off: no new student joins an archived class. True if it changed."""
+    if (classroom.archived_at is not None) == archived:
+        return False
+    classroom.archived_at = timezone.now() if archived else None
+    classroom.self_enrolment = classroom.self_enrolment and not archived
+    classroom.save(update_fields=["archived_at", "self_enrolment"])
+    audit_record(actor=actor, action="class.archived" if archived else "class.restored",
+                 subject=f"class {classroom.name}")
+    return True
+
+
+def student_move(*, student: User, classroom: Classroom | None, actor: User | None = None) -> bool:
+    """Move a student into `classroom` (None: into no class): from their next request they have
+    its limits, pause and share weight. Who may move whom is the caller's check (a teacher moves
+    only between classes they teach). True if it changed. Audited."""
+    if student.is_staff or student.role != User.Role.STUDENT:
+        raise ValueError(f"{student.username} is not a student; staff accounts are managed in the admin.")
+    if classroom is not None and classroom.archived_at is not None:
+        raise ValueError(f"Class {classroom.name} is archived; bring it back before moving students into it.")
+    before = student.classroom
+    if (before.id if before else None) == (classroom.id if classroom else None):
+        return False
+    student.classroom = classroom
+    student.save(update_fields=["classroom"])
+    audit_record(actor=actor, action="student.moved", subject=student.username,
+                 detail=f"from {before.name if before else 'no class'} to {classroom.name if classroom else 'no class'}")
+    for prefix in student.api_keys.values_list("prefix", flat=True):
+        key_cache_invalidate(prefix=prefix)
+    return True

@@ -14,7 +14,6 @@ from urllib.parse import urlsplit
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import connection
-from django.urls import Resolver404, resolve
 from django.utils import timezone
 
 from accounts.models import User
@@ -23,6 +22,8 @@ from core.live import live_state, worker_resource
 from core.private_access import DEFAULT_PRIVATE_NETWORKS
 from accounts.limits.quota import concurrency_resource
 from fleet.models import Pool, PoolEvent, Rig, Worker, WorkerEvent
+from inference import routes as api_routes
+from inference import views as api_views
 from inference.models import RequestLog
 from lessons import evidence, research_bridge
 from lessons.syllabus import load_catalogue
@@ -45,12 +46,11 @@ API_ROUTES = (
 
 
 def route_served(path: str) -> bool:
-    """True when `path` resolves to a real view (not the API's catch-all 404)."""
-    try:
-        match = resolve(path)
-    except Resolver404:
-        return False
-    return match.func.__name__ != "not_found"
+    """True when the API's lean path (inference/routes.py, served in front of Django by
+    ocsweb/asgi.py) has a handler for `path` other than its catch-all 404. Django's URL resolver
+    knows nothing of these paths: the API is not routed through it."""
+    found = api_routes.ROUTES.match(path)
+    return found is not None and found[0] is not api_views.not_found
 
 
 def _on_netbird(base_url: str) -> bool:

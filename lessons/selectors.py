@@ -100,8 +100,10 @@ def class_progress(classroom: Classroom | None) -> ClassProgress:
 
 
 def all_class_progress(viewer: User) -> list[ClassProgress]:
-    """The classes `viewer` teaches (an admin: every class, and the students in no class)."""
-    groups = [class_progress(c) for c in classes_visible_to(viewer).filter(is_replay=False).order_by("name")]
+    """The classes `viewer` teaches, archived ones left out (an admin: every class, and the
+    students in no class)."""
+    groups = [class_progress(c) for c in classes_visible_to(viewer).filter(is_replay=False, archived_at__isnull=True)
+              .order_by("name")]
     unassigned = class_progress(None) if sees_everyone(viewer) else None
     if unassigned is not None and unassigned.rows:
         groups.append(unassigned)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable
-from datetime import date
 from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.messages import get_messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
@@ -22,6 +22,7 @@ from lessons.syllabus import Lesson, Step, load_catalogue
 from lessons.progress import FINISHED_RULE
 from lessons.quiz import choice_order
 from lessons.recipes import KEY_PLACEHOLDER, fill_recipes
+from lessons.day_input import parse_day
 from lessons.sprint import SprintDatesError
 from lessons.render import render_markdown
 
@@ -71,9 +72,21 @@ def _panel(lesson: Lesson, viewer: User | None) -> dict[str, Any]:
     return {}
 
 
+def _step_tag(step: Step) -> str:
+    """A message about one step is shown in that step (where the Check's redirect lands), not at
+    the top of the page, thousands of pixels above on a phone."""
+    return f"step-{step.slug}"
+
+
+def _tell(request: HttpRequest, step: Step, level: int, text: str) -> None:
+    messages.add_message(request, level, text, extra_tags=_step_tag(step))
+
+
 @require_GET
 def lesson_detail(request: HttpRequest, slug: str) -> HttpResponse:
     lesson = _lesson_or_404(slug)
+    notes = list(get_messages(request))
+    step_notes = {note.extra_tags: note for note in notes if note.extra_tags.startswith("step-")}
     viewer = _viewer(request)
     catalogue = load_catalogue()
     done = selectors.done_steps(viewer) if viewer else {}
@@ -86,7 +99,9 @@ def lesson_detail(request: HttpRequest, slug: str) -> HttpResponse:
                              model=selectors.recipe_model(viewer) if viewer else None),
         "key_placeholder": KEY_PLACEHOLDER,
         "panel": _panel(lesson, viewer),
-        "steps": [(step, done.get(step.slug)) for step in lesson.steps],
+        "steps": [(step, done.get(step.slug), step_notes.get(_step_tag(step))) for step in lesson.steps],
+        # The page's own messages: those about a step are shown in it.
+        "messages": [note for note in notes if not note.extra_tags.startswith("step-")],
         "predictable": selectors.predictable_workers() if viewer and any(
             s.kind == "predict-worker" for s in lesson.steps) else [],
         "roofline": selectors.roofline_lab(viewer) if viewer and any(
@@ -118,9 +133,9 @@ def step_check(request: HttpRequest, slug: str, step_slug: str) -> HttpResponse:
         try:
             services.worker_predict(user=request.user, worker_name=request.POST.get("worker", "")[:100])
         except services.StepInputError as error:
-            messages.error(request, str(error))
+            _tell(request, step, messages.ERROR, str(error))
         else:
-            messages.info(request, "Prediction saved. Now send one request with your key, then press Check.")
+            _tell(request, step, messages.INFO, "Prediction saved. Now send one request with your key, then press Check.")
         return HttpResponseRedirect(f"/lessons/{lesson.slug}/#step-{step.slug}")
     if step.kind == "roofline-lab" and request.POST.get("action") in ("predict", "measure"):
         return _roofline_action(request, lesson, step)
@@ -128,9 +143,9 @@ def step_check(request: HttpRequest, slug: str, step_slug: str) -> HttpResponse:
         try:
             path_runs.path_lab_start(user=request.user, base_url=settings.OCS_RUNS_BASE_URL)
         except path_runs.PathLabRefused as error:
-            messages.error(request, str(error))
+            _tell(request, step, messages.ERROR, str(error))
         else:
-            messages.info(request, "Path check started: it takes a few seconds. Reload this page to see its checks.")
+            _tell(request, step, messages.INFO, "Path check started: it takes a few seconds. Reload this page to see its checks.")
         return HttpResponseRedirect(f"/lessons/{lesson.slug}/#step-{step.slug}")
     try:
         if raw:
@@ -143,10 +158,10 @@ def step_check(request: HttpRequest, slug: str, step_slug: str) -> HttpResponse:
                                       explanation=request.POST.get("explanation", "")[:2000],
                                       picked=[hop[:40] for hop in request.POST.getlist("private_hop")[:20]])
     except services.StepInputError as error:
-        messages.error(request, str(error))
+        _tell(request, step, messages.ERROR, str(error))
     else:
-        (messages.success if result.done else messages.warning)(
-            request, ("Done: " if result.done else "Not yet: ") + result.message)
+        _tell(request, step, messages.SUCCESS if result.done else messages.WARNING,
+              ("Done: " if result.done else "Not yet: ") + result.message)
     return HttpResponseRedirect(f"/lessons/{lesson.slug}/#step-{step.slug}")
 
 
@@ -162,12 +177,12 @@ def _roofline_action(request: HttpRequest, lesson: Lesson, step: Step) -> HttpRe
                 raise services.StepInputError("Give the bandwidth, the weights' size and your ceiling as numbers, "
                                               "e.g. 256, 16.2 and 15.8.") from None
             services.roofline_predict(user=request.user, **numbers)
-            messages.info(request, "Prediction saved. Now start the measurement.")
+            _tell(request, step, messages.INFO, "Prediction saved. Now start the measurement.")
         else:
             services.roofline_measure(user=request.user, gateway_url=settings.OCS_RUNS_BASE_URL)
-            messages.info(request, "Measurement started: it takes a minute or so. Check when it has finished.")
+            _tell(request, step, messages.INFO, "Measurement started: it takes a minute or so. Check when it has finished.")
     except services.StepInputError as error:
-        messages.error(request, str(error))
+        _tell(request, step, messages.ERROR, str(error))
     return HttpResponseRedirect(f"/lessons/{lesson.slug}/#step-{step.slug}")
 
 
@@ -305,14 +320,14 @@ def ground0_sprint(request: HttpRequest) -> HttpResponse:
     """The team's sprint dates: the burndown's history follows the latest sprint set."""
     assert isinstance(request.user, User)
     try:
-        starts_on = date.fromisoformat(request.POST.get("starts_on", ""))
-        ends_on = date.fromisoformat(request.POST.get("ends_on", ""))
+        starts_on = parse_day(request.POST.get("starts_on", ""))
+        ends_on = parse_day(request.POST.get("ends_on", ""))
         services.sprint_set(name=request.POST.get("name", ""), starts_on=starts_on, ends_on=ends_on,
                             by=request.user)
     except SprintDatesError as exc:
         messages.error(request, str(exc))
     except ValueError:
-        messages.error(request, "Give the sprint's first and last day as dates.")
+        messages.error(request, "Give the sprint's first and last day as dates, e.g. 5 Dec 2026.")
     return HttpResponseRedirect("/ground0/#burndown-history")
 
 

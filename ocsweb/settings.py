@@ -143,6 +143,10 @@ OCS_RUNS_CLUSTER = f"{OCS_LIVE_NAMESPACE}-runs"
 # they go through the gateway: this machine's gateway, never the address a request names in its
 # Host header (a forged one would send a fresh key of the teacher's to a listener of its choosing).
 OCS_RUNS_BASE_URL = env_http_url("OCS_RUNS_BASE_URL", "http://127.0.0.1:8000")
+# The site's address as people reach it, put in front of the links the commands print
+# (import_students, create_teacher). Empty: the address `manage.py demo` last started on (it
+# writes var/site-url), else http://127.0.0.1:8000. --site overrides both.
+OCS_SITE_URL = (env_str("OCS_SITE_URL") or "").strip().rstrip("/")
 OCS_TASK_CLUSTER = env_choice("OCS_TASK_CLUSTER", "main", ("main", "runs"))
 OCS_RUN_TIMEOUT_S = env_int("OCS_RUN_TIMEOUT_S", 4 * 3600, minimum=60)
 _TASKS = ({"name": OCS_LIVE_NAMESPACE, "workers": env_int("OCS_Q_WORKERS", 1, minimum=1), "timeout": 120, "retry": 180}

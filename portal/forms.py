@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 from django import forms
@@ -7,7 +8,21 @@ from django.contrib.auth.forms import AuthenticationForm
 
 from accounts.login_throttle import login_refusal, refusal_message
 from fleet.models import Pool
+from lessons.day_input import DAY_EXAMPLE, DAY_FORMATS, MOMENT_EXAMPLE, MOMENT_FORMATS, day_text
 
+# A 24-hour clock as the pages write it: a browser's time picker shows "--:-- --" (AM/PM) in an
+# American browser beside the pages' 14:30.
+CLOCK_FORMATS = ("%H:%M", "%H:%M:%S", "%H.%M")
+
+
+class DayInput(forms.TextInput):
+    """A day typed as the pages write it ("5 Dec 2026"): a browser's date picker shows its own
+    locale's order (mm/dd/yyyy) beside the pages' dates."""
+
+    def format_value(self, value: Any) -> str | None:
+        if isinstance(value, date):
+            return day_text(value)
+        return super().format_value(value)
 
 class PortalLoginForm(AuthenticationForm):
     """Fields `username` and `password`. Goes through the sign-in throttle (the authentication
@@ -35,7 +50,8 @@ class KeyCreateForm(forms.Form):
 class ImportStudentsForm(forms.Form):
     file = forms.FileField(label="Class list (CSV: username, email, name)")
     classroom = forms.CharField(max_length=100, required=False, label="Class",
-                                help_text="Put everyone in this class (created if new). Empty: leave classes as they are.")
+                                help_text="Put everyone in this class (created if new): a student already in another class "
+                                          "moves to it, and the result says so. Empty: leave classes as they are.")
     initial_passwords = forms.BooleanField(
         required=False, label="Print an initial password for new students instead of a set-password link")
 
@@ -95,8 +111,10 @@ class BudgetForm(forms.Form):
 class TermForm(forms.Form):
     """A class's term: its token budget per term counts between these days (both included)."""
 
-    term_starts = forms.DateField(required=False, label="Term starts", widget=forms.DateInput(attrs={"type": "date"}))
-    term_ends = forms.DateField(required=False, label="Term ends", widget=forms.DateInput(attrs={"type": "date"}))
+    term_starts = forms.DateField(required=False, label="Term starts", input_formats=DAY_FORMATS,
+                                  widget=DayInput(attrs={"placeholder": DAY_EXAMPLE, "size": 12}))
+    term_ends = forms.DateField(required=False, label="Term ends", input_formats=DAY_FORMATS,
+                                widget=DayInput(attrs={"placeholder": DAY_EXAMPLE, "size": 12}))
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -108,11 +126,16 @@ class TermForm(forms.Form):
         return data
 
 
+class ClassNameForm(forms.Form):
+    name = forms.CharField(max_length=100, label="Class name", help_text="e.g. Year 10 Computing")
+
+
 class PauseForm(forms.Form):
     """Pause a class now: for some minutes, until a time of day (the next such time), or until resumed."""
 
     minutes = forms.IntegerField(min_value=1, max_value=7 * 24 * 60, required=False, label="For (minutes)")
-    until = forms.TimeField(required=False, label="Or until (HH:MM)", widget=forms.TimeInput(attrs={"type": "time"}))
+    until = forms.TimeField(required=False, label="Or until (HH:MM)", input_formats=CLOCK_FORMATS,
+                            widget=forms.TimeInput(format="%H:%M", attrs={"placeholder": "e.g. 10:30", "size": 6}))
     message = forms.CharField(max_length=200, required=False, label="Note for the students",
                               help_text="Shown with the refusal, e.g. 'Exam until 10:30: no AI'.")
 
@@ -122,8 +145,10 @@ class PauseWindowForm(forms.Form):
 
     weekday = forms.TypedChoiceField(coerce=int, label="Day", choices=[(n, day) for n, day in enumerate(
         ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"))])
-    starts = forms.TimeField(label="From", widget=forms.TimeInput(attrs={"type": "time"}))
-    ends = forms.TimeField(label="To", widget=forms.TimeInput(attrs={"type": "time"}))
+    starts = forms.TimeField(label="From (HH:MM)", input_formats=CLOCK_FORMATS,
+                             widget=forms.TimeInput(format="%H:%M", attrs={"placeholder": "e.g. 09:00", "size": 6}))
+    ends = forms.TimeField(label="To (HH:MM)", input_formats=CLOCK_FORMATS,
+                           widget=forms.TimeInput(format="%H:%M", attrs={"placeholder": "e.g. 10:30", "size": 6}))
     message = forms.CharField(max_length=200, required=False, label="Note for the students")
 
 
@@ -134,8 +159,10 @@ class RequestFilterForm(forms.Form):
     worker = forms.CharField(required=False, max_length=100)
     status = forms.ChoiceField(required=False, choices=[("", "any"), ("ok", "OK (2xx)"), ("error", "errors (4xx, 5xx)"),
                                                         ("429", "429 refused"), ("401", "401 bad key")])
-    since = forms.DateTimeField(required=False, label="From", widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
-    until = forms.DateTimeField(required=False, label="Until", widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    since = forms.DateTimeField(required=False, label="From", input_formats=MOMENT_FORMATS + DAY_FORMATS,
+                                widget=forms.TextInput(attrs={"placeholder": MOMENT_EXAMPLE, "size": 18}))
+    until = forms.DateTimeField(required=False, label="Until", input_formats=MOMENT_FORMATS + DAY_FORMATS,
+                                widget=forms.TextInput(attrs={"placeholder": MOMENT_EXAMPLE, "size": 18}))
 
 
 class MoveWorkerForm(forms.Form):

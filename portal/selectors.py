@@ -1,17 +1,24 @@
 """Reads for the portal's and the teacher's pages. Every list is bounded and select_related."""
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.utils import timezone
 
+from accounts.key_cache import class_pause_rule
+from accounts.limits.budgets import Period, extra_granted
 from accounts.models import ApiKey, Classroom, User
+from accounts.pause import ActivePause, upcoming_pause
+from accounts.selectors import PauseStatus, pause_status
 from core.school_day import day_bounds
 from fleet.models import CatalogModel, Worker
 from fleet.selectors import usable_context as fleet_usable_context
 from inference.models import DailyUsage, RequestLog
+from inference.selectors import budgets_left
+from lessons.models import Answer, StepDone
 from portal.connect import ConnectModel
 from portal.stats import DayStats, daily_stats
 
@@ -149,3 +156,147 @@ def usage_by_class(people: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for name in ("requests", "prompt_tokens", "completion_tokens"):
             row[name] += person[name]
     return sorted(classes.values(), key=lambda c: c["classroom"])
+
+
+# --- the teacher's landing page: how is each class doing right now? ---------------------------
+
+NEAR_LIMIT_PERCENT = 80
+NEXT_PAUSE_WITHIN = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class ClassToday:
+    room: Classroom
+    students: int
+    requests: int
+    tokens: int
+    active: int  # students with at least one request today
+    requests_yesterday: int
+    tokens_yesterday: int
+    active_yesterday: int
+    pause: PauseStatus
+    next_pause: ActivePause | None  # the next one within a week, when none holds now
+
+
+def _per_class_day(room_ids: list[int], day: date) -> dict[int, dict[str, int]]:
+    start, end = day_bounds(day)
+    rows = (RequestLog.objects.filter(at__gte=start, at__lt=end, user__classroom_id__in=room_ids)
+            .values("user__classroom_id")
+            .annotate(requests=Count("id"), prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"),
+                      active=Count("user_id", distinct=True)))
+    return {row["user__classroom_id"]: {"requests": row["requests"], "active": row["active"],
+                                        "tokens": (row["prompt"] or 0) + (row["completion"] or 0)} for row in rows}
+
+
+def classes_today(rooms: QuerySet[Classroom]) -> list[ClassToday]:
+    """Each class's requests, tokens and active students today and yesterday (school days, from
+    the request log: two queries), with its pause now and its next timetabled one."""
+    listed = list(rooms.filter(is_replay=False).select_related("paused_by").prefetch_related("pause_windows").annotate(
+        student_count=Count("students", filter=Q(students__role=User.Role.STUDENT), distinct=True)).order_by("name"))
+    ids = [room.id for room in listed]
+    local = timezone.localtime()
+    today = _per_class_day(ids, local.date())
+    yesterday = _per_class_day(ids, local.date() - timedelta(days=1))
+    empty = {"requests": 0, "tokens": 0, "active": 0}
+    result = []
+    for room in listed:
+        now, before = today.get(room.id, empty), yesterday.get(room.id, empty)
+        pause = pause_status(room)
+        coming = None if pause.now else upcoming_pause(class_pause_rule(room), local, within=NEXT_PAUSE_WITHIN)
+        result.append(ClassToday(
+            room=room, students=getattr(room, "student_count", 0), requests=now["requests"], tokens=now["tokens"],
+            active=now["active"], requests_yesterday=before["requests"], tokens_yesterday=before["tokens"],
+            active_yesterday=before["active"], pause=pause, next_pause=coming))
+    return result
+
+
+def students_near_limit(rooms: QuerySet[Classroom]) -> list[tuple[User, list[BudgetShown], int]]:
+    """Students of these classes who have used NEAR_LIMIT_PERCENT or more of a token budget
+    (over it too), most used first."""
+    people = list(User.objects.filter(classroom__in=rooms, role=User.Role.STUDENT, is_active=True, is_replay=False)
+                  .select_related("classroom"))
+    return [row for row in near_limit(people) if row[2] >= NEAR_LIMIT_PERCENT]
+
+
+def workers_in_one_line() -> str:
+    """"3 workers: 2 healthy, 1 draining" (or "No workers yet")."""
+    counts = dict(Worker.objects.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+    total = sum(counts.values())
+    if not total:
+        return "No workers yet: nothing can answer until a rig's workers register."
+    parts = [f"{counts[state]} {label.lower()}" for state, label in Worker.State.choices if counts.get(state)]
+    return f"{total} worker{'s' if total != 1 else ''}: {', '.join(parts)}"
+
+
+# --- token budgets as people read them ----------------------------------------------------------
+
+PERIOD_OF: dict[str, Period] = {"today": "day", "this week": "week", "this term": "term"}
+
+
+@dataclass(frozen=True)
+class BudgetShown:
+    """A budget with its extra allowance shown as extra, not as usage going down: after 10,530
+    used of 6,000 and 5,000 extra given, "10,530 of 11,000 used (5,000 extra)"."""
+
+    period: str  # "today", "this week", "this term"
+    budget: int  # the cap plus the extra
+    used: int
+    extra: int
+    resets_at: datetime
+
+    @property
+    def left(self) -> int:
+        return max(0, self.budget - self.used)
+
+    @property
+    def used_percent(self) -> int:
+        return min(100, round(100 * self.used / self.budget)) if self.budget else 100
+
+
+def budgets_shown(users: list[User]) -> dict[int, list[BudgetShown]]:
+    """Each student's budgets (those with a cap) with their extra allowances: the live counters
+    (budgets_left) and one query for the allowances."""
+    extras = extra_granted(users)
+    shown: dict[int, list[BudgetShown]] = {}
+    for user in users:
+        rows = []
+        for b in budgets_left(user):
+            extra = extras[user.id].get(PERIOD_OF.get(b.period, "day"), 0)
+            rows.append(BudgetShown(b.period, b.budget + extra, b.used + extra, extra, b.resets_at))
+        shown[user.id] = rows
+    return shown
+
+
+def near_limit(users: list[User]) -> list[tuple[User, list[BudgetShown], int]]:
+    """Each student with a capped budget, their budgets and the largest share used (percent),
+    most used first."""
+    shown = budgets_shown(users)
+    rows = [(user, shown[user.id], max(b.used_percent for b in shown[user.id])) for user in users if shown[user.id]]
+    return sorted(rows, key=lambda row: (-row[2], row[0].username))
+
+
+# --- the student's next steps on the home page ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NextSteps:
+    """Which of the home page's four first steps the person has done, from their own records."""
+
+    key: bool  # has a key that works
+    editor: bool  # an editor, agent or script (not the browser's "Test my key") sent a request with their key
+    answered: bool  # a request of theirs was answered (the connect page's "Test my key" is one)
+    lessons: bool  # a lesson step done or a lesson question answered
+
+    @property
+    def all_done(self) -> bool:
+        return self.key and self.editor and self.answered and self.lessons
+
+
+def next_steps(person: User) -> NextSteps:
+    mine = RequestLog.objects.filter(user=person)
+    return NextSteps(
+        key=active_keys(person).exists(),
+        editor=mine.exclude(tool="", user_agent__startswith="Mozilla/").exists(),  # not the browser's test
+        answered=mine.filter(status=200).exists(),
+        lessons=StepDone.objects.filter(user=person).exists() or Answer.objects.filter(user=person).exists(),
+    )

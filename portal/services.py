@@ -23,6 +23,7 @@ class ImportedStudent:
     created: bool
     set_password_path: str  # relative; the caller prefixes the site's address
     initial_password: str | None  # only when asked for printed passwords
+    moved_from: str = ""  # the class an existing student left for this import's class ("no class" if none)
 
 
 def set_password_path(*, user: User) -> str:
@@ -77,15 +78,19 @@ def students_import(*, rows: list[StudentRow], classroom_name: str | None, actor
             user.email = row.email or user.email
             user.first_name = row.first_name or user.first_name
             user.last_name = row.last_name or user.last_name
+            moved_from = ""
             if classroom is not None:
+                if not created and user.classroom_id != classroom.id:
+                    moved_from = user.classroom.name if user.classroom else "no class"
                 user.classroom = classroom
             user.save()
             result.append(ImportedStudent(username=user.username, created=created,
                                           set_password_path=set_password_path(user=user),
-                                          initial_password=password))
+                                          initial_password=password, moved_from=moved_from))
         created_count = sum(r.created for r in result)
         audit_record(actor=actor, action="students.imported",
                      subject=f"class {classroom.name}" if classroom else "no class",
                      detail=f"{created_count} new, {len(result) - created_count} updated: "
-                            + ", ".join(r.username for r in result))
+                            + ", ".join(r.username + (f" (from {r.moved_from})" if r.moved_from else "")
+                                        for r in result))
     return result

@@ -59,3 +59,29 @@ def bar_heights(values: list[float], *, height: int) -> list[int]:
     if top <= 0:
         return [0 for _ in values]
     return [round(height * value / top) for value in values]
+
+
+@dataclass(frozen=True)
+class Bar:
+    day: date
+    tokens: int
+    requests: int
+    height: int  # pixels
+
+
+@dataclass(frozen=True)
+class DayChart:
+    """Tokens per day as bars with a scale: the top of the axis is the busiest day's tokens."""
+
+    bars: list[Bar]
+    top: int
+
+    def __bool__(self) -> bool:
+        return any(bar.tokens for bar in self.bars)
+
+
+def day_chart(days: list[tuple[date, int, int]], *, height: int = 100) -> DayChart:
+    """(day, tokens, requests) per day, oldest first -> bars with heights and the axis's top."""
+    heights = bar_heights([float(tokens) for _, tokens, _ in days], height=height)
+    return DayChart([Bar(day, tokens, requests, h) for (day, tokens, requests), h in zip(days, heights)],
+                    max((tokens for _, tokens, _ in days), default=0))

@@ -28,6 +28,7 @@ from accounts.models import AuditEvent, ClassPauseWindow, Classroom, User
 from accounts.pause import next_time_of_day
 from accounts.school_sign_in import classroom_set_self_enrolment, school_config
 from accounts.selectors import (
+    classes_in_use,
     classes_visible_to,
     keys_visible_to,
     pause_status,
@@ -41,20 +42,26 @@ from accounts.services import (
     class_pause_window_remove,
     class_resume,
     class_term_set,
+    classroom_archive,
+    classroom_create,
+    classroom_rename,
     classroom_set_weight,
     key_revoke,
     limits_set,
+    student_move,
     user_set_active,
 )
 from fleet.models import Worker
 from fleet.services import worker_disable, worker_drain, worker_enable, worker_move
 from inference.models import RequestLog
-from inference.selectors import budgets_left, class_daily_usage, near_their_limit
+from inference.selectors import class_daily_usage
 from portal import selectors
+from portal.audit_words import Actor, sentence
 from portal.csv_import import CsvProblem, parse_students_csv
 from portal.fleet_status import fleet_status
 from portal.forms import (
     BudgetForm,
+    ClassNameForm,
     ImportStudentsForm,
     LimitsForm,
     MoveWorkerForm,
@@ -65,7 +72,7 @@ from portal.forms import (
     TermForm,
 )
 from portal.services import ImportedStudent, set_password_path, students_import
-from portal.stats import bar_heights
+from portal.stats import bar_heights, day_chart
 from portal.views import site_root
 
 View = Callable[..., HttpResponse]
@@ -108,17 +115,97 @@ def _inherited(target: Classroom | User) -> dict[str, str]:
     return texts
 
 
+def audit_lines(events: list[AuditEvent], viewer: User) -> list[tuple[AuditEvent, str]]:
+    """Audit rows with their sentence ("You imported 2 students into Year 10")."""
+    return [(event, sentence(action=event.action, subject=event.subject, detail=event.detail, viewer_id=viewer.id,
+                             actor=None if event.actor is None else Actor(
+                                 event.actor.id, event.actor.get_full_name() or event.actor.username)))
+            for event in events]
+
+
 @staff_required
 def index(request: HttpRequest) -> HttpResponse:
+    """The teacher's day at a glance: each class today against yesterday, who is near a limit,
+    pauses (with Resume and Pause), the workers in a line, and recent actions in words."""
     viewer = _viewer(request)
-    classes = list(selectors.classes_overview(classes_visible_to(viewer)))
+    rooms = classes_in_use(viewer)
     admin = sees_everyone(viewer)
     unassigned = User.objects.filter(role=User.Role.STUDENT, classroom__isnull=True).count() if admin else 0
     audit = AuditEvent.objects.select_related("actor")
     return render(request, "teacher/index.html", {
-        "classes": classes, "unassigned": unassigned,
-        "audit": list((audit if admin else audit.filter(actor=viewer))[:10]),
+        "classes": selectors.classes_today(rooms), "unassigned": unassigned,
+        "archived": list(classes_visible_to(viewer).filter(archived_at__isnull=False).order_by("name")),
+        "near_limit": selectors.students_near_limit(rooms)[:20],
+        "near_percent": selectors.NEAR_LIMIT_PERCENT,
+        "workers": selectors.workers_in_one_line(),
+        "pause_form": PauseForm(), "class_form": ClassNameForm(),
+        "audit": audit_lines(list((audit if admin else audit.filter(actor=viewer))[:10]), viewer),
     })
+
+
+@staff_required
+@require_POST
+def class_create(request: HttpRequest) -> HttpResponse:
+    form = ClassNameForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "No class made: " + _form_errors(form))
+        return redirect("portal:teacher")
+    try:
+        room = classroom_create(name=form.cleaned_data["name"], actor=acting_user(request))
+    except ValueError as problem:
+        messages.error(request, str(problem))
+        return redirect("portal:teacher")
+    messages.success(request, f"Class {room.name} is made. Add students from a student's page (Move to a class) "
+                              "or by importing a class list.")
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
+def class_rename(request: HttpRequest, class_id: int) -> HttpResponse:
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
+    form = ClassNameForm(request.POST)
+    try:
+        if not form.is_valid():
+            raise ValueError("Not renamed: " + _form_errors(form))
+        changed = classroom_rename(classroom=room, name=form.cleaned_data["name"], actor=acting_user(request))
+        messages.success(request, f"Renamed: the class is now {room.name}." if changed else "Nothing changed.")
+    except ValueError as problem:
+        messages.error(request, str(problem))
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
+def class_archive(request: HttpRequest, class_id: int) -> HttpResponse:
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
+    archive = request.POST.get("archived") != "0"
+    classroom_archive(classroom=room, archived=archive, actor=acting_user(request))
+    messages.success(request, f"Class {room.name} is archived: it leaves your dashboard; its history stays and "
+                              "its students keep their accounts." if archive else f"Class {room.name} is back.")
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
+def student_move_view(request: HttpRequest, user_id: int) -> HttpResponse:
+    """Move a student to another class: a teacher between classes they teach, an admin anywhere."""
+    viewer = _viewer(request)
+    person = get_object_or_404(students_visible_to(viewer), id=user_id)
+    wanted = request.POST.get("classroom", "")
+    if wanted == "none" and sees_everyone(viewer):
+        target = None
+    else:
+        target = get_object_or_404(classes_in_use(viewer), id=_int(wanted))
+    try:
+        moved = student_move(student=person, classroom=target, actor=acting_user(request))
+    except ValueError as problem:
+        messages.error(request, str(problem))
+    else:
+        where = target.name if target else "no class"
+        messages.success(request, f"{person.username} is now in {where}: its limits and pauses apply from their "
+                                  "next request." if moved else "Nothing changed.")
+    return redirect("portal:teacher-student", user_id=person.id)
 
 
 @staff_required
@@ -129,14 +216,17 @@ def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse
         raise Http404("Students in no class are the admin's.")
     students = list(selectors.students_of(room).select_related("classroom"))
     today = selectors.today_totals([s.id for s in students])
-    daily = [{**d, "day": date.fromisoformat(d["day"])} for d in class_daily_usage(room)] if room else []
-    heights = bar_heights([float(d["prompt_tokens"] + d["completion_tokens"]) for d in daily], height=100)
+    # The roll-ups hold the days before today; today comes from the request log, as in the table.
+    local_today = timezone.localdate()
+    daily = [(day, d["prompt_tokens"] + d["completion_tokens"], d["requests"]) for d in class_daily_usage(room)
+             if (day := date.fromisoformat(d["day"])) < local_today] if room else []
+    daily.append((local_today, sum(t["tokens"] for t in today.values()), sum(t["requests"] for t in today.values())))
     return render(request, "teacher/class.html", {
         "room": room, "rows": [(s, today.get(s.id, {"requests": 0, "tokens": 0})) for s in students],
-        "chart": list(zip(daily, heights)),
+        "chart": day_chart(daily),
         "limits_form": LimitsForm(initial=_limits_initial(room), inherited=_inherited(room)) if room else None,
         "pause": pause_status(room) if room else None,
-        "near_limit": near_their_limit(students)[:20] if room else [],
+        "near_limit": selectors.near_limit(students)[:20] if room else [],
         "term_form": TermForm(initial={"term_starts": room.term_starts, "term_ends": room.term_ends}) if room else None,
         "pause_form": PauseForm(), "window_form": PauseWindowForm(),
         "windows": list(room.pause_windows.all()) if room else [],
@@ -147,16 +237,19 @@ def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse
 
 @staff_required
 def student(request: HttpRequest, user_id: int) -> HttpResponse:
-    person = get_object_or_404(students_visible_to(_viewer(request)).select_related("classroom"), id=user_id)
+    viewer = _viewer(request)
+    person = get_object_or_404(students_visible_to(viewer).select_related("classroom"), id=user_id)
     days = selectors.usage_days(person)
     lock = locked_usernames().get(person.username)
     return render(request, "teacher/student.html", {
         "sign_in_locked_until": datetime.fromtimestamp(lock[1], tz=UTC) if lock else None,
         "person": person, "keys": list(selectors.keys_of(person)), "policy": student_policy(person),
-        "days": days, "chart": list(zip(days, bar_heights([float(d.tokens) for d in days], height=100))),
+        "days": days, "chart": day_chart([(d.day, d.tokens, d.requests) for d in days]),
         "recent": list(selectors.recent_requests(person, limit=10)),
         "limits_form": LimitsForm(initial=_limits_initial(person), inherited=_inherited(person)),
-        "budgets": budgets_left(person), "budget_form": BudgetForm(),
+        "budgets": selectors.budgets_shown([person])[person.id], "budget_form": BudgetForm(),
+        "move_targets": list(classes_in_use(viewer).filter(is_replay=False).order_by("name")),
+        "may_unassign": sees_everyone(viewer),
         "link": request.session.pop("set_password_link", None) if request.session.get(
             "set_password_link_for") == person.id else None,
     })
@@ -292,6 +385,13 @@ def class_term(request: HttpRequest, class_id: int) -> HttpResponse:
     return redirect("portal:teacher-class", class_id=room.id)
 
 
+def _back(request: HttpRequest, room: Classroom) -> HttpResponse:
+    """To the dashboard when the button was pressed there, else to the class's page."""
+    if request.POST.get("back") == "dashboard":
+        return redirect("portal:teacher")
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
 @staff_required
 @require_POST
 def class_pause_view(request: HttpRequest, class_id: int) -> HttpResponse:
@@ -299,7 +399,7 @@ def class_pause_view(request: HttpRequest, class_id: int) -> HttpResponse:
     form = PauseForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Not paused: " + _form_errors(form))
-        return redirect("portal:teacher-class", class_id=room.id)
+        return _back(request, room)
     now = timezone.localtime()
     data = form.cleaned_data
     until = (now + timedelta(minutes=data["minutes"]) if data["minutes"]
@@ -308,7 +408,7 @@ def class_pause_view(request: HttpRequest, class_id: int) -> HttpResponse:
     messages.success(request, f"Class {room.name} is paused " + (
         f"until {timezone.localtime(until):%H:%M}." if until else "until you resume it.")
         + " Answers already running finish.")
-    return redirect("portal:teacher-class", class_id=room.id)
+    return _back(request, room)
 
 
 @staff_required
@@ -317,7 +417,7 @@ def class_resume_view(request: HttpRequest, class_id: int) -> HttpResponse:
     room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
     class_resume(classroom=room, actor=acting_user(request))
     messages.success(request, f"Class {room.name} is resumed: its students are served again.")
-    return redirect("portal:teacher-class", class_id=room.id)
+    return _back(request, room)
 
 
 @staff_required

@@ -17,11 +17,11 @@ from accounts.models import User
 from accounts.school_sign_in import school_config
 from accounts.selectors import pause_status, student_policy
 from accounts.services import MAX_ACTIVE_KEYS, TooManyKeys, key_issue, key_revoke
-from inference.selectors import budgets_left, usage_summary
+from inference.selectors import usage_summary
 from portal import selectors
 from portal.connect import KEY_PLACEHOLDER, context_warnings, setups
 from portal.forms import KeyCreateForm
-from portal.stats import bar_heights
+from portal.stats import day_chart
 
 
 def _person(request: HttpRequest) -> User:
@@ -55,7 +55,8 @@ def home(request: HttpRequest) -> HttpResponse:
         "limits": summary["limits"], "tokens_today": summary["today"]["prompt_tokens"]
         + summary["today"]["completion_tokens"],
         "pause": None if person.is_staff else pause_status(person.classroom),
-        "budgets": budgets_left(person),
+        "budgets": selectors.budgets_shown([person])[person.id],
+        "steps": selectors.next_steps(person),
     })
 
 
@@ -99,10 +100,9 @@ def key_revoke_view(request: HttpRequest, key_id: int) -> HttpResponse:
 def usage(request: HttpRequest) -> HttpResponse:
     person = _person(request)
     days = selectors.usage_days(person)
-    heights = bar_heights([float(d.tokens) for d in days], height=120)
     summary = usage_summary(person, days=0)
     return render(request, "portal/usage.html", {
-        "days": days, "chart": list(zip(days, heights)), "recent": list(selectors.recent_requests(person)),
+        "days": days, "chart": day_chart([(d.day, d.tokens, d.requests) for d in days], height=120), "recent": list(selectors.recent_requests(person)),
         "limits": summary["limits"], "today": summary["today"], "usage_days": selectors.USAGE_DAYS,
     })
 

@@ -10,7 +10,7 @@ from typing import Literal
 from asgiref.sync import async_to_sync
 
 from accounts.audit import audit_record
-from accounts.models import User
+from accounts.models import BudgetGrant, User
 from accounts.selectors import student_policy
 from accounts.limits.live_quota import quota_live
 from core.school_day import this_term, this_week, today
@@ -47,6 +47,8 @@ def budget_grant(*, student: User, period: Period, tokens: int, actor: User | No
     if tokens <= 0:
         raise ValueError("The extra allowance must be a positive number of tokens.")
     _shift(student, period, -tokens)
+    BudgetGrant.objects.create(student=student, period=period, counter=current_period(student, period) or "",
+                               tokens=tokens, actor=actor)
     audit_record(actor=actor, action="budget.granted", subject=student.username,
                  detail=f"{tokens} extra tokens this {period}")
 
@@ -59,6 +61,19 @@ def budget_reset(*, student: User, period: Period, actor: User | None = None) ->
     used = quota_live().tokens_used_sync(student_scope(student), name)
     if used:
         _shift(student, period, -used)
+    BudgetGrant.objects.filter(student=student, counter=name).delete()  # the counter is at zero: no extra left
     audit_record(actor=actor, action="budget.reset", subject=student.username,
                  detail=f"this {period}: {used} tokens used set back to 0")
     return used
+
+
+def extra_granted(users: list[User]) -> dict[int, dict[Period, int]]:
+    """The extra tokens granted to each student for each of their current periods (one query)."""
+    counters = {user.id: {period: current_period(user, period) for period in PERIODS} for user in users}
+    extra: dict[int, dict[Period, int]] = {user.id: dict.fromkeys(PERIODS, 0) for user in users}
+    wanted = {name for periods in counters.values() for name in periods.values() if name}
+    rows = BudgetGrant.objects.filter(student__in=[user.id for user in users], counter__in=wanted)
+    for student_id, period, counter, tokens in rows.values_list("student_id", "period", "counter", "tokens"):
+        if period in PERIODS and counters[student_id].get(period) == counter:
+            extra[student_id][period] += tokens
+    return extra

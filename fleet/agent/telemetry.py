@@ -2,7 +2,7 @@
 
 Every metric a card may not support (a GTX 1070 lacks some power and PCIe readings under some
 drivers) is read on its own and becomes None, so one missing sensor never hides the rest.
-With no pynvml, no driver or no GPU the answer is ("no GPUs (why)", []).
+With no pynvml, no driver or no GPU the answer is ("no GPUs…", []), in words (no_gpus_reason).
 
 Each sample carries `sampled_at`, the agent's own wall clock (Unix seconds) when it was read, so
 the control plane dates it by when it was measured, not when the heartbeat arrived. PCIe links
@@ -55,16 +55,27 @@ def read_gpus(nvml: Nvml | None = None, *,
         try:
             import pynvml
         except ImportError:
-            return "no GPUs (pynvml not installed)", []
+            return "no GPUs: the NVIDIA monitoring library is not installed (pynvml)", []
         nvml = pynvml
     return _read_all(nvml, clock)
+
+
+NO_DRIVER = ("LibraryNotFound", "DriverNotLoaded")
+
+
+def no_gpus_reason(exc: Exception) -> str:
+    """Why NVML found no GPU, in words a teacher reads on the fleet page: a CPU-only machine (the
+    demo, a laptop) has no NVIDIA driver, which is no fault; anything else names the error."""
+    if any(name in type(exc).__name__ for name in NO_DRIVER):
+        return "no GPUs: no NVIDIA driver on this machine (runs on the CPU)"
+    return f"no GPUs: NVIDIA's library failed ({type(exc).__name__}: {exc})"
 
 
 def _read_all(nvml: Nvml, clock: Callable[[], float]) -> tuple[str, list[GpuSample]]:
     try:
         nvml.nvmlInit()
     except Exception as exc:  # NVMLError_LibraryNotFound / DriverNotLoaded on a CPU machine
-        return f"no GPUs ({type(exc).__name__}: {exc})", []
+        return no_gpus_reason(exc), []
     try:
         count = nvml.nvmlDeviceGetCount()
         if count == 0:

@@ -85,9 +85,16 @@
         return;
       }
       var why = body.error && body.error.message ? body.error.message : response.statusText;
-      var hint = {401: "The key is wrong, revoked or expired: create a new one on the Keys page.",
-                  403: "Your key may not use this model.", 404: "That model is not served right now.",
-                  429: "You hit a limit (or every worker is busy): wait a moment and try again."}[response.status] || "";
+      // The gateway's message says what happened (a paused class carries the teacher's note);
+      // a hint only adds what to do, by the error's code first: every 403 is not one reason.
+      var code = body.error && body.error.code;
+      var byCode = {class_paused: "Nothing is wrong with your key: it works again when the pause ends.",
+                    account_disabled: "", invalid_api_key: "Create a new key on the Keys page.",
+                    model_not_found: "Pick another model in the list above."};
+      var byStatus = {401: "The key is wrong, revoked or expired: create a new one on the Keys page.",
+                      404: "That model is not served right now.",
+                      429: "You hit a limit (or every worker is busy): wait a moment and try again."};
+      var hint = Object.prototype.hasOwnProperty.call(byCode, code) ? byCode[code] : (byStatus[response.status] || "");
       result.className = "error";
       result.textContent = "Refused (" + response.status + "): " + why + (hint ? " " + hint : "");
     }).catch(function (error) {

@@ -39,6 +39,13 @@ def test_the_teacher_pauses_their_class_from_its_page_and_resumes_it(gateway, wo
     student_page = new_page()
     sign_in(student_page, gateway.url, "alice", "pw-alice-1")
     assert "Exam: no AI" in student_page.inner_text("#class-pause")
+    # "Test my key" says the class is paused, with the note: not "may not use this model".
+    student_page.goto(f"{gateway.url}/connect/")
+    student_page.fill("#connect-key", raw)
+    student_page.click("#test-key")
+    student_page.wait_for_selector("#test-result.error")
+    said = student_page.inner_text("#test-result")
+    assert "Exam: no AI" in said and "pause ends" in said and "may not use this model" not in said
     page.click("button:has-text('Resume now')")
     page.wait_for_selector("button:has-text('Pause now')")
     assert chat(gateway.url, raw).status_code == 200
@@ -91,3 +98,32 @@ def test_slips_print_one_page_per_student_and_focus_follows_a_new_key(gateway, w
     # browser moves focus a moment after the document is parsed; reading it at once was flaky in CI).
     student_page.wait_for_selector("[data-testid=new-key]")
     expect(student_page.locator("button[data-copy-target=new-key]")).to_be_focused(timeout=10_000)
+
+
+def test_the_teacher_makes_a_class_and_moves_a_student_into_it(gateway, transactional_db, teacher, student, taught_class,
+                                                               new_page) -> None:  # noqa: ANN001
+    """Issue 52: classes are made in the site, and a student moved into one from their page."""
+    from accounts.models import Classroom
+    from tests.browser.conftest import LAPTOP, PHONE, SCREENSHOTS
+
+    page = new_page()
+    sign_in(page, gateway.url, "teacher", "pw-teacher-1")
+    page.fill("#id_name", "Year 10")
+    page.click("button:has-text('Make the class')")
+    page.wait_for_selector("h1:has-text('Class Year 10')")
+    room = Classroom.objects.get(name="Year 10")
+    page.goto(f"{gateway.url}/teacher/students/{student.id}/")
+    page.select_option("#move-to", label="Year 10")
+    page.click("#move-student button:has-text('Move')")
+    expect(page.locator(".messages")).to_contain_text("alice is now in Year 10")
+    student.refresh_from_db()
+    assert student.classroom_id == room.id
+    page.goto(f"{gateway.url}/teacher/")
+    expect(page.locator("#recent-actions")).to_contain_text("You moved alice from 7A to Year 10")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for label, viewport in (("laptop", LAPTOP), ("phone", PHONE)):
+        page.set_viewport_size(viewport)
+        for name, path in (("dashboard", "/teacher/"), ("class", f"/teacher/classes/{room.id}/"),
+                           ("student", f"/teacher/students/{student.id}/")):
+            page.goto(f"{gateway.url}{path}")
+            page.screenshot(path=str(SCREENSHOTS / f"issue52-{name}-{label}.png"), full_page=True)

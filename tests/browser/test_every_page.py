@@ -60,3 +60,42 @@ def test_the_rest_of_the_site_passes_axe_and_fits_a_phone(gateway, worker, teach
         if found:
             problems[f"set-password {label}"] = found
     assert not problems, problems
+
+
+def test_the_class_pages_pass_axe_for_a_student_the_teacher_and_a_teacher_of_another_class(
+        gateway, worker, teacher, student, taught_class, new_page) -> None:  # noqa: ANN001
+    """Issue 52: the landing page (a paused class, a student over a budget, the workers line,
+    recent actions), a class and a student's page, each at both widths, for the teacher and for
+    a teacher of another class; the student's home with its next steps and budgets."""
+    from accounts.models import Classroom
+    from accounts.services import class_pause, key_issue, limits_set, user_ensure
+    from tests.browser.conftest import SCREENSHOTS
+    from tests.browser.test_classroom import chat
+
+    other = user_ensure(username="turing", role="teacher", password="pw-turing-1")[0]
+    their_room = Classroom.objects.create(name="9C")
+    their_room.teachers.add(other)
+    _key, raw = key_issue(user=student)
+    assert chat(gateway.url, raw).status_code == 200
+    limits_set(target=taught_class, actor=teacher, tokens_per_day=30)  # alice is near or over it now
+    class_pause(classroom=taught_class, actor=teacher, message="Exam until 10:30: no AI")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    walks = [("alice", "pw-alice-1", ["/", "/usage/", "/connect/"]),
+             ("teacher", "pw-teacher-1", ["/teacher/", f"/teacher/classes/{taught_class.id}/",
+                                          f"/teacher/students/{student.id}/"]),
+             ("turing", "pw-turing-1", ["/teacher/", f"/teacher/classes/{their_room.id}/"])]
+    problems: dict[str, list[str]] = {}
+    for label, viewport in (("laptop", LAPTOP), ("phone", PHONE)):
+        for username, password, paths in walks:
+            page = new_page(viewport=viewport)
+            sign_in(page, gateway.url, username, password)
+            for path in paths:
+                page.goto(f"{gateway.url}{path}")
+                name = f"issue52-{username}-{path.strip('/').replace('/', '-') or 'home'}-{label}"
+                page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+                found = _violations(page)
+                if (overflow := page.evaluate(OVERFLOW)) > 0:
+                    found.append(f"page scrolls sideways by {overflow}px")
+                if found:
+                    problems[f"{username} {path} {label}"] = found
+    assert not problems, problems

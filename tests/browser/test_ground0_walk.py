@@ -75,7 +75,7 @@ def _check_until_done(page: Any, base: str, lesson: str, step: str, fill: Any = 
             fill()
         with page.expect_navigation():
             page.click(f"#check-{step}")
-        said = page.locator(".messages").inner_text()
+        said = page.locator(f'[data-step-note="{step}"]').inner_text()  # shown in the step
         if said.startswith("Done:") or "Done:" in said:
             assert page.locator(f'[data-step-status="{step}"]').inner_text() == "done"
             return said

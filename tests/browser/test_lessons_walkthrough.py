@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from django.conf import settings
+from playwright.sync_api import expect
 
 from inference.models import RequestLog
 from lessons.syllabus import load_catalogue
@@ -40,7 +41,10 @@ def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
     status = page.locator('[data-step-status="first-editor-request"]')
     assert status.inner_text() == "not yet"
     page.click("#check-first-editor-request")
-    assert "Not yet:" in page.locator(".messages").inner_text()
+    # The reason is shown in the step, where the Check's redirect lands (not at the top of the page).
+    note = page.locator('[data-step-note="first-editor-request"]')
+    assert "Not yet:" in note.inner_text()
+    expect(note).to_be_in_viewport()
 
     # Copilot's Ollama provider: the key in the URL, no auth header, streamed chats that carry an
     # agent's system prompt and tools, two turns of one conversation.
@@ -68,7 +72,7 @@ def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
     assert (logged.tools_n, logged.turns) == (3, 1) and logged.system_chars > 1_500 and logged.conversation
 
     page.click("#check-first-editor-request")
-    assert "Done: GitHub Copilot at work: 2 requests of one session" in page.locator(".messages").inner_text()
+    assert "Done: GitHub Copilot at work: 2 requests of one session" in note.inner_text()
     assert page.locator('[data-step-status="first-editor-request"]').inner_text() == "done"
     assert "it-worker" in page.locator("#live-panel").inner_text()  # the panel shows the request's worker
 
@@ -109,11 +113,11 @@ def test_a_student_does_the_editor_step_and_the_questions(  # noqa: PLR0915
     page.fill("#request-id-measure-ttft", request_ids[0])
     page.fill("#ttft-measure-ttft", "1")  # made up, and faster than the gateway saw it
     page.click("#check-measure-ttft")
-    assert "does not fit request" in page.locator(".messages").inner_text()
+    assert "does not fit request" in page.locator('[data-step-note="measure-ttft"]').inner_text()
     page.fill("#request-id-measure-ttft", request_ids[0])
     page.fill("#ttft-measure-ttft", f"{measured_ms[0]:.1f}")  # what this test measured on its side
     page.click("#check-measure-ttft")
-    assert "Done: you measured" in page.locator(".messages").inner_text()
+    assert "Done: you measured" in page.locator('[data-step-note="measure-ttft"]').inner_text()
     page.screenshot(path=str(SCREENSHOTS / "lesson-measurement.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(f"{live_server.url}/lessons/")

@@ -94,9 +94,19 @@ def test_no_driver_or_no_gpu_means_no_gpus_and_no_error() -> None:
     assert read_gpus(FakeNvml(count=0)) == ("no GPUs", [])
 
 
+def test_a_cpu_machine_says_so_in_words_not_an_nvml_error_name() -> None:
+    """The fleet page showed "no GPUs (NVMLError_LibraryNotFound: NVML Shared Library Not Found)"
+    on the CPU demo."""
+    class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801 - pynvml's own name
+        pass
+
+    status, _ = read_gpus(FakeNvml(init_error=NVMLError_LibraryNotFound("NVML Shared Library Not Found")))
+    assert status == "no GPUs: no NVIDIA driver on this machine (runs on the CPU)"
+
+
 def test_without_pynvml_installed_it_reports_no_gpus(monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` now raises ImportError
-    assert read_gpus() == ("no GPUs (pynvml not installed)", [])
+    assert read_gpus() == ("no GPUs: the NVIDIA monitoring library is not installed (pynvml)", [])
 
 
 def test_the_real_pynvml_on_a_machine_without_nvidia_gpus_reports_no_gpus() -> None:

@@ -266,3 +266,18 @@ def test_the_teacher_sets_the_team_split_and_everyone_sees_who_owns_what(client,
     client.force_login(teacher)
     client.post("/ground0/owners/", {"subject": "q11", "owner": ""})
     assert "Sam" not in client.get("/ground0/").content.decode().split('id="question-q11"', 1)[1].split("</tr>", 1)[0]
+
+
+def test_each_burndown_cell_sits_under_its_own_heading(client, teacher) -> None:  # noqa: ANN001
+    """The owner box sat under "Achieved" and the achieved "—" under "Owner"."""
+    import re
+
+    client.force_login(teacher)
+    page = client.get("/ground0/").content.decode()
+    table = page[page.index('id="burndown"'):page.index("</table>", page.index('id="burndown"'))]
+    headings = re.findall(r'<th scope="col">([^<]+)</th>', table)
+    row = table[table.index("<tr id=\"deliverable-"):]
+    row = row[:row.index("</tr>")]
+    cells = re.findall(r'<td(?: class="(\w+)")?', row)
+    assert headings[2:4] == ["Achieved", "Owner"]
+    assert cells[1:3] == ["achieved", "owner"]

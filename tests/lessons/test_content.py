@@ -68,3 +68,19 @@ def test_the_start_page_says_what_to_read_and_what_finished_means(client) -> Non
     page = client.get("/lessons/start/").content.decode()
     assert "Start here" in page and "/lessons/summary/" in page and "finished Ground 0" in page
     assert "/lessons/start/" in client.get("/lessons/").content.decode()
+
+
+def test_the_lessons_teach_the_default_queue_and_the_server_that_runs() -> None:
+    """The default fair policy is token-fair (core/fair_share.py DEFAULT_POLICY), not round-robin;
+    the API runs on the lean path under uvicorn, not daphne/Django."""
+    from core.fair_share import DEFAULT_POLICY
+
+    assert DEFAULT_POLICY == "tokens"
+    texts = {path.name: path.read_text(encoding="utf-8") for path in [
+        ROOT / "docs" / "ground0.md", LESSONS / "lessons.toml",
+        ROOT / "lessons" / "static" / "lessons" / "scheduling.svg",
+        ROOT / "lessons" / "static" / "lessons" / "control-plane.svg"]}
+    for name, text in texts.items():
+        assert "wait round-robin" not in text and "round-robin queue" not in text, name
+        assert "round-robin per student" not in text, name
+        assert "daphne" not in text, name

@@ -116,3 +116,23 @@ def test_editor_panel_lists_my_editor_requests(client, student) -> None:  # noqa
     client.force_login(student)
     html = client.get("/lessons/editors/").content.decode()
     assert "GitHub Copilot" in html and "77 ms" in html
+
+
+def test_the_lessons_say_every_api_route_is_served_by_the_lean_path(client, student) -> None:  # noqa: ANN001
+    """The API is routed in front of Django (inference/routes.py); asking Django's URL resolver
+    said "no (404)" for all seven routes, under the student's own request answered 200."""
+    client.force_login(student)
+    for page in ("/lessons/control-plane/", "/lessons/api/"):
+        html = client.get(page).content.decode()
+        assert "/v1/chat/completions" in html, page
+        assert "no (404)" not in html, page
+
+
+def test_a_path_only_the_catch_all_answers_is_not_served() -> None:
+    from lessons.panels import route_served
+
+    assert route_served("/v1/messages/count_tokens")
+    assert route_served("/ollama/KEY/api/tags")
+    assert not route_served("/v1/embeddings")
+    assert not route_served("/ollama/KEY/api/pull")
+    assert not route_served("/teacher/")

@@ -88,3 +88,15 @@ def test_a_teacher_sees_only_their_classes_progress(client, student, other_stude
     assert [row["username"] for row in _csv(client)] == ["alice"]
     assert client.get(f"/lessons/teacher/progress.csv?class={theirs.id}").status_code == 404
     assert client.get("/lessons/teacher/progress.csv?class=none").status_code == 404
+
+
+def test_an_archived_class_leaves_the_progress_page(client, student, teacher) -> None:  # noqa: ANN001
+    from accounts.services import classroom_archive
+
+    mine = Classroom.objects.create(name="7b")
+    mine.teachers.add(teacher)
+    User.objects.filter(id=student.id).update(classroom=mine)
+    client.force_login(teacher)
+    assert 'data-student="alice"' in client.get("/lessons/teacher/").content.decode()
+    classroom_archive(classroom=mine, archived=True, actor=teacher)
+    assert 'data-student="alice"' not in client.get("/lessons/teacher/").content.decode()

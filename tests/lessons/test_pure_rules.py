@@ -52,3 +52,23 @@ def test_why_chosen_tells_lending_failover_and_queueing() -> None:
     busy = " ".join(why_chosen(retries=2, request_pool="production", worker_pool="dev", queue_wait_ms=350,
                                cached_tokens=12))
     assert "pool `dev` lent" in busy and "2 workers failed" in busy and "350 ms" in busy and "12 prompt tokens" in busy
+
+
+def test_a_small_share_of_the_ceiling_never_reads_as_zero() -> None:
+    """12.5 of 2,650 tok/s read "= 0% of the ceiling"."""
+    from lessons.templatetags.lessons_extras import share_text
+
+    assert share_text(100 * 12.5 / 2650) == "0.5 %"
+    assert share_text(0.02) == "under 0.1 %" and share_text(79.1) == "79 %" and share_text(None) == "—"
+
+
+def test_a_key_used_seconds_ago_was_used_just_now() -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from portal.templatetags.portal import ago
+
+    assert ago(timezone.now() - timedelta(seconds=20)) == "just now"
+    assert ago(timezone.now() - timedelta(minutes=5)) == "5\xa0minutes ago"
+    assert ago(None) == "never"

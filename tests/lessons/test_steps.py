@@ -201,3 +201,17 @@ def test_predict_step_compares_my_prediction_with_the_worker_my_next_request_got
     log_request(user=student, key=key, worker=other, route_reason="0/4 slots busy", request_id="b" * 32)
     page = client.post(step, follow=True).content.decode()
     assert "Done: you predicted w2" in page and _done(student, "predict-worker")
+
+
+def test_a_steps_not_yet_is_shown_in_the_step_the_check_returns_to(client, student, worker) -> None:  # noqa: ANN001
+    """The Check redirects to #step-…; a reason shown at the top of the page was 4,000 px above
+    the view on a phone, and the student saw nothing change."""
+    key_issue(user=student)
+    client.force_login(student)
+    response = client.post(EDITOR_STEP, follow=True)
+    assert response.redirect_chain[-1][0].endswith("#step-first-editor-request")
+    page = response.content.decode()
+    step = page[page.index('id="step-first-editor-request"'):]
+    step = step[:step.index('<div class="step')] if '<div class="step' in step else step
+    assert 'data-step-note="first-editor-request"' in step and "Not yet: " in step
+    assert page.count("Not yet: ") == 1  # not repeated at the top

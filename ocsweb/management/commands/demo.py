@@ -31,7 +31,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from accounts.models import User
+from accounts.models import Classroom, User
 from accounts.services import key_issue, key_revoke, user_ensure
 from fleet.agent.config import AgentConfig, WorkerConfig
 from fleet.agent.rehearsal import GPU_COUNT as REHEARSAL_GPU_COUNT
@@ -51,6 +51,7 @@ from fleet.local_worker import (
 from fleet.models import Worker
 from fleet.rigs import rig_create, rig_workers_reset
 from fleet.services import catalog_model_ensure
+from portal.site_address import site_url_record
 
 DEMO_RIG = "demo-rig"
 DEMO_WORKER_PREFIX = "demo-worker-"
@@ -59,6 +60,26 @@ REHEARSAL_WORKERS = 2  # x 4 cards: the layout docs/rig.example.toml describes
 CLUSTERS = ("tasks", "runs")  # django-q2 clusters: a process group each, stopped as a whole
 # (slots, tokens per slot)
 PROFILES = {"default": (4, PER_SLOT_CONTEXT), "agents": (1, 4 * NATIVE_CONTEXT)}
+
+
+DEMO_CLASS = "Demo class"
+
+
+def demo_people(*, teacher_password: str, student_password: str) -> tuple[User, User, Classroom]:
+    """demo-teacher (an admin, and the teacher of the demo class) and demo-student, in the demo
+    class unless a teacher has moved them elsewhere: every class feature (pause, class limits,
+    budgets, the near-limit list, the landing page) can be tried at once."""
+    teacher, _ = user_ensure(username="demo-teacher", role=User.Role.TEACHER, password=teacher_password)
+    if not teacher.is_superuser:
+        teacher.is_superuser = True
+        teacher.save(update_fields=["is_superuser"])
+    student, _ = user_ensure(username="demo-student", role=User.Role.STUDENT, password=student_password)
+    room, _ = Classroom.objects.get_or_create(name=DEMO_CLASS)
+    room.teachers.add(teacher)
+    if student.classroom_id is None:
+        student.classroom = room
+        student.save(update_fields=["classroom"])
+    return teacher, student, room
 
 
 class Command(BaseCommand):
@@ -115,11 +136,7 @@ class Command(BaseCommand):
         call_command("migrate", verbosity=0, interactive=False)
         call_command("collectstatic", verbosity=0, interactive=False)  # the portal's and admin's CSS, served by WhiteNoise
         teacher_password, student_password = secrets.token_urlsafe(12), secrets.token_urlsafe(12)
-        teacher, _ = user_ensure(username="demo-teacher", role=User.Role.TEACHER, password=teacher_password)
-        if not teacher.is_superuser:
-            teacher.is_superuser = True
-            teacher.save(update_fields=["is_superuser"])
-        student, _ = user_ensure(username="demo-student", role=User.Role.STUDENT, password=student_password)
+        _teacher, student, _room = demo_people(teacher_password=teacher_password, student_password=student_password)
         for previous in student.api_keys.filter(revoked_at__isnull=True, name__startswith="demo "):
             key_revoke(key=previous)  # the key this command printed at its last start
         _key, raw_key = key_issue(user=student, name=f"demo {time.strftime('%Y-%m-%d %H:%M')}")
@@ -133,6 +150,7 @@ class Command(BaseCommand):
         local = "127.0.0.1" if host in {"0.0.0.0", "::"} else host
         # Runs started from the web call this gateway (settings.OCS_RUNS_BASE_URL): the children inherit it.
         os.environ.setdefault("OCS_RUNS_BASE_URL", f"http://{local}:{port}")
+        site_url_record(url=f"http://{local}:{port}")  # the links import_students prints open this demo
         try:
             children.append(("gateway", self._spawn(
                 ["-m", "ocsweb.gateway", "-b", host, "-p", str(port), "ocsweb.asgi:application"], log_dir / "gateway.log")))
@@ -320,7 +338,8 @@ class Command(BaseCommand):
         self._say(f"\nOCS Intelligence is up in {seconds:.1f} s. Portal: http://{host}:{port}/ "
                   f"(teacher: http://{host}:{port}/teacher/, admin: http://{host}:{port}/admin/)")
         self._say(f"  demo-teacher password: {teacher_password}")
-        self._say(f"  demo-student password: {student_password}\n")
+        self._say(f"  demo-student password: {student_password}")
+        self._say(f"  (new passwords and a new key at every start; demo-student is in the class \"{DEMO_CLASS}\")\n")
         self._say(f"OCS_BASE_URL={base_url}")
         self._say(f"OCS_API_KEY={raw_key}")
         self._say(

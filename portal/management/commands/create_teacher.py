@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.models import Classroom
 from accounts.services import teacher_ensure
+from portal.site_address import site_url_default
 from portal.services import set_password_path
 
 
@@ -18,8 +19,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument("--classes", default="", help="comma-separated class names")
-        parser.add_argument("--site", default="http://127.0.0.1:8000",
-                            help="The site's address, put in front of the link (default http://127.0.0.1:8000).")
+        parser.add_argument("--site", default=None,
+                            help="The site's address, put in front of the link (default: OCS_SITE_URL, else "
+                                 "where `manage.py demo` last started, else http://127.0.0.1:8000).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -29,4 +31,6 @@ class Command(BaseCommand):
             raise CommandError(str(problem)) from None
         classes = ", ".join(Classroom.objects.filter(teachers=teacher).values_list("name", flat=True)) or "none yet"
         self.stderr.write(f"{'created' if created else 'updated'}: teacher {teacher.username}; classes: {classes}")
-        self.stdout.write(options["site"].rstrip("/") + set_password_path(user=teacher))
+        site, source = (options["site"], "--site") if options["site"] else site_url_default()
+        self.stderr.write(f"link on {site} (from {source}; --site to change)")
+        self.stdout.write(site.rstrip("/") + set_password_path(user=teacher))

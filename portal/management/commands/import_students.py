@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from portal.csv_import import CsvProblem, parse_students_csv
+from portal.site_address import site_url_default
 from portal.services import students_import
 
 
@@ -19,8 +20,9 @@ class Command(BaseCommand):
         parser.add_argument("--class", dest="classroom", default=None, help="Put every student in this class.")
         parser.add_argument("--passwords", action="store_true",
                             help="Print a random initial password for new students instead of a link.")
-        parser.add_argument("--site", default="http://127.0.0.1:8000",
-                            help="The site's address, put in front of the links (default http://127.0.0.1:8000).")
+        parser.add_argument("--site", default=None,
+                            help="The site's address, put in front of the links (default: OCS_SITE_URL, else "
+                                 "where `manage.py demo` last started, else http://127.0.0.1:8000).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         path = Path(options["file"])
@@ -40,7 +42,8 @@ class Command(BaseCommand):
             raise CommandError("nothing imported:\n  " + "\n  ".join(problem.problems)) from None
         except ValueError as problem:
             raise CommandError(f"nothing imported: {problem}") from None
-        site = options["site"].rstrip("/")
+        site, source = (options["site"], "--site") if options["site"] else site_url_default()
+        site = site.rstrip("/")
         for student in imported:
             secret = (f"password {student.initial_password}" if student.initial_password
                       else f"{site}{student.set_password_path}")
@@ -48,3 +51,5 @@ class Command(BaseCommand):
         created = sum(s.created for s in imported)
         self.stderr.write(f"{created} new, {len(imported) - created} updated"
                           + (f", class {options['classroom']}" if options["classroom"] else ""))
+        if any(not s.initial_password for s in imported):
+            self.stderr.write(f"links on {site} (from {source}; --site to change)")
