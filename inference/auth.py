@@ -92,11 +92,14 @@ async def _prefix_exists(raw_key: str | None) -> bool:
 
 
 async def authenticate(raw_key: str | None, request: Request | None = None, *,
-                       generation: int | None = None) -> KeyIdentity:
+                       generation: int | None = None,
+                       identified: Callable[[KeyIdentity], None] | None = None) -> KeyIdentity:
     """The key's identity, or invalid_api_key (401); too_many_bad_keys (429) for a request from
     an address past its allowance of failures whose key's prefix does not exist; a key whose
     owner may not use it now: account_disabled or class_paused (403). `generation`: see
-    accounts.key_cache.key_lookup (the caller then verifies it with the admission)."""
+    accounts.key_cache.key_lookup (the caller then verifies it with the admission).
+    `identified`: told the identity as soon as the key is known, before its owner may be refused,
+    so that a paused class's refusals are logged as the student's (who tried during the exam)."""
     address = api_client_address(request) if request is not None else None
     if address is not None:
         wait = bad_keys.retry_after_s(address, allowance=settings.OCS["BAD_KEY_ALLOWANCE"])
@@ -107,6 +110,8 @@ async def authenticate(raw_key: str | None, request: Request | None = None, *,
         if address is not None:
             bad_keys.failed(address)
         raise errors.invalid_api_key()
+    if identified is not None:
+        identified(identity)
     now = timezone.now()
     refused = identity.refusal(now)
     if refused is not None:

@@ -128,8 +128,7 @@ async def _admitted(request: Request, protocol: Protocol, raw_key: str | None, r
 async def _admit_once(request: Request, protocol: Protocol, raw_key: str | None, request_ctx: RequestContext, *,
                       generates: bool, generation: int | None) -> tuple[Call, Plan]:
     # authenticate
-    identity = await authenticate(raw_key, request, generation=generation)
-    request_ctx.identify(identity)
+    identity = await authenticate(raw_key, request, generation=generation, identified=request_ctx.identify)
     # check
     try:
         call = protocol.parse(request.body)

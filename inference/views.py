@@ -71,8 +71,7 @@ def answering(protocol: Protocol, *methods: str) -> Callable[[View], View]:
 
 async def visible_models(request: Request, request_ctx: RequestContext, raw_key: str | None) -> list[ModelView]:
     """The catalogue models this key may use."""
-    identity = await authenticate(raw_key, request)
-    request_ctx.identify(identity)
+    identity = await authenticate(raw_key, request, identified=request_ctx.identify)
     return await models_of(identity)
 
 
@@ -145,8 +144,7 @@ async def ollama_chat_completions(request: Request, key: str) -> Response:
 
 @answering(openai_chat.OLLAMA_API, "GET")
 async def ollama_version(request: Request, request_ctx: RequestContext, key: str) -> Response:
-    identity = await authenticate(key, request)
-    request_ctx.identify(identity)
+    await authenticate(key, request, identified=request_ctx.identify)
     return json_response(ollama.version())
 
 

@@ -228,6 +228,7 @@ def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> N
 
 def start_gateway(log_path: Path, port: int | None = None, **env_overrides: str) -> Gateway:
     port = port or free_port()
+    env_overrides.setdefault("OCS_RUNS_BASE_URL", f"http://127.0.0.1:{port}")  # runs from its pages come back here
     log = open(log_path, "ab")
     process = subprocess.Popen(
         [sys.executable, "-m", "ocsweb.gateway", "-b", "127.0.0.1", "-p", str(port), "ocsweb.asgi:application"],

@@ -142,3 +142,21 @@ def test_students_see_a_timetable_pause_coming_within_the_hour(room, student) ->
     home.force_login(student)
     html = home.get("/").content.decode()
     assert "will be paused from" in html
+
+
+def test_exam_refusals_are_logged_as_the_students_who_tried_and_the_teacher_finds_them(
+        room, student, teacher) -> None:  # noqa: ANN001
+    from inference.models import RequestLog
+    from inference.request_log import request_log
+
+    room.teachers.add(teacher)
+    key, raw = key_issue(user=student)
+    class_pause(classroom=room, actor=teacher, until=timezone.now() + timedelta(minutes=45), message="Exam")
+    assert refusals(raw)["chat"][0] == 403
+    request_log().flush()
+    paused = RequestLog.objects.filter(error_code="class_paused")
+    assert paused.count() >= 1 and {(row.user_id, row.key_id) for row in paused} == {(student.id, key.id)}
+    page = Client()
+    page.force_login(teacher)
+    found = page.get(f"/teacher/requests/?student={student.username}").content.decode()
+    assert "class_paused" in found
