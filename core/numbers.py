@@ -37,3 +37,17 @@ def percent_of(part: int | float | None, whole: int | float | None) -> int:
     if not part or not whole:
         return 0
     return max(0, min(100, round(100 * float(part) / float(whole))))
+
+
+def share_text(percent: float | None) -> str:
+    """A share in words that never reads as nothing when it is something: 0.47 -> "0.5 %",
+    0.02 -> "under 0.1 %", 63.4 -> "63 %"."""
+    if percent is None:
+        return "—"
+    if percent == 0:
+        return "0 %"
+    if percent < 0.1:
+        return "under 0.1 %"
+    if percent < 10:
+        return f"{percent:.1f} %".replace(".0 %", " %")
+    return f"{percent:.0f} %"

@@ -1,7 +1,7 @@
 """Does a TTFT a student measured fit the one request they quote? Pure: no Django.
 
 The student streams one request, reads the id the gateway returned in `x-request-id` and times
-it on their own machine (request sent -> first content chunk, inference-notes' definition). The
+it on their own machine (request sent -> first content chunk, the definition docs/performance.md uses). The
 request log's `ttft_ms` is the gateway's view of the same request (arrival -> first byte from
 the worker), which the student's clock contains: theirs adds the connection, the network both
 ways and the time to the first *content* chunk. So a reported value is accepted only if it is

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 
@@ -20,13 +21,15 @@ class PlanClassForm(forms.Form):
     mix = forms.CharField(initial="agent:12,claude:6,codex:4,chat:6,burst:2",
                           help_text="PERSONA:COUNT,... from agent, claude, codex, chat, burst; scaled to each size.")
     students = forms.CharField(initial="5,10,20,30", help_text="Class sizes, up to 6, each up to 60.")
-    workers = forms.IntegerField(min_value=1, max_value=16, initial=1)
+    workers = forms.IntegerField(min_value=1, max_value=16, initial=2,
+                                 help_text="Workers of the calibrated kind: the school's two rigs run one each.")
     slots = forms.IntegerField(min_value=1, max_value=32, required=False, help_text="Empty: the calibration's.")
     context = forms.IntegerField(min_value=256, max_value=262_144, required=False,
                                  help_text="Tokens per slot. Empty: the calibration's, else 32,768.")
     cache_type = forms.ChoiceField(choices=[("", "the calibration's"), ("f16", "f16"), ("q8_0", "q8_0"),
                                             ("q4_0", "q4_0")], required=False)
-    target_p95 = forms.FloatField(min_value=0.1, initial=10.0, label="Target agent p95 TTFT (s)")
+    target_p95 = forms.FloatField(min_value=0.1, initial=60.0, label="Longest wait for an agent's first answer (s)",
+                                  help_text="Met when 95 of every 100 agent turns get their first token within it.")
     duration = forms.FloatField(min_value=10, max_value=1800, initial=600, label="Simulated seconds")
     scale = forms.FloatField(min_value=0.01, max_value=1.0, initial=1.0)
     seed = forms.IntegerField(initial=1)
@@ -34,6 +37,12 @@ class PlanClassForm(forms.Form):
                                     help_text="Simulated runs averaged, each with the calibration's jitter: steadier "
                                               "tails, that many times slower (plan_class's default is 8).")
     policy = forms.ChoiceField(choices=[("", "this site's")] + [(p, p) for p in POLICIES], required=False)
+
+    @classmethod
+    def initial_query(cls) -> str:
+        """The form's defaults as a query string (every field but the calibration)."""
+        return urlencode({name: field.initial for name, field in cls.base_fields.items()
+                          if name != "calibration" and field.initial is not None})
 
     def clean_mix(self) -> dict[str, int]:
         try:

@@ -13,6 +13,7 @@ urlpatterns = [
     path("groups/<slug:group>/export.<str:fmt>", views.group_export, name="group_export"),
     path("compare/", views.compare, name="compare"),
     path("plan/", views.plan, name="plan"),
+    path("plan/assume/", views.plan_assume, name="plan-assume"),
     path("rigs/", views.rigs, name="rigs"),
     path("checks/", views.checks, name="checks"),
     path("checks/<slug:name>/", views.check_detail, name="check"),

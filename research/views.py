@@ -10,7 +10,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 from django.utils.safestring import mark_safe
 
 from accounts.access import staff_required
@@ -19,11 +19,12 @@ from fleet.models import Worker
 from research import selectors
 from research.class_personas import PERSONAS
 from research.forms import PlanClassForm
-from research.models import Baseline, BenchmarkRun, Experiment, PlannerCheck, WebRun
-from research.planner.report import sweep_chart, sweep_table
+from research.models import Baseline, BenchmarkRun, Calibration, Experiment, PlannerCheck, WebRun
+from research.planner.assumptions import RigAssumptions
+from research.planner.report import plan_sentence, sweep_chart, sweep_table
 from research.planner.rigs_report import best_per_model, curves_chart, table_rows
 from research.planner.validation.records import configurations_text, noise_text
-from research.planner_services import class_plan, plan_class
+from research.planner_services import calibration_assume, class_plan, plan_class
 from research.rig_baseline import STEPS
 from research.web_runs import BOUNDS, RunAsk, WebRunRefused, web_run_start, web_runs_expire
 
@@ -226,7 +227,7 @@ def web_run_progress(request: HttpRequest, web_run_id: int) -> HttpResponse:
 def plan(request: HttpRequest) -> HttpResponse:
     """"Plan a class": the planner's sweep (plan_class) from a form, on a stored calibration."""
     form = PlanClassForm(request.GET or None)
-    context: dict[str, Any] = {"form": form}
+    context: dict[str, Any] = {"form": form, "no_calibration": not Calibration.objects.exists()}
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
         calibration = data["calibration"]
@@ -238,13 +239,25 @@ def plan(request: HttpRequest) -> HttpResponse:
                             target_p95_s=data["target_p95"])
         personas = [p for p in PERSONAS if p in data["mix"]]
         fleet = planned.fleet
+        table = sweep_table(result["rows"], personas)
         context.update(
-            result=result, fleet=fleet, personas=personas, table=sweep_table(result["rows"], personas),
+            result=result, fleet=fleet, personas=personas, table=table,
+            sentence=plan_sentence(table, target_p95_s=data["target_p95"]),
             largest=result["largest_class"] if result["fits_memory"] else 0, calibration=calibration,
             chart=mark_safe(sweep_chart(result["rows"], personas,  # research.svg escapes every text
                                         title=f"Predicted p95 TTFT, {fleet.workers} x {fleet.slots} slots")),
         )
     return render(request, "research/plan.html", context)
+
+
+@staff_required
+@require_POST
+def plan_assume(request: HttpRequest) -> HttpResponse:
+    """A calibration of one rig worker (8 GTX 1070s, the seed's 27B) from the stated assumptions,
+    as `calibrate_worker --assumptions --gpus 8` makes it, so that a fresh install can plan."""
+    calibration = calibration_assume(rig=RigAssumptions())
+    messages.success(request, "Made a calibration from the rigs' published figures (assumptions, not measurements).")
+    return HttpResponseRedirect(f"/research/plan/?calibration={calibration.pk}&" + PlanClassForm.initial_query())
 
 
 @staff_required

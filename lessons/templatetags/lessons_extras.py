@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from django import template
 
+from core.numbers import share_text
 from lessons.selectors import HistoryDay
 
 register = template.Library()
@@ -23,16 +24,4 @@ def lookup(mapping: dict[str, str], key: str) -> str:
     return mapping.get(key, "")
 
 
-@register.filter
-def share_text(percent: float | None) -> str:
-    """A share in words that never reads as nothing when it is something: 0.47 -> "0.5 %",
-    0.02 -> "under 0.1 %", 63.4 -> "63 %"."""
-    if percent is None:
-        return "—"
-    if percent == 0:
-        return "0 %"
-    if percent < 0.1:
-        return "under 0.1 %"
-    if percent < 10:
-        return f"{percent:.1f} %".replace(".0 %", " %")
-    return f"{percent:.0f} %"
+register.filter("share_text", share_text)

@@ -10,13 +10,14 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince
 
-from core.numbers import ms_text, percent_of, rate_text, tokens_text
+from core.numbers import ms_text, percent_of, rate_text, share_text, tokens_text
 
 register = template.Library()
 register.filter("tokens", tokens_text)
 register.filter("rate", rate_text)
 register.filter("ms", ms_text)
 register.filter("percent", percent_of)
+register.filter("share", share_text)
 
 
 @register.filter

@@ -3,7 +3,7 @@
 Every number is an `Assumption` with its source and the measurement that replaces it; the
 calibration stores them, `plan_class` prints them, docs/research/rig-forecast.md lists them.
 
-- decode: bandwidth-bound (docs/inference-notes.md): one step reads every weight once, so with a
+- decode: bandwidth-bound (docs/hardware.md): one step reads every weight once, so with a
   layer split (one GPU at a time) time per token = weight bytes / (one card's bandwidth x the
   fraction of the roofline llama.cpp reaches); each further slot in the batch reads its own KV
   cache (`decode_s_per_context_token` = KV bytes per token / effective bandwidth) and adds a small
@@ -65,9 +65,9 @@ class RigAssumptions:
     prefill_efficiency: float = 1.0  # of the dense pp512 scaling (a mixture of experts reaches less)
     hop_bytes_per_token: float = 0.0  # activations a prompt token sends across a card boundary; 0: free
     link_gbs: float = 0.2  # a card's PCIe link for those hops (Gen1 x1 riser)
-    weights_source: str = "docs/inference-notes.md: a ~27B Q4_K_M file of ~16.5 GB, ~16.2 GB read per token"
+    weights_source: str = "docs/hardware.md: a ~27B Q4_K_M file of ~16.5 GB, ~16.2 GB read per token"
     kv_source: str = ("assumption: a Qwen3-32B-like geometry (64 layers x 8 KV heads x 128 x K+V x 2 bytes), "
-                      "docs/inference-notes.md formula")
+                      "docs/hardware.md formula")
     roofline_source: str = "docs/research/rig-baseline.md: 12.5 tok/s measured vs a 15.8 tok/s ceiling"
 
     @property
@@ -122,7 +122,7 @@ def assumed_cost(rig: RigAssumptions) -> tuple[CostModel, list[Assumption], dict
                    "fleet/gguf.py KV_BYTES_PER_ELEMENT", "-"),
         Assumption("prompt evaluation rate", round(prefill_tok_s, 1), "tokens/s",
                    f"2 x P40 Qwen3-32B pp512 = {P40_PP512_TOK_S:g} tok/s (ik_llama.cpp PR #2151, "
-                   f"docs/inference-notes.md) x FP32 {spec.fp32_tflops:g}/{p40.fp32_tflops:g} TFLOPS "
+                   f"docs/hardware.md) x FP32 {spec.fp32_tflops:g}/{p40.fp32_tflops:g} TFLOPS "
                    f"x {P40_MODEL_BILLIONS:g}B/{rig.model_billions:g}B parameters a token touches"
                    + (f" x {rig.prefill_efficiency:g} (a mixture of experts' routing: assumption, no public Pascal "
                       "figure found)" if rig.prefill_efficiency != 1 else "")
@@ -147,7 +147,7 @@ def assumed_cost(rig: RigAssumptions) -> tuple[CostModel, list[Assumption], dict
                    "bench one worker alone, then every worker of the rig at once "
                    "(calibrate_worker --loaded-label)"),
         Assumption("slot file copy rate between a card and the host", rig.slot_copy_gbs, "GB/s",
-                   "assumption: PCIe Gen1 x1 on risers (docs/inference-notes.md): 250 MB/s a direction, ~80 % "
+                   "assumption: PCIe Gen1 x1 on risers (docs/hardware.md): 250 MB/s a direction, ~80 % "
                    "after packet overhead; llama.cpp copies a slot's KV layer by layer, one link at a time "
                    f"(a handover of a 10,000-token prompt: {restore_s * 10_000:.1f} s to restore)",
                    f"{bench}: calibrate_worker --slot-files (llama-server's own save and restore times)"),

@@ -27,6 +27,35 @@ def sweep_table(rows: Sequence[dict[str, Any]], personas: Sequence[str]) -> list
     return table
 
 
+def plan_sentence(table: Sequence[dict[str, Any]], *, target_p95_s: float) -> str:
+    """The planner's answer for a teacher, in one sentence: the largest class tried whose agents
+    get their first answer within the target 95 times in 100, how long they wait then, and from
+    which size some turns are refused (sweep_table's rows)."""
+    rows = sorted(table, key=lambda row: row["students"])
+    if not rows:
+        return "No class size was simulated."
+    fitting = []
+    for row in rows:
+        waits = row["agents_p95_s"]
+        if waits is None or waits > target_p95_s:
+            break
+        fitting.append(row)
+    refused_from = next((row["students"] for row in rows if row["refused"]), None)
+    if fitting:
+        best = fitting[-1]
+        answer = (f"With this set-up a class of {best['students']} waits about {best['agents_p95_s']:.0f} s at worst "
+                  f"(95 times in 100) for an agent's first answer, within your {target_p95_s:g} s")
+    else:
+        first = rows[0]
+        wait = first["agents_p95_s"]
+        answer = (f"With this set-up even a class of {first['students']} waits longer than your {target_p95_s:g} s "
+                  + ("for an agent's first answer" if wait is None or math.isinf(wait)
+                     else f"(about {wait:.0f} s at worst, 95 times in 100) for an agent's first answer"))
+    if refused_from is not None:
+        return answer + f"; from {refused_from} students some turns are refused after waiting too long."
+    return answer + f"; no turn is refused up to {rows[-1]['students']} students."
+
+
 def seconds_text(value: float | None) -> str:
     if value is None:
         return "-"

@@ -134,3 +134,15 @@ def test_the_first_research_questions_are_listed(client: Client, teacher) -> Non
     client.force_login(teacher)
     page = client.get("/research/").content.decode()
     assert "Q1 Prompt-eval anomaly" in page and "Q5 Prefix reuse" in page
+
+
+def test_a_small_share_of_the_roofline_ceiling_never_reads_as_nothing(client: Client, teacher) -> None:  # noqa: ANN001
+    run = _run("cpu", 1, 12.5, 80.0)
+    run.summary = {**run.summary, "generation_rate": 12.5,
+                   "roofline": {"ceiling_tok_s": 2650.0, "percent_of_ceiling": 100 * 12.5 / 2650, "weight_gb": 0.1,
+                                "bandwidth_gbs": 265.0, "gpus": 1, "split_mode": "none"}}
+    run.save(update_fields=["summary"])
+    client.force_login(teacher)
+    for page in (f"/research/runs/{run.pk}/", "/research/"):
+        text = client.get(page).content.decode()
+        assert "0.5 % of" in text and "= 0%" not in text, page

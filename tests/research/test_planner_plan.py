@@ -195,8 +195,8 @@ def test_the_plan_a_class_page_answers_for_teachers_only(client, teacher, studen
     assert client.get("/research/plan/", query).status_code == 403
     client.force_login(teacher)
     page = client.get("/research/plan/", query).content.decode()
-    assert "largest class with agent p95 TTFT ≤ 5.0 s: 3" in page
-    assert "<svg" in page
+    assert "With this set-up a class of 3 waits about" in page and "within your 5 s" in page
+    assert "<svg" in page and "∞" not in page and 'class="table-wrap"' in page
     refused = client.get("/research/plan/", {**query, "mix": "chat:3"}).content.decode()
     assert "needs an agent persona" in refused and "<svg" not in refused
 
@@ -210,4 +210,37 @@ def test_the_page_lists_an_assumed_calibrations_sources(client, teacher) -> None
     page = client.get("/research/plan/", {"calibration": number, "mix": "agent:1", "students": "1", "workers": 1,
                                           "target_p95": 60, "duration": 30, "scale": 0.1, "seed": 1}).content.decode()
     assert "Built from assumptions" in page and "GTX 1070 data sheet" in page
-    assert "largest class with agent p95 TTFT" in page
+    assert "With this set-up" in page
+
+
+def test_the_answer_is_one_sentence_a_teacher_can_act_on() -> None:
+    from research.planner.report import plan_sentence
+
+    def row(students: int, agents: float | None, refused: int = 0) -> dict:
+        return {"students": students, "agents_p95_s": agents, "refused": refused}
+
+    table = [row(5, 12.0), row(10, 38.6), row(20, 75.0, refused=3), row(30, float("inf"), refused=40)]
+    assert plan_sentence(table, target_p95_s=60) == (
+        "With this set-up a class of 10 waits about 39 s at worst (95 times in 100) for an agent's first answer, "
+        "within your 60 s; from 20 students some turns are refused after waiting too long.")
+    assert plan_sentence(table[:2], target_p95_s=60).endswith("no turn is refused up to 10 students.")
+    assert plan_sentence([row(5, float("inf"), refused=2)], target_p95_s=60) == (
+        "With this set-up even a class of 5 waits longer than your 60 s for an agent's first answer; from 5 "
+        "students some turns are refused after waiting too long.")
+
+
+@pytest.mark.django_db
+def test_a_fresh_install_makes_a_calibration_from_one_button_and_gets_an_answer(client, teacher, student) -> None:  # noqa: ANN001
+    assert not Calibration.objects.exists()
+    client.force_login(student)
+    assert client.post("/research/plan/assume/").status_code == 403
+    client.force_login(teacher)
+    page = client.get("/research/plan/").content.decode()
+    assert "Make a calibration from the rigs" in page and "calibrate_worker --assumptions --gpus 8" in page
+    assert 'id="plan-form"' not in page  # no form that could only say "this field is required"
+    made = client.post("/research/plan/assume/")
+    calibration = Calibration.objects.get()
+    assert made.status_code == 302 and f"calibration={calibration.pk}" in made["Location"]
+    assert calibration.source == "assumptions"
+    answered = client.get(made["Location"]).content.decode()  # the rigs' defaults, planned at once
+    assert 'id="plan-form"' in answered and "With this set-up" in answered

@@ -17,7 +17,7 @@ from research.roofline import (
 
 
 def test_27b_q4_k_m_on_gtx_1070s_with_a_layer_split() -> None:
-    # inference-notes: ~16.2 GB read per token at 256 GB/s -> 256 / 16.2 = 15.80 tok/s, whatever
+    # docs/hardware.md: ~16.2 GB read per token at 256 GB/s -> 256 / 16.2 = 15.80 tok/s, whatever
     # the number of GPUs; the measured 12.5 tok/s is 79 % of it.
     line = roofline(weight_bytes=16.2 * GB, bandwidth_gbs=gpu_spec("GTX 1070").bandwidth_gbs, gpus=7)
     assert line.ceiling_tok_s == pytest.approx(15.802, abs=0.001)
