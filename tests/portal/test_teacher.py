@@ -293,3 +293,21 @@ def test_students_cannot_act_on_workers(student: User) -> None:
     client.force_login(student)
     assert client.post(f"/teacher/fleet/workers/{worker.id}/disable/").status_code == 403
     assert Worker.objects.get(id=worker.id).state == "healthy"
+
+
+def test_a_cut_answers_estimated_counts_are_marked_for_the_student_and_the_teacher(
+        teacher_client: Client, student: User, taught_class: Classroom) -> None:
+    from django.utils import timezone
+
+    from inference.models import RequestLog
+
+    key, _ = key_issue(user=student)
+    RequestLog.objects.create(at=timezone.now(), user=student, key=key, model="m", client="openai", path="/v1/x",
+                              status=499, error_code="client_closed", prompt_tokens=310, completion_tokens=41,
+                              usage_estimated=True)
+    teachers_view = teacher_client.get(f"/teacher/requests/?student={student.username}").content.decode()
+    own = Client()
+    own.force_login(student)
+    students_view = own.get("/usage/").content.decode()
+    for page in (teachers_view, students_view):
+        assert page.count(">≈</abbr> ") == 2 and "310" in page and "41" in page
