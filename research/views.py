@@ -226,8 +226,9 @@ def web_run_progress(request: HttpRequest, web_run_id: int) -> HttpResponse:
 @staff_required
 def plan(request: HttpRequest) -> HttpResponse:
     """"Plan a class": the planner's sweep (plan_class) from a form, on a stored calibration."""
-    form = PlanClassForm(request.GET or None)
-    context: dict[str, Any] = {"form": form, "no_calibration": not Calibration.objects.exists()}
+    latest = Calibration.objects.order_by("-pk").first()
+    form = PlanClassForm(request.GET or None, initial={"calibration": latest.pk if latest else None})
+    context: dict[str, Any] = {"form": form, "no_calibration": latest is None}
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
         calibration = data["calibration"]
