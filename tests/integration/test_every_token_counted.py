@@ -83,13 +83,15 @@ def patient_gateway(django_db_setup, django_db_blocker, tmp_path_factory) -> Ite
 
 def test_a_classmates_question_is_served_before_a_hogs_queued_stream(patient_gateway, worker) -> None:  # noqa: ANN001
     """The hog's three long answers and a bystander's shorter one take the four slots with nobody
-    waiting (nothing charged yet). The hog queues one more; a classmate asks. When the
-    bystander's answer ends, its slot goes to the classmate: the hog's running streams have been
-    charged for what they relayed. (Charged only when they end, the hog's older, cheaper request
-    would tie with the classmate's lifted counter and win.)"""
+    waiting (nothing charged yet). The hog queues one more, older and cheaper than the classmate's
+    question that follows. When the bystander's answer ends, its slot goes to the classmate: the
+    hog holds more than half the slots while a classmate waits (rules.over_share), and its running
+    streams have been charged for what they relayed (each rule alone puts the question first: the
+    timelines in tests/inference/admission test them one by one). Before both, the hog's request
+    tied with the classmate's lifted counter and won."""
     hog, classmate, bystander = limited_key("hog", concurrency=8), limited_key("classmate"), limited_key("bystander")
     first_tokens: dict[str, float] = {}
-    started = threading.Event()
+    started, finished = threading.Event(), threading.Event()
 
     def stream(name: str, key: str, max_tokens: int, content: str) -> None:
         body = body_bytes(model=MODEL_ID, stream=True, max_tokens=max_tokens, ignore_eos=True,
@@ -103,6 +105,8 @@ def test_a_classmates_question_is_served_before_a_hogs_queued_stream(patient_gat
                     first_tokens[name] = time.monotonic()
                 if name == "hog-0" and content_events(seen) >= 2 * 32:
                     started.set()
+                if finished.is_set():
+                    return  # both answers in question came: the long ones need not run to their end
 
     story = LONG_ANSWER[0]["content"]
     with ThreadPoolExecutor(max_workers=6) as pool:
@@ -112,7 +116,10 @@ def test_a_classmates_question_is_served_before_a_hogs_queued_stream(patient_gat
         queued = pool.submit(stream, "hog-queued", hog, 8, "Hi")
         time.sleep(1.0)  # the hog's request is in line first, and cheaper than the question
         question = pool.submit(stream, "question", classmate, 8, "What is 2+2? Answer in one word.")
-        for future in (*running, queued, question):
+        for future in (question, queued):
+            future.result()
+        finished.set()
+        for future in running:
             future.result()
     assert first_tokens["question"] < first_tokens["hog-queued"]
 
