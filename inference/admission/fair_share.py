@@ -16,8 +16,9 @@ so time spent away is not banked as credit to spend on a burst later.
   gateway used before this rule, kept for comparison.
 
 A request is charged an estimate when it is picked (its prompt, by the byte-based estimate, as if
-nothing were cached) and settled to the real count when it ends (`charge` of the real numbers
-minus what was charged), so a student's long request weighs on their turn while it runs.
+nothing were cached), its output as it streams (rules.streamed_charge), and settled to the real
+count when it ends (`charge` of the real numbers minus what was charged), so a student's long
+request weighs on their turn while it runs; a stream cut short is settled to what it relayed.
 The gateway keeps the counters and the waiting set in live state (inference/admission/live.py) and the
 class replay's simulator calls the same functions.
 """

@@ -9,8 +9,11 @@ round-robin, by OCS_FAIR_POLICY or the live override), whenever a slot may have 
 release in this process, or every POLL_INTERVAL_S for releases elsewhere and expired leases).
 A waiter whose process dies drops out of the line within WAITING_TTL_S. Claiming itself is
 atomic in live state, so several processes share slots correctly. Every served request charges
-its student's counter an estimate when it leaves the line and is settled to its real token
-counts when it ends (`share_correction`, sent by the pipeline's end() with the rest of the end).
+its student's counter an estimate when it leaves the line, its output every STREAM_CHARGE_TOKENS
+while it streams (`charge_streamed`), and is settled to its real token counts when it ends
+(`share_correction`, sent by the pipeline's end() with the rest of the end). While a classmate
+waits, a student holding their share of the model's slots lets the classmate have the next one
+(`over_share`, checked by the pump before it claims).
 """
 from __future__ import annotations
 
