@@ -71,9 +71,9 @@ def test_the_start_page_says_what_to_read_and_what_finished_means(client) -> Non
 
 
 def test_the_lessons_teach_the_default_queue_and_the_server_that_runs() -> None:
-    """The default fair policy is token-fair (core/fair_share.py DEFAULT_POLICY), not round-robin;
+    """The default fair policy is token-fair (inference/admission/fair_share.py DEFAULT_POLICY), not round-robin;
     the API runs on the lean path under uvicorn, not daphne/Django."""
-    from core.fair_share import DEFAULT_POLICY
+    from inference.admission.fair_share import DEFAULT_POLICY
 
     assert DEFAULT_POLICY == "tokens"
     texts = {path.name: path.read_text(encoding="utf-8") for path in [
