@@ -38,8 +38,10 @@ FIRST_REQUEST_TOKENS = {
 
 # Claude Code 2.1.197 (its bundled source): a model whose name does not start with `claude-` gets
 # CLAUDE_CODE_MAX_CONTEXT_TOKENS as its window (else 200,000). It keeps min(output cap, 20,000)
-# tokens free for the answer, compacts the conversation 13,000 tokens before that, and stops
-# sending 3,000 tokens before it.
+# tokens free for the answer and compacts the conversation 13,000 tokens before that, but only when
+# the compaction window is not "auto": CLAUDE_CODE_AUTO_COMPACT_WINDOW set (it is raised to at least
+# 100,000, then capped at the model's window) makes it compact there; without it, it waits for the
+# API to answer "prompt is too long".
 CLAUDE_CODE_ANSWER_ROOM_MAX = 20_000
 CLAUDE_CODE_COMPACT_BUFFER = 13_000
 # Codex sends no output cap (the gateway applies the model's): it must compact while the prompt
@@ -190,6 +192,7 @@ def _claude_code(site: str, model: ConnectModel | None, key: str) -> str:
         f"export ANTHROPIC_DEFAULT_HAIKU_MODEL={name}",
         f"export CLAUDE_CODE_SUBAGENT_MODEL={name}",
         *([f"export CLAUDE_CODE_MAX_CONTEXT_TOKENS={model.usable_context}",
+           f"export CLAUDE_CODE_AUTO_COMPACT_WINDOW={model.usable_context}",
            f"export CLAUDE_CODE_MAX_OUTPUT_TOKENS={model.max_output_tokens}"] if model else []),
         "claude",
     ])

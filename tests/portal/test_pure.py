@@ -119,6 +119,8 @@ def test_claude_code_is_told_the_models_window_and_answer_cap() -> None:
     agents = ConnectModel("smollm2-135m-agents", usable_context=32768, max_output_tokens=4096, tools=True)
     snippet = setups(site="http://h", models=[agents])["claude_code"]
     assert "export CLAUDE_CODE_MAX_CONTEXT_TOKENS=32768\n" in snippet
+    # Without it, 2.1.197 never compacts before the API refuses the prompt.
+    assert "export CLAUDE_CODE_AUTO_COMPACT_WINDOW=32768\n" in snippet
     assert "export CLAUDE_CODE_MAX_OUTPUT_TOKENS=4096\n" in snippet
     # Claude Code 2.1.197: window - min(answer cap, 20,000) - 13,000.
     assert claude_code_compact_at(agents) == 15672
