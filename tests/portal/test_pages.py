@@ -330,6 +330,13 @@ def test_connect_page_warns_that_a_small_model_cannot_hold_the_agents_first_requ
     assert html.count("Won&#x27;t work with this model") == 3
 
 
+def test_connect_without_a_served_model_still_shows_each_set_up_with_the_placeholder(alice_client: Client) -> None:
+    html = alice_client.get("/connect/").content.decode()
+    for snippet in ("snip-copilot", "snip-claude", "snip-codex"):
+        assert f'data-copy-target="{snippet}"' in html
+    assert "COPILOT_MODEL=MODEL-ID" in html and "data-context-warning" not in html
+
+
 def test_connect_tells_each_agent_the_window_of_the_model_it_names(alice_client: Client) -> None:
     worker_register(name="w-agents", base_url="http://127.0.0.1:9", model_id="agents", pool_name="production",
                     state="healthy", context_length=32768)
