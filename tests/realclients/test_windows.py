@@ -5,8 +5,11 @@ answer with the window they are told.
 The worker is SmolLM2 with one slot of WINDOW tokens (YaRN over its native 8,192). Claude Code
 2.1.197, told that window, compacts at WINDOW - min(answer cap, 20,000) - 13,000 tokens
 (portal.connect.claude_code_compact_at: 7,352 here, with the 128-token answer cap), and its first
-request is about 3,050 tokens on SmolLM2: a few turns of ~1,700 tokens each reach it. Each turn is
-one `claude -p --continue`, as a student typing into the same session would. The capture server
+request is about 3,050 tokens on SmolLM2 plus the turn's ~1,400; SmolLM2 runs to the cap under
+Claude Code's prompt and Claude Code asks three times more to continue, so the first turn ends near
+5,000 tokens and the second reaches the threshold. Each turn is one `claude -p --continue`, as a
+student typing into the same session would. (A 32-token cap and a 18,432-token slot did not work:
+the compaction's summary, cut at 32 tokens, was asked to continue until the turn timed out.) The capture server
 sits between the client and the gateway as a pass-through proxy, so the test sees every request
 (the compaction's summary request among them) and the gateway's status for each.
 """
@@ -33,8 +36,8 @@ pytestmark = [pytest.mark.realclients, pytest.mark.integration, pytest.mark.time
 
 WINDOW_MODEL = "smollm2-135m-small-window"
 WINDOW = 20480  # tokens in the one slot: YaRN scale 2.5 over SmolLM2's 8,192
-TURN_CHARS = 7000  # of plain words per turn: ~1,700 SmolLM2 tokens
-MAX_TURNS = 6  # compaction is due at the third or fourth; more means it never came
+TURN_CHARS = 7000  # of plain words per turn: ~1,400 SmolLM2 tokens, ~1,750 by Claude Code's estimate
+MAX_TURNS = 4  # compaction is due at the second turn; more means it never came
 RUN_TIMEOUT_S = 600
 SUMMARY_PROMPT = "create a detailed summary of the conversation so far"  # Claude Code's compaction request
 WORDS = ("the river bends north past the old mill where a miller keeps his grain and counts each sack "
@@ -57,16 +60,20 @@ def small_window_llama_server(tmp_path_factory: pytest.TempPathFactory, fixture_
         process.stop()
 
 
-@pytest.fixture
-def small_window_worker(transactional_db, small_window_llama_server):  # noqa: ANN001, ANN201
+def register_window_worker(base_url: str, *, answer_cap: int):  # noqa: ANN201
     from fleet.models import CatalogModel
     from fleet.services import worker_register
 
-    worker = worker_register(name="window-worker", base_url=small_window_llama_server, model_id=WINDOW_MODEL,
+    worker = worker_register(name="window-worker", base_url=base_url, model_id=WINDOW_MODEL,
                              pool_name="production", slots=1, context_length=WINDOW, state="healthy",
                              api_key=FIXTURE_WORKER_KEY)
-    CatalogModel.objects.filter(public_id=WINDOW_MODEL).update(max_output_tokens=OUTPUT_CAP)
+    CatalogModel.objects.filter(public_id=WINDOW_MODEL).update(max_output_tokens=answer_cap)
     return worker
+
+
+@pytest.fixture
+def small_window_worker(transactional_db, small_window_llama_server):  # noqa: ANN001, ANN201
+    return register_window_worker(small_window_llama_server, answer_cap=OUTPUT_CAP)
 
 
 def connect_snippets(*, site: str) -> dict[str, str]:
@@ -99,8 +106,16 @@ def turn_text(turn: int) -> str:
 
 
 def client_run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT_S, check=False)
+    """Runs a client to the end; one that outlives RUN_TIMEOUT_S is reported as exit code -1 with
+    what it printed, so the test can still say which requests it sent."""
+    try:
+        return subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as expired:
+        def text(output: str | bytes | None) -> str:
+            return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
+        return subprocess.CompletedProcess(argv, -1, text(expired.stdout),
+                                           text(expired.stderr) + f"\n(killed after {RUN_TIMEOUT_S} s)")
 
 
 def messages_text(exchange: Exchange) -> str:
@@ -129,7 +144,8 @@ def assert_all_logged_2xx(key_row, sent: int) -> list:  # noqa: ANN001
 
 
 def test_claude_code_with_the_connect_set_up_compacts_a_session_that_outgrows_the_slot(
-        real_clients_installed, gateway, small_window_worker, student_key, tmp_path: Path) -> None:  # noqa: ANN001
+        real_clients_installed, gateway, small_window_worker, student_key,  # noqa: ANN001
+        tmp_path: Path) -> None:
     from portal.connect import claude_code_compact_at
     from portal.selectors import served_models
 
