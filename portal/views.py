@@ -19,7 +19,7 @@ from accounts.selectors import pause_status, student_policy
 from accounts.services import MAX_ACTIVE_KEYS, TooManyKeys, key_issue, key_revoke
 from inference.selectors import usage_summary
 from portal import selectors
-from portal.connect import KEY_PLACEHOLDER, context_warnings, setups
+from portal.connect import KEY_PLACEHOLDER, setups, windows
 from portal.forms import KeyCreateForm
 from portal.stats import day_chart
 
@@ -115,6 +115,6 @@ def connect(request: HttpRequest) -> HttpResponse:
     site = site_root(request)
     return render(request, "portal/connect.html", {
         "site": site, "models": models, "snippets": setups(site=site, models=models),
-        "context_warnings": context_warnings(models),
+        "windows": windows(models),
         "placeholder": KEY_PLACEHOLDER, "has_keys": selectors.active_keys(person).exists(),
     })

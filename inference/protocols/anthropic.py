@@ -479,12 +479,21 @@ def error_status(error: ApiError) -> int:
     return 529 if error.status == 503 else error.status
 
 
+# Claude Code (2.1.197) compacts the conversation and retries when a refusal's message contains
+# Anthropic's own words for an overflow; any other wording ends the session in the error.
+PROMPT_TOO_LONG = "Prompt is too long."
+
+
 def error_payload(error: ApiError) -> dict[str, object]:
     """Anthropic's envelope. Its clients show `error.message` and ignore other fields: a student
-    refusal's message starts with its code (`class_paused: …`); `code` is there for scripts."""
+    refusal's message starts with its code (`class_paused: …`); `code` is there for scripts. An
+    overflow also says PROMPT_TOO_LONG, so Claude Code compacts instead of stopping."""
     status = error_status(error)
     kind = ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
-    inner: dict[str, object] = {"type": kind, "message": error.labelled_message()}
+    message = error.labelled_message()
+    if error.code == "context_length_exceeded":
+        message = f"{error.code}: {PROMPT_TOO_LONG} {error.message}"
+    inner: dict[str, object] = {"type": kind, "message": message}
     if error.code:
         inner["code"] = error.code
     return {"type": "error", "error": inner}

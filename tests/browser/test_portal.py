@@ -34,7 +34,7 @@ def test_student_creates_key_uses_it_sees_usage_and_revokes_it(gateway, worker, 
     # The connect page picks the new key up in this tab and its test button makes a real request.
     page.goto(f"{gateway.url}/connect/")
     assert page.input_value("#connect-key") == raw
-    assert raw in (page.text_content("#snip-claude") or "")
+    assert raw in (page.text_content("#snip-curl") or "")
     page.click("#test-key")
     page.wait_for_selector("#test-result.ok", timeout=120_000)
     assert "It works" in page.inner_text("#test-result")

@@ -45,6 +45,15 @@ def test_each_dialect_carries_the_code_where_its_clients_look() -> None:
     assert json.loads(ollama.error_body(error)) == {"error": "class_paused: Your class is paused by Ms. T until 14:30."}
 
 
+def test_an_overflow_in_anthropic_envelopes_uses_the_words_claude_code_compacts_on() -> None:
+    error = errors.context_length_exceeded(prompt_tokens=21000, context_tokens=20480)
+    message = json.loads(anthropic.error_body(error))["error"]["message"]
+    # Claude Code 2.1.197 retries after compacting when the message includes this (any case).
+    assert "prompt is too long" in message.lower()
+    assert message.startswith("context_length_exceeded: ") and "21000 tokens long" in message
+    assert "prompt is too long" not in json.loads(openai_chat.error_body(error))["error"]["message"].lower()
+
+
 def test_ordinary_errors_keep_their_plain_message_in_anthropic_envelopes() -> None:
     claude = json.loads(anthropic.error_body(errors.model_not_found("x")))
     assert claude["error"]["message"].startswith("The model `x`") and claude["error"]["code"] == "model_not_found"

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from accounts.models import ApiKey, AuditEvent, Classroom, User
 from accounts.services import key_issue
+from fleet.models import CatalogModel
 from fleet.services import worker_register
 from inference.models import RequestLog
 
@@ -220,6 +221,8 @@ def test_usage_shows_own_requests_rounded(alice_client: Client, student: User, o
 def test_connect_fills_site_models_and_context(alice_client: Client, student: User) -> None:
     worker_register(name="w1", base_url="http://127.0.0.1:9", model_id="smollm2-135m-instruct",
                     pool_name="production", context_length=4096, state="healthy")
+    worker_register(name="w2", base_url="http://127.0.0.1:10", model_id="smollm2-135m-agents",
+                    pool_name="production", context_length=32768, state="healthy")
     html = alice_client.get("/connect/").content.decode()
     assert '&quot;vendor&quot;: &quot;customendpoint&quot;' in html
     assert "http://testserver/v1/chat/completions" in html
@@ -321,5 +324,27 @@ def test_connect_page_warns_that_a_small_model_cannot_hold_the_agents_first_requ
     worker_register(name="w-small", base_url="http://127.0.0.1:9", model_id="tiny", pool_name="production",
                     state="healthy", context_length=4096)
     html = alice_client.get("/connect/").content.decode()
-    assert 'data-context-warning="copilot_cli"' in html and 'data-context-warning="codex"' in html
-    assert 'data-context-warning="claude_code"' not in html
+    for client, snippet in [("copilot_cli", "snip-copilot"), ("claude_code", "snip-claude"), ("codex", "snip-codex")]:
+        assert f'data-context-warning="{client}"' in html
+        assert f'id="{snippet}"' not in html and f'data-copy-target="{snippet}"' not in html
+    assert html.count("Won&#x27;t work with this model") == 3
+
+
+def test_connect_without_a_served_model_still_shows_each_set_up_with_the_placeholder(alice_client: Client) -> None:
+    html = alice_client.get("/connect/").content.decode()
+    for snippet in ("snip-copilot", "snip-claude", "snip-codex"):
+        assert f'data-copy-target="{snippet}"' in html
+    assert "COPILOT_MODEL=MODEL-ID" in html and "data-context-warning" not in html
+
+
+def test_connect_tells_each_agent_the_window_of_the_model_it_names(alice_client: Client) -> None:
+    worker_register(name="w-agents", base_url="http://127.0.0.1:9", model_id="agents", pool_name="production",
+                    state="healthy", context_length=32768)
+    CatalogModel.objects.filter(public_id="agents").update(max_output_tokens=4096)
+    html = alice_client.get("/connect/").content.decode()
+    assert "CLAUDE_CODE_MAX_CONTEXT_TOKENS=32768" in html and "CLAUDE_CODE_MAX_OUTPUT_TOKENS=4096" in html
+    assert "COPILOT_PROVIDER_MAX_PROMPT_TOKENS=28672" in html
+    assert "model_context_window = 32768" in html and "model_auto_compact_token_limit = 22937" in html
+    assert "&quot;maxInputTokens&quot;: 12288" in html and "chat.agentHost.byokModels.enabled" in html
+    assert "at about 15,672 tokens" in html and "Not inside a trusted directory" in html
+    assert "data-context-warning" not in html

@@ -65,6 +65,8 @@ def test_custom_endpoint_entry_is_valid_json_with_the_models() -> None:
     assert entry["vendor"] == "customendpoint" and entry["apiType"] == "chat-completions" and entry["apiKey"] == "ocs-abc"
     assert entry["models"] == [{"id": "m1", "name": "OCS m1", "url": "https://ai.school.example/v1/chat/completions",
                                 "toolCalling": True, "vision": False, "maxInputTokens": 6144, "maxOutputTokens": 2048}]
+    models = [ConnectModel(id="m1", usable_context=32768, max_output_tokens=2048, tools=True)]
+    snippets = setups(site="https://ai.school.example", models=models, key="ocs-abc")
     assert json.loads(snippets["vscode_responses"])[0]["models"][0]["url"].endswith("/v1/responses")
     assert json.loads(snippets["vscode_messages"])[0]["apiType"] == "messages"
     assert "ANTHROPIC_BASE_URL=https://ai.school.example\n" in snippets["claude_code"]
@@ -83,13 +85,71 @@ def test_cold_start_is_each_workers_latest_recorded_one() -> None:
     assert cold_starts_s(events) == {1: 12.0}
 
 
-def test_connect_warns_per_client_when_the_model_cannot_hold_its_first_request() -> None:
+def test_connect_names_per_client_a_model_that_holds_its_first_request_and_room() -> None:
     from portal.connect import ConnectModel, context_warnings
 
     small = ConnectModel("smollm2", usable_context=4096, max_output_tokens=1024, tools=True)
     big = ConnectModel("smollm2-agents", usable_context=32768, max_output_tokens=4096, tools=True)
     warnings = context_warnings([small])
-    assert set(warnings) == {"copilot_cli", "codex"}  # Claude Code's ~3,050 fit in 4,096
-    assert "5,400 tokens" in warnings["copilot_cli"] and "agents profile" in warnings["copilot_cli"]
-    assert "Use `smollm2-agents`" in context_warnings([small, big])["codex"]
+    # Claude Code's ~3,050 tokens fit in 4,096, but not with the 13,000 it keeps free to compact.
+    assert set(warnings) == {"copilot_cli", "codex", "claude_code"}
+    assert warnings["copilot_cli"].startswith("Won't work with this model: Copilot CLI's first request is bigger "
+                                              "than the model's memory")
+    assert "agents profile" in warnings["copilot_cli"] and "about 6,424 tokens" in warnings["copilot_cli"]
+    assert "about 17,074 tokens" in warnings["claude_code"]  # 3,050 + 1,024 + 13,000
+    assert context_warnings([small, big])["codex"].startswith("Set up with `smollm2-agents`: `smollm2` (4,096 tokens)")
     assert context_warnings([big, small]) == {} and context_warnings([]) == {}
+
+
+def test_a_set_up_that_cannot_fit_names_no_model_and_one_that_can_names_the_model_that_fits() -> None:
+    from portal.connect import ConnectModel, client_fits
+
+    small = ConnectModel("small", usable_context=4096, max_output_tokens=2048, tools=True)
+    big = ConnectModel("big", usable_context=32768, max_output_tokens=4096, tools=True)
+    assert {snippet: fit.model for snippet, fit in client_fits([small]).items()} == {
+        "copilot_cli": None, "claude_code": None, "codex": None}
+    snippets = setups(site="http://h", models=[small, big])
+    assert "export ANTHROPIC_MODEL=big\n" in snippets["claude_code"] and "COPILOT_MODEL=big\n" in snippets["copilot_cli"]
+    assert 'model = "big"' in snippets["codex"]
+
+
+def test_claude_code_is_told_the_models_window_and_answer_cap() -> None:
+    from portal.connect import ConnectModel, claude_code_compact_at
+
+    agents = ConnectModel("smollm2-135m-agents", usable_context=32768, max_output_tokens=4096, tools=True)
+    snippet = setups(site="http://h", models=[agents])["claude_code"]
+    assert "export CLAUDE_CODE_MAX_CONTEXT_TOKENS=32768\n" in snippet
+    # Without it, 2.1.197 never compacts before the API refuses the prompt.
+    assert "export CLAUDE_CODE_AUTO_COMPACT_WINDOW=32768\n" in snippet
+    assert "export CLAUDE_CODE_MAX_OUTPUT_TOKENS=4096\n" in snippet
+    # Claude Code 2.1.197: window - min(answer cap, 20,000) - 13,000.
+    assert claude_code_compact_at(agents) == 15672
+    long_answers = ConnectModel("m", usable_context=131072, max_output_tokens=32768, tools=True)
+    assert claude_code_compact_at(long_answers) == 131072 - 20000 - 13000
+
+
+def test_codex_gets_the_window_and_a_compaction_limit_that_leaves_room_for_an_answer() -> None:
+    import tomllib
+
+    from portal.connect import ConnectModel
+
+    agents = ConnectModel("smollm2-135m-agents", usable_context=32768, max_output_tokens=4096, tools=True)
+    snippet = setups(site="http://h", models=[agents])["codex"]
+    config = tomllib.loads(snippet[:snippet.index("# then")])
+    assert config["model_context_window"] == 32768
+    assert config["model_auto_compact_token_limit"] == 22937  # 80 % of 32,768 - 4,096
+    assert config["model_auto_compact_token_limit"] + 4096 < config["model_context_window"]
+    assert config["model_providers"]["ocs"]["wire_api"] == "responses"
+    assert "git init" in snippet
+
+
+def test_vscode_entries_leave_room_for_the_1_133_over_count_where_the_model_has_it() -> None:
+    from portal.connect import ConnectModel, windows
+
+    small = ConnectModel("small", usable_context=4096, max_output_tokens=2048, tools=True)
+    agents = ConnectModel("agents", usable_context=32768, max_output_tokens=4096, tools=True)
+    entries = json.loads(setups(site="http://h", models=[small, agents])["vscode_chat"])[0]["models"]
+    limits = {e["id"]: (e["maxInputTokens"], e["maxOutputTokens"]) for e in entries}
+    assert limits == {"small": (2048, 2048), "agents": (32768 - 4096 - 16384, 4096)}
+    assert windows([small, agents]).vscode_tight == ["small"]
+    assert setups(site="http://h", models=[])["vscode_setting"] == '"chat.agentHost.byokModels.enabled": true'
