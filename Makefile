@@ -37,6 +37,10 @@ clean:
 	rm -rf $(VENV) var/test-*
 
 # The students' real tools (Claude Code, Copilot CLI, Codex) through the gateway; part of `make test`.
-.PHONY: test-realclients
+.PHONY: test-realclients test-windows
 test-realclients: setup
 	bash scripts/run_tests.sh $(PY) realclients
+
+# Real clients' sessions that outgrow a slot and must compact (docs/clients.md): 5-8 minutes, not in `make test`.
+test-windows: setup
+	REALCLIENTS_MARKS=windows bash scripts/run_tests.sh $(PY) realclients

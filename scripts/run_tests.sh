@@ -54,11 +54,13 @@ run_services() {
 }
 
 # The students' real tools (tests/realclients), slow on CPU: once, on PostgreSQL + Redis only.
+# REALCLIENTS_MARKS picks which: by default all but the long compaction sessions (`make test-windows`).
 run_realclients() {
     bash scripts/ensure_services.sh >/dev/null || { echo "services" >> "$STATUS_FILE"; return 0; }
     timed "real clients: install" bash scripts/ensure_clients.sh || return 0
     echo "=== real clients (Claude Code, Copilot CLI, Codex CLI) through the gateway, on PostgreSQL + Redis"
-    timed "real clients" services_pytest -m realclients tests/realclients "${PYTEST_ARGS[@]}" || true
+    timed "real clients" services_pytest -m "${REALCLIENTS_MARKS:-realclients and not windows}" tests/realclients \
+        "${PYTEST_ARGS[@]}" || true
 }
 
 PYTEST_ARGS=(${PYTEST_EXTRA:-})

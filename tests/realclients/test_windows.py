@@ -32,7 +32,7 @@ from tests.realclients.clients import BIN_DIR, SHORT_SENTENCE, SINGLE_WORD, base
 from tests.realclients.conftest import OUTPUT_CAP
 from tests.realclients.test_real_clients import MODEL_RAN_TO_ITS_CAP
 
-pytestmark = [pytest.mark.realclients, pytest.mark.integration, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.realclients, pytest.mark.windows, pytest.mark.integration, pytest.mark.timeout(1500)]
 
 WINDOW_MODEL = "smollm2-135m-small-window"
 WINDOW = 20480  # tokens in the one slot: YaRN scale 2.5 over SmolLM2's 8,192
