@@ -17,7 +17,7 @@ from core.school_day import day_bounds
 from fleet.models import CatalogModel, Worker
 from fleet.selectors import usable_context as fleet_usable_context
 from inference.models import DailyUsage, RequestLog
-from inference.selectors import budgets_left
+from inference.selectors import BudgetLeft, budgets_left
 from lessons.models import Answer, StepDone
 from portal.connect import ConnectModel
 from portal.stats import DayStats, daily_stats
@@ -234,23 +234,12 @@ PERIOD_OF: dict[str, Period] = {"today": "day", "this week": "week", "this term"
 
 
 @dataclass(frozen=True)
-class BudgetShown:
+class BudgetShown(BudgetLeft):
     """A budget with its extra allowance shown as extra, not as usage going down: after 10,530
-    used of 6,000 and 5,000 extra given, "10,530 of 11,000 used (5,000 extra)"."""
+    used of 6,000 and 5,000 extra given, "10,530 of 11,000 used (5,000 extra)". `budget` is the
+    cap plus the extra."""
 
-    period: str  # "today", "this week", "this term"
-    budget: int  # the cap plus the extra
-    used: int
-    extra: int
-    resets_at: datetime
-
-    @property
-    def left(self) -> int:
-        return max(0, self.budget - self.used)
-
-    @property
-    def used_percent(self) -> int:
-        return min(100, round(100 * self.used / self.budget)) if self.budget else 100
+    extra: int = 0
 
 
 def budgets_shown(users: list[User]) -> dict[int, list[BudgetShown]]:
@@ -262,7 +251,8 @@ def budgets_shown(users: list[User]) -> dict[int, list[BudgetShown]]:
         rows = []
         for b in budgets_left(user):
             extra = extras[user.id].get(PERIOD_OF.get(b.period, "day"), 0)
-            rows.append(BudgetShown(b.period, b.budget + extra, b.used + extra, extra, b.resets_at))
+            rows.append(BudgetShown(period=b.period, budget=b.budget + extra, used=b.used + extra,
+                                    resets_at=b.resets_at, extra=extra))
         shown[user.id] = rows
     return shown
 
