@@ -18,19 +18,9 @@ from accounts.models import ApiKey, Classroom, User
 from accounts.services import key_issue, user_ensure
 from portal.consumers import FleetConsumer
 from portal.fleet_push import publisher
+from tests.portal.conftest import signed_in
 
 pytestmark = pytest.mark.django_db
-
-
-def signed_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def second_teacher(django_user_model) -> User:  # noqa: ANN001
-    return user_ensure(username="turing", role="teacher", password="pw-turing-1")[0]
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from accounts.models import AuditEvent, Classroom, User
@@ -16,19 +15,9 @@ from inference.models import RequestLog
 from portal.audit_words import Actor, sentence
 from portal.services import students_import
 from portal.csv_import import parse_students_csv
+from tests.portal.conftest import signed_in
 
 pytestmark = pytest.mark.django_db
-
-
-def signed_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def second_teacher(django_user_model) -> User:  # noqa: ANN001
-    return user_ensure(username="turing", role="teacher", password="pw-turing-1")[0]
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from accounts.services import key_issue
 from fleet.models import CatalogModel
 from fleet.services import worker_register
 from inference.models import RequestLog
+from tests.portal.conftest import signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -21,12 +22,6 @@ STUDENT_PAGES = ["/", "/keys/", "/usage/", "/connect/", "/accounts/password/"]
 TEACHER_PAGES = ["/teacher/", "/teacher/import/", "/teacher/usage/", "/teacher/requests/", "/teacher/fleet/",
                  "/teacher/classes/none/"]
 ADMIN_ONLY_PAGES = {"/teacher/classes/none/"}  # students in no class are the admin's
-
-
-def signed_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
