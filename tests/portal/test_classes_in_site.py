@@ -4,7 +4,6 @@ yesterday, who is near a limit, pauses with Resume and Pause, the workers, recen
 from __future__ import annotations
 
 import re
-
 from datetime import timedelta
 
 import pytest
