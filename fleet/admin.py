@@ -48,7 +48,7 @@ def _move_to(pool_name: str):  # noqa: ANN202
 
 @admin.register(Worker)
 class WorkerAdmin(admin.ModelAdmin):
-    list_display = ("name", "state", "pool", "model", "slots", "rig", "gpu_indices", "state_changed_at",
+    list_display = ("name", "state", "pool", "model", "slots", "lane_tokens", "rig", "gpu_indices", "state_changed_at",
                     "last_cold_start")
     list_filter = ("state", "pool", "model", "rig")
     search_fields = ("name",)

@@ -88,6 +88,7 @@ class WorkerDeclaration(serializers.Serializer):
     context_per_slot = serializers.IntegerField(min_value=MIN_CONTEXT_PER_SLOT, max_value=MAX_CONTEXT_PER_SLOT,
                                                 required=False)
     pool = serializers.SlugField(max_length=50, required=False)
+    lane_tokens = serializers.IntegerField(min_value=0, max_value=MAX_CONTEXT_PER_SLOT, required=False)
     gpus = serializers.ListField(child=serializers.IntegerField(min_value=0, max_value=MAX_GPU_INDEX),
                                  max_length=MAX_GPUS, required=False)
     launch = serializers.DictField(required=False)

@@ -123,6 +123,10 @@ class Worker(models.Model):
     context_per_slot = models.PositiveIntegerField(
         null=True, blank=True,
         help_text="Tokens one request can use (llama-server's -c / -np, YaRN included); empty: unknown.")
+    lane_tokens = models.PositiveIntegerField(
+        default=0,
+        help_text="A lane worker, kept for short prompts: it takes only prompts of at most this many tokens, "
+                  "and a short prompt goes to it first (docs/classroom.md, a card for questions). 0: any prompt.")
     state = models.CharField(max_length=16, choices=State.choices, default=State.STARTING)
     state_changed_at = models.DateTimeField(default=timezone.now)
     created_at = models.DateTimeField(default=timezone.now)

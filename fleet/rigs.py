@@ -103,6 +103,7 @@ def rig_register(*, rig: Rig, agent_version: str, workers: list[dict[str, Any]])
             keep_pool=True,
             ensure_catalogue=False,
             api_key=worker_key_new(),
+            lane_tokens=spec.get("lane_tokens", 0),
         )
         worker.rig = rig
         worker.gpu_indices = list(spec.get("gpus") or [])

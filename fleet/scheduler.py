@@ -27,6 +27,9 @@ class WorkerView:
     slots: int
     state: str
     context: int = 0  # tokens one request can use (llama-server's context per slot); 0: unknown
+    # A lane worker, kept for short prompts: it takes only prompts of at most this many tokens (by
+    # the byte estimate); 0: an ordinary worker, any prompt.
+    lane_tokens: int = 0
     # What every request to it carries (its key, fleet/worker_keys.py), built once per snapshot
     # so the hot path only looks it up. Out of repr and comparisons: it holds a secret.
     upstream_headers: Mapping[str, str] = field(default_factory=lambda: JSON_HEADERS, repr=False, compare=False)
@@ -52,16 +55,29 @@ class Decision:
     excluded: dict[str, str] = field(default_factory=dict)
     lent_by: tuple[str, ...] = ()
     affinity_worker_id: int | None = None  # the worker that served this conversation last, if any
+    # Free slots on lane workers this request may not use (its prompt is too long for them): the
+    # line's pump lets a short prompt behind it have one (inference/admission/rules.passes_lane).
+    lane_free: int = 0
 
 
 ROUTABLE_STATES = frozenset({"healthy", "degraded"})
+# A lane worker's limit where none is given (demo --lane-workers): a question or a chat of a few
+# turns (about 4 kB of request body), not an agent's turn, whose first request alone is 5-20k
+# tokens (docs/classroom.md).
+LANE_TOKENS = 1024
+
+
+def fits_lane(worker: WorkerView, prompt_tokens_estimate: int) -> bool:
+    """Whether a lane worker takes this prompt (an ordinary worker takes any)."""
+    return not worker.lane_tokens or prompt_tokens_estimate <= worker.lane_tokens
 
 
 def _eligible(
     workers: Iterable[WorkerView], *, model_id: str, pool_ids: frozenset[int], avoid: frozenset[int],
-    excluded: dict[str, str], min_context: int = 0,
-) -> list[WorkerView]:
-    chosen = []
+    excluded: dict[str, str], min_context: int = 0, prompt_tokens_estimate: int = 0,
+) -> tuple[list[WorkerView], list[WorkerView]]:
+    """(the workers that may serve this request, the lane workers left out because it is long)."""
+    chosen, kept = [], []
     for worker in workers:
         if worker.pool_id not in pool_ids or worker.model_id != model_id:
             continue
@@ -71,9 +87,13 @@ def _eligible(
             excluded[worker.name] = "failed earlier in this request"
         elif worker.context and worker.context < min_context:
             excluded[worker.name] = f"context of {worker.context} tokens is too small for this request"
+        elif not fits_lane(worker, prompt_tokens_estimate):
+            excluded[worker.name] = (f"kept for short prompts (at most {worker.lane_tokens} tokens; "
+                                     f"this one is about {prompt_tokens_estimate})")
+            kept.append(worker)
         else:
             chosen.append(worker)
-    return chosen
+    return chosen, kept
 
 
 def rank_workers(
@@ -92,22 +112,28 @@ def rank_workers(
     """Rank the workers that may serve `model_id` for a key in `pool_id`.
 
     1. Candidates: the key's pool, serving the model, in a routable state, not failed earlier
-       in this request. If there is none, workers of the pools that may lend (promotion).
-    2. The worker that served this conversation before comes first while it has a free slot
+       in this request, and not a lane worker kept for shorter prompts than this one (never, even
+       when idle: a long prefill there would hold the questions it is kept for). If there is
+       none, workers of the pools that may lend (promotion).
+    2. A short prompt goes first to a lane worker with a free slot (the quiet student's question
+       is not queued behind the class's agents).
+    3. The worker that served this conversation before comes first while it has a free slot
        and is sound (its KV cache holds the prompt's prefix: llama-server's cache_prompt).
-    3. Workers whose context per slot can hold the prompt (by a byte-based estimate) before
+    4. Workers whose context per slot can hold the prompt (by a byte-based estimate) before
        those that may be too small; a worker known to be too small (`min_context`, learnt from
        a worker's refusal) is left out.
-    4. Sound workers (healthy, not suspect) before degraded or suspect ones.
-    5. Least loaded relative to its slots; then more free slots; then name, for stability.
+    5. Sound workers (healthy, not suspect) before degraded or suspect ones.
+    6. Least loaded relative to its slots; then more free slots; then name, for stability.
     """
     excluded: dict[str, str] = {}
-    chosen = _eligible(workers, model_id=model_id, pool_ids=frozenset({pool_id}), avoid=avoid, excluded=excluded,
-                       min_context=min_context)
+    chosen, kept = _eligible(workers, model_id=model_id, pool_ids=frozenset({pool_id}), avoid=avoid,
+                             excluded=excluded, min_context=min_context, prompt_tokens_estimate=prompt_tokens_estimate)
     lent_by: tuple[str, ...] = ()
     if not chosen and lending_pool_ids - {pool_id}:
-        chosen = _eligible(workers, model_id=model_id, pool_ids=lending_pool_ids - {pool_id}, avoid=avoid,
-                           excluded=excluded, min_context=min_context)
+        chosen, kept_lent = _eligible(workers, model_id=model_id, pool_ids=lending_pool_ids - {pool_id}, avoid=avoid,
+                                      excluded=excluded, min_context=min_context,
+                                      prompt_tokens_estimate=prompt_tokens_estimate)
+        kept += kept_lent
         lent_by = tuple(sorted({w.pool_name for w in chosen}))
 
     def sound(worker: WorkerView) -> bool:
@@ -116,10 +142,15 @@ def rank_workers(
     def holds_prompt(worker: WorkerView) -> bool:
         return not worker.context or worker.context > prompt_tokens_estimate
 
+    def lane_open(worker: WorkerView, load: int) -> bool:
+        return bool(worker.lane_tokens) and sound(worker) and load < worker.slots
+
     candidates = []
     for worker in chosen:
         load = busy.get(worker.id, 0)
-        if worker.id == affinity_worker_id and sound(worker) and load < worker.slots:
+        if lane_open(worker, load):
+            reason = f"kept for short prompts (at most {worker.lane_tokens} tokens), {load}/{worker.slots} slots busy"
+        elif worker.id == affinity_worker_id and sound(worker) and load < worker.slots:
             reason = "served this conversation before (prompt cache)"
         else:
             reason = f"{load}/{worker.slots} slots busy"
@@ -135,6 +166,7 @@ def rank_workers(
 
     candidates.sort(
         key=lambda c: (
+            not lane_open(c.worker, c.busy),
             not (c.worker.id == affinity_worker_id and sound(c.worker) and c.free > 0),
             not holds_prompt(c.worker),
             not sound(c.worker),
@@ -143,7 +175,9 @@ def rank_workers(
             c.worker.name,
         )
     )
-    return Decision(ranked=candidates, excluded=excluded, lent_by=lent_by, affinity_worker_id=affinity_worker_id)
+    lane_free = sum(max(0, w.slots - busy.get(w.id, 0)) for w in kept if sound(w))
+    return Decision(ranked=candidates, excluded=excluded, lent_by=lent_by, affinity_worker_id=affinity_worker_id,
+                    lane_free=lane_free)
 
 
 def serves_model(workers: list[WorkerView], *, model_id: str, pool_ids: Iterable[int]) -> bool:

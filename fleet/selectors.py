@@ -57,6 +57,7 @@ def _load_snapshot() -> FleetSnapshot:
             model_id=w.model.public_id,
             slots=w.slots,
             state=w.state,
+            lane_tokens=w.lane_tokens,
             # A rig's worker never counts for more than the teacher's catalogue figure (fleet/rigs.py
             # caps it on registration; this holds it when a teacher lowers the catalogue since).
             context=(min(w.context_per_slot, w.model.context_length) if w.rig_id and w.context_per_slot

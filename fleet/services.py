@@ -43,6 +43,7 @@ def worker_register(
     process_started_at: datetime | None = None,
     ensure_catalogue: bool = True,
     api_key: str | None = None,
+    lane_tokens: int | None = None,
 ) -> Worker:
     """Create or update a worker by name. Re-registering a worker is how a restarted one returns:
     it is `starting` again (whatever the last run left in its row) until a probe says it serves.
@@ -57,6 +58,9 @@ def worker_register(
     catalogue model must exist already and the catalogue is left as it is: its context length is
     never lowered to the worker's; the caller checked they exist.
 
+    `lane_tokens`: a lane worker's limit (fleet/scheduler.py; 0: an ordinary worker); None leaves
+    an existing worker's as it is (a new one is ordinary).
+
     `api_key` is the key the worker's llama-server was launched with (fleet/worker_keys.py); the
     gateway sends it from now on. None leaves an existing worker's key as it is."""
     if ensure_catalogue:
@@ -70,7 +74,8 @@ def worker_register(
             name=name,
             defaults={"base_url": base_url.rstrip("/"), "pool": pool, "model": model, "slots": slots,
                       "state": Worker.State.STARTING, "process_started_at": process_started_at,
-                      "context_per_slot": context_length, "api_key": api_key or ""},
+                      "context_per_slot": context_length, "api_key": api_key or "",
+                      "lane_tokens": lane_tokens or 0},
         )
         if created:
             WorkerEvent.objects.create(worker=worker, from_state=Worker.State.STARTING,
@@ -83,6 +88,9 @@ def worker_register(
             worker.slots = slots
             worker.context_per_slot = context_length or worker.context_per_slot
             fields = ["base_url", "pool", "model", "slots", "context_per_slot"]
+            if lane_tokens is not None:
+                worker.lane_tokens = lane_tokens
+                fields.append("lane_tokens")
             if api_key is not None:
                 worker.api_key = api_key
                 fields.append("api_key")
@@ -182,3 +190,11 @@ def worker_enable(*, worker: Worker, actor: AbstractBaseUser | None = None) -> b
     if worker.state not in {Worker.State.DRAINING, Worker.State.DISABLED}:
         return False
     return _teacher_sets_state(worker=worker, state=Worker.State.STARTING, action="worker.enabled", actor=actor)
+
+
+def worker_set_lane(*, worker: Worker, lane_tokens: int) -> None:
+    """Keep a worker for prompts of at most `lane_tokens` tokens (a lane worker), or 0: any prompt.
+    The gateways see it with their next fleet snapshot (OCS_FLEET_CACHE_TTL_S). A rig's worker
+    takes its rig config's figure again when its agent next registers."""
+    worker.lane_tokens = max(0, lane_tokens)
+    worker.save(update_fields=["lane_tokens"])

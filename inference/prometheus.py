@@ -18,6 +18,11 @@ TOKENS = Counter("ocs_tokens", "Tokens processed by the workers", ["model", "dir
 WORKER_STATE = Gauge("ocs_worker_state", "1 for the state each worker is in", ["worker", "pool", "state"])
 WORKER_SLOTS = Gauge("ocs_worker_slots", "Slots (llama-server --parallel) per worker", ["worker", "pool"])
 WORKER_BUSY = Gauge("ocs_worker_busy_slots", "Slots held by requests, across gateway processes", ["worker", "pool"])
+WORKER_LANE = Gauge("ocs_worker_lane_tokens",
+                    "A lane worker's limit: it takes only prompts of at most this many tokens (0: any prompt)",
+                    ["worker", "pool"])
+LANE_CLAIMS = Counter("ocs_lane_claims", "Slots claimed on lane workers (kept for short prompts), by this process",
+                      ["worker"])
 QUEUE_DEPTH = Gauge("ocs_queue_depth", "Requests waiting for a slot, across gateway processes", ["pool_model"])
 
 

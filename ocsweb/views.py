@@ -9,7 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from core.private_access import private_access_allowed
 from fleet.selectors import fleet_snapshot
 from inference.admission.live import admission_live
-from inference.prometheus import QUEUE_DEPTH, WORKER_BUSY, WORKER_SLOTS, WORKER_STATE
+from inference.prometheus import QUEUE_DEPTH, WORKER_BUSY, WORKER_LANE, WORKER_SLOTS, WORKER_STATE
 
 
 async def metrics(request: HttpRequest) -> HttpResponse:
@@ -33,10 +33,12 @@ async def metrics(request: HttpRequest) -> HttpResponse:
     WORKER_STATE.clear()
     WORKER_SLOTS.clear()
     WORKER_BUSY.clear()
+    WORKER_LANE.clear()
     for worker in snapshot.workers:
         WORKER_STATE.labels(worker.name, worker.pool_name, worker.state).set(1)
         WORKER_SLOTS.labels(worker.name, worker.pool_name).set(worker.slots)
         WORKER_BUSY.labels(worker.name, worker.pool_name).set(view.busy.get(worker.id, 0))
+        WORKER_LANE.labels(worker.name, worker.pool_name).set(worker.lane_tokens)
     QUEUE_DEPTH.clear()
     for line, depth in (await sync_to_async(live.queue_depths_sync, thread_sensitive=False)()).items():
         QUEUE_DEPTH.labels(line).set(depth)

@@ -69,6 +69,7 @@ def _read_database() -> dict[str, Any]:
             "tokens_per_s": round(median(rates[w.id]), 1) if rates.get(w.id) else None,
             "cold_start_s": cold.get(w.id),
             "slot_files_pruned": w.slot_files_pruned,
+            "lane_tokens": w.lane_tokens,
         } for w in workers],
         "pools": list(Pool.objects.order_by("name").values_list("name", flat=True)),
         # at_text: what the page shows (core/dates.py, school time); at stays ISO for <time datetime>.

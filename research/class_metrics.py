@@ -34,6 +34,9 @@ Percentiles are research.metrics.percentile's (linear between closest ranks).
   schedule that stretches turns across windows can score a little above it (a short demo replay:
   0.690 against the ideal's 0.654), and holding busy students back, leaving workers idle, would
   raise the plain index further without being fairer.
+- `jain_vs_ideal`: how fairness is judged: the index per second in hand, the ideal's on the same
+  turns, and their ratio (1: as fair as the ideal fair server; no absolute target, since the
+  ideal itself stays below 1 on a class like this).
 """
 from __future__ import annotations
 
@@ -332,6 +335,7 @@ def class_report(turns: Sequence[Turn], *, duration_s: float, weights: Weights,
             "turns": len(mine),
         }
     chat_loaded = [t for t in under_load(turns) if t.completed and t.ttft_ms is not None]
+    in_hand, ideal_in_hand = jain_index(windows, "jain_rate"), jain_index(ideal_windows, "jain_rate")
     return {
         "duration_s": duration_s,
         "turns": len(turns),
@@ -348,6 +352,8 @@ def class_report(turns: Sequence[Turn], *, duration_s: float, weights: Weights,
         "jain_ideal": {"jain_index": jain_index(ideal_windows),
                        "jain_index_per_backlogged_s": jain_index(ideal_windows, "jain_rate"),
                        "service_per_s": ideal_rate},
+        "jain_vs_ideal": {"per_s_in_hand": in_hand, "ideal_per_s_in_hand": ideal_in_hand,
+                          "ratio": in_hand / ideal_in_hand if in_hand is not None and ideal_in_hand else None},
         "cache_hit_rate": sum(t.reused_prompt_tokens for t in done) / prompt if prompt else None,
         "agent_cache_hit_rate": (sum(t.reused_prompt_tokens for t in agent_done) / agent_prompt
                                  if agent_prompt else None),

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from fleet.models import Worker
+from fleet.scheduler import LANE_TOKENS
 from research.models import BenchmarkRun, Calibration, PlannerCheck, PlannerCheckFigure, RequestSample, RigPlan
 from research.planner.assumptions import RigAssumptions, assumed_cost, memory_check
 from research.planner.cost import CostModel, TokenModel
@@ -231,13 +232,15 @@ def worker_named(name: str) -> Worker | None:
 def class_plan(*, calibration: Calibration, mix: dict[str, int], workers: int, slots: int | None = None,
                context: int | None = None, cache_type: str | None = None, duration_s: float = 600.0,
                scale: float = 1.0, seed: int = 1, policy: str | None = None, max_wait_s: float | None = None,
-               replicates: int = DEFAULT_REPLICATES) -> ClassPlan:
+               replicates: int = DEFAULT_REPLICATES, lane_workers: int = 0,
+               lane_tokens: int = LANE_TOKENS) -> ClassPlan:
     """A class plan on this site's gateway settings (fair policy, maximum wait, lease, affinity,
     slot files, the light lane, the affinity wait, the shared prefix), the calibration's slots and context where not
-    given."""
+    given; `lane_workers` of the `workers` kept for prompts of at most `lane_tokens` tokens."""
     fleet = site_fleet(workers=workers, slots=slots or calibration.slots or 1,
                        context_tokens=context or calibration.context or 32768, duration_s=duration_s, policy=policy,
                        max_wait_s=max_wait_s, cache_type=cache_type)
+    fleet = dataclasses.replace(fleet, lane_workers=lane_workers, lane_tokens=lane_tokens)
     return ClassPlan(mix=mix, fleet=fleet, seed=seed, scale=scale, replicates=replicates)
 
 

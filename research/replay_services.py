@@ -24,6 +24,7 @@ from accounts.services import key_issue, key_revoke, limits_set, user_ensure
 from accounts.limits.quota import concurrency_resource
 from core.live import live_state
 from fleet.models import CatalogModel, Pool, Worker
+from fleet.scheduler import LANE_TOKENS
 from inference.admission.live import set_fair_policy
 from inference.models import RequestLog
 from research.class_metrics import Turn, Weights, class_report, turn_row
@@ -135,13 +136,17 @@ def fleet_config(*, pool: Pool, model: CatalogModel) -> dict[str, Any]:
     """The workers serving the run (healthy or degraded, in the pool, with the model)."""
     workers = list(Worker.objects.filter(pool_id=pool.id, model_id=model.id, state__in=SERVING).order_by("name"))
     contexts = [w.context_per_slot for w in workers if w.context_per_slot]
+    lanes = [w.lane_tokens for w in workers if w.lane_tokens]
     return {
         "workers": len(workers),
         "slots": max((w.slots for w in workers), default=0),
         "slots_total": sum(w.slots for w in workers),
         "context": min(contexts) if contexts else None,
-        "worker_list": [{"name": w.name, "slots": w.slots, "context_per_slot": w.context_per_slot}
-                        for w in workers],
+        "worker_list": [{"name": w.name, "slots": w.slots, "context_per_slot": w.context_per_slot,
+                         "lane_tokens": w.lane_tokens} for w in workers],
+        # the planner reads these back (research/planner/plan.py GATEWAY_SETTINGS)
+        "lane_workers": len(lanes),
+        "lane_tokens": min(lanes) if lanes else LANE_TOKENS,
     }
 
 
@@ -256,3 +261,14 @@ def class_replay_run(options: ReplayOptions, *, say: Callable[[str], Any] = lamb
 def replay_json(run: BenchmarkRun) -> dict[str, Any]:
     """What `class_replay --json` writes: the stored summary without the per-turn rows, plus the run id."""
     return {"run_id": run.pk, **{key: value for key, value in run.summary.items() if key != "requests"}}
+
+
+def probe_record(*, name: str, base_url: str, model: CatalogModel, result: dict[str, Any],
+                 label: str = "") -> BenchmarkRun:
+    """Stores one `manage.py share_probe` result as a run (kind probe, `scenario` its name)."""
+    now = timezone.now()
+    return BenchmarkRun.objects.create(
+        kind=BenchmarkRun.Kind.PROBE, group=new_group(), scenario=f"probe-{name}", label=label or f"{name} probe",
+        target=BenchmarkRun.Target.GATEWAY, base_url=base_url, model=model.public_id, prompt_tokens=0,
+        output_tokens=0, requests=0, status=BenchmarkRun.Status.DONE, ended_at=now, summary=result,
+    )

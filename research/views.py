@@ -55,6 +55,12 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "students": run.summary.get("per_student") or [], "config": run.summary.get("config") or run.launch,
             "launch_json": json.dumps(run.launch, indent=2, default=str),
         })
+    if run.kind == BenchmarkRun.Kind.PROBE:
+        return render(request, "research/probe_detail.html", {
+            "run": run, "summary_json": json.dumps(run.summary, indent=2, default=str),
+            "phases": [(name, run.summary[name]) for name in ("alone", "load", "without_lanes")
+                       if isinstance(run.summary.get(name), dict)],
+        })
     return render(request, "research/run_detail.html", {
         "run": run, "group": group, "latency_charts": _charts(selectors.latency_charts(run)),
         "throughput_chart": mark_safe(selectors.throughput_chart(group)) if len(group) > 1 else None,

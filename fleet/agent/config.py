@@ -32,6 +32,7 @@ class WorkerConfig:
     pool: str = "production"
     context: int = 8192
     slots: int = 1
+    lane_tokens: int = 0  # a lane worker: kept for prompts of at most this many tokens (0: any prompt)
     options: LaunchOptions = field(default_factory=LaunchOptions)
 
     def launch_summary(self) -> dict[str, Any]:
@@ -98,6 +99,9 @@ def _worker(table: dict[str, Any], index: int) -> WorkerConfig:
     context = _get(table, "context", int, where, 8192)
     if slots < 1 or context < 256:
         raise AgentConfigError(f"{where}: `slots` must be >= 1 and `context` >= 256")
+    lane_tokens = _get(table, "lane_tokens", int, where, 0)
+    if lane_tokens < 0:
+        raise AgentConfigError(f"{where}: `lane_tokens` must be 0 (any prompt) or more")
     threads = _get(table, "threads", int, where, None)
     if threads is not None and threads < 1:
         raise AgentConfigError(f"{where}: `threads` must be >= 1")
@@ -113,6 +117,7 @@ def _worker(table: dict[str, Any], index: int) -> WorkerConfig:
         pool=_get(table, "pool", str, where, "production"),
         context=context,
         slots=slots,
+        lane_tokens=lane_tokens,
         options=LaunchOptions(
             threads=threads,
             batch_size=batch_size,

@@ -121,7 +121,8 @@ class RigAgentRunner:
             {
                 "name": s.worker.name, "model_id": s.worker.model_id, "port": s.worker.port,
                 "slots": s.worker.slots, "context_per_slot": s.worker.context // s.worker.slots,
-                "pool": s.worker.pool, "gpus": list(s.worker.gpus), "launch": s.worker.launch_summary(),
+                "pool": s.worker.pool, "lane_tokens": s.worker.lane_tokens, "gpus": list(s.worker.gpus),
+                "launch": s.worker.launch_summary(),
                 "gguf": s.gguf(),
             }
             for s in self.supervisors

@@ -42,9 +42,11 @@ from inference.admission.rules import (
     claim_order,
     estimate_charge,
     lane,
+    lane_slot_free,
     may_claim_directly,
     no_worker_refusal,
     over_share,
+    passes_lane,
     prompt_tokens_estimate,
     queue_timeout_retry_after_s,
     settle_amount,
@@ -53,7 +55,7 @@ from inference.admission.rules import (
     wait_deadline,
     wait_left_s,
 )
-from inference.prometheus import QUEUE_WAIT
+from inference.prometheus import LANE_CLAIMS, QUEUE_WAIT
 
 log = logging.getLogger("ocs.admission")
 
@@ -113,6 +115,8 @@ class Want:
     weight: float = 1.0  # the student's class weight in the fair share
     holding: bool = False  # its last claim waited for its conversation's worker (affinity_hold)
     capped: bool = False  # its last claim let a waiting classmate go first (over_share)
+    passed: bool = False  # its last claim found only a lane worker's slot free, too short for it (passes_lane)
+    lane_free: bool = False  # its last claim saw a lane worker's slot free (lane_slot_free)
     fair_policy: str = ""  # the policy its estimate was charged under ("": nothing charged yet)
     fair_charged: float = 0.0
 
@@ -262,14 +266,16 @@ async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Deci
 
 
 async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: str = "",
-                    pumped: bool = False) -> Slot | None:
+                    pumped: bool = False, lanes_only: bool = False) -> Slot | None:
     """Claim a slot on the best worker with one free, or None if all are busy. With `fair`
     (line, policy): None also when someone waits in that shared line (the newcomer queues).
     `policy` (or fair's): the sharing policy, which says whether the light lane holds.
     `pumped` (the line's pump serving a waiter): None also when its student already holds their
     share of the model's slots and a classmate waits (over_share; one more round trip).
+    `lanes_only`: claim only a lane worker's slot (the pump, behind another process's waiter).
     Raises when no worker could ever serve (none routable)."""
     decision, turn = await rank(want, fair=fair)
+    want.passed, want.lane_free = passes_lane(decision), lane_slot_free(decision)
     if fair is not None and not may_claim_directly(waiting_here=0, turn=turn):
         return None
     live = admission_live()
@@ -282,7 +288,7 @@ async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: 
                                  hold_s=settings.OCS["AFFINITY_WAIT_S"])
     if want.holding:
         return None
-    if pumped and claim_order(decision):
+    if pumped and claim_order(decision, lanes_only=lanes_only):
         held, classmates_waiting = await live.slot_share([worker_resource(c.worker.id) for c in decision.ranked],
                                                          want.line, str(want.user_id))
         want.capped = over_share(held=held, total_slots=sum(c.worker.slots for c in decision.ranked),
@@ -292,7 +298,7 @@ async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: 
     lease_s = settings.OCS["SLOT_LEASE_S"]
     affinity_s = settings.OCS["AFFINITY_TTL_S"]  # 0: affinity off (nothing recorded, nothing steers)
     policy = fair[1] if fair is not None else policy
-    for candidate in claim_order(decision):
+    for candidate in claim_order(decision, lanes_only=lanes_only):
         resource = worker_resource(candidate.worker.id)
         first, prefer = lane(policy=policy, slots=candidate.worker.slots, prompt_bytes=want.prompt_bytes,
                              light_tokens=settings.OCS["LIGHT_LANE_TOKENS"])
@@ -303,6 +309,8 @@ async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: 
                                       affinity=(candidate.worker.id, affinity_s) if affinity_s > 0 else None,
                                       first=first, prefer=prefer)
         if claim is not None:
+            if candidate.worker.lane_tokens:
+                LANE_CLAIMS.labels(candidate.worker.name).inc()
             if decision.lent_by:
                 _record_lent(want.pool_id, decision.lent_by, candidate.worker)
             return Slot(worker=candidate.worker, lease=Lease(resource, claim.lease_id).keep(), reason=candidate.reason,
@@ -414,19 +422,26 @@ async def _pump(line: _Line) -> None:
 async def _serve_next(line: _Line, turns: list[str], policy: str) -> bool:
     """Serve the first of `turns` (the shared line's order) that can take a slot now; True when
     the line changed (one served, refused or gone), False when it must wait for a slot. A waiter
-    of this process that is waiting for its conversation's worker (affinity_hold) lets the next
-    have the free slot; another process's waiter ahead of ours is that process's to serve."""
+    of this process that is waiting for its conversation's worker (affinity_hold), or that found
+    only a lane worker's slot free and is too long for it (passes_lane), lets the next have the
+    free slot. Another process's waiter ahead of ours is that process's to serve; behind it, ours
+    may still take a lane worker's slot (only short prompts can: a long waiter ahead never could),
+    while one is free."""
     live = admission_live()
+    behind_other = False
     for turn in turns:
         waiter = line.waiters.get(turn)
         if waiter is None:  # another process's waiter has the turn
-            return False
+            if not await _has_lanes(line):
+                return False
+            behind_other = True
+            continue
         if waiter.future.done():  # its request gave up; acquire_slot removes it
             line.waiters.pop(turn, None)
             await live.fair_leave(line.name, turn)
             return True
         try:
-            slot = await try_claim(waiter.want, policy=policy, pumped=True)
+            slot = await try_claim(waiter.want, policy=policy, pumped=True, lanes_only=behind_other)
         except errors.ApiError as error:
             line.waiters.pop(turn, None)
             await live.fair_leave(line.name, turn)
@@ -434,7 +449,11 @@ async def _serve_next(line: _Line, turns: list[str], policy: str) -> bool:
                 waiter.future.set_exception(error)
             return True
         if slot is None:
-            if waiter.want.holding or waiter.want.capped:
+            if behind_other:
+                if not waiter.want.lane_free:
+                    return False  # no lane slot free for anyone: nothing more to try now
+                continue
+            if waiter.want.holding or waiter.want.capped or waiter.want.passed:
                 continue
             return False
         want = waiter.want
@@ -450,6 +469,12 @@ async def _serve_next(line: _Line, turns: list[str], policy: str) -> bool:
                 await live.fair_charge(line.name, policy, student=str(want.user_id), amount=-amount)
         return True
     return False
+
+
+async def _has_lanes(line: _Line) -> bool:
+    """Whether the fleet has a lane worker for this line's model (from the cached snapshot)."""
+    model_id = line.name.split(":", 1)[1]
+    return any(w.lane_tokens and w.model_id == model_id for w in (await fleet_snapshot()).workers)
 
 
 async def _wait_for_wake(line: _Line) -> None:

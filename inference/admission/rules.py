@@ -87,9 +87,23 @@ def affinity_hold(decision: Decision, *, prompt_bytes: int, waited_s: float, hol
     return False
 
 
-def claim_order(decision: Decision) -> list[Candidate]:
-    """The ranked workers a claim tries, in order: those with a free slot by the snapshot."""
-    return [candidate for candidate in decision.ranked if candidate.free > 0]
+def claim_order(decision: Decision, *, lanes_only: bool = False) -> list[Candidate]:
+    """The ranked workers a claim tries, in order: those with a free slot by the snapshot
+    (`lanes_only`: only lane workers', fleet/scheduler.py)."""
+    return [candidate for candidate in decision.ranked
+            if candidate.free > 0 and (candidate.worker.lane_tokens or not lanes_only)]
+
+
+def passes_lane(decision: Decision) -> bool:
+    """Whether a waiter that cannot claim lets the next in line try: a lane worker has a free slot
+    that this request may not use (its prompt is too long), and a short prompt behind it may.
+    Only a slot nobody ahead could take is given to someone behind, so the order still holds."""
+    return not claim_order(decision) and decision.lane_free > 0
+
+
+def lane_slot_free(decision: Decision) -> bool:
+    """Whether any lane worker has a free slot, for this request or not."""
+    return decision.lane_free > 0 or bool(claim_order(decision, lanes_only=True))
 
 
 def no_worker_refusal(decision: Decision, failed: Mapping[int, str]) -> tuple[str, str] | None:

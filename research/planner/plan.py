@@ -24,7 +24,7 @@ DEFAULT_REPLICATES = 8
 # FleetPlan's gateway settings a prediction's `config` records under their own names, besides
 # those the class replay's `config` has too (policy, max_wait_s, cache_type)
 GATEWAY_SETTINGS = ("slot_lease_s", "affinity_ttl_s", "light_lane_tokens", "affinity_wait_s",
-                    "affinity_wait_tokens", "slot_files", "shared_prefix_k")
+                    "affinity_wait_tokens", "slot_files", "shared_prefix_k", "lane_workers", "lane_tokens")
 
 
 def scaled_mix(mix: dict[str, int], students: int) -> dict[str, int]:

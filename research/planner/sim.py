@@ -130,6 +130,8 @@ class FleetPlan:
     slot_lease_s: float = 30.0  # OCS_SLOT_LEASE_S (the retry-after of a queue timeout)
     affinity_ttl_s: float = 600.0  # OCS_AFFINITY_TTL_S
     light_lane_tokens: int = 0  # OCS_LIGHT_LANE_TOKENS (the light lane holds under the "tokens" policy)
+    lane_workers: int = 0  # of `workers`, how many are kept for short prompts (fleet/scheduler.py, the last ones)
+    lane_tokens: int = scheduler.LANE_TOKENS  # a lane worker takes prompts of at most this many tokens
     affinity_wait_s: float = 0.0  # OCS_AFFINITY_WAIT_S
     affinity_wait_tokens: int = 1024  # OCS_AFFINITY_WAIT_TOKENS
     slot_files: bool = True  # OCS_SLOT_FILES: a handover saves the previous owner's prompt, restores the new one's
@@ -213,7 +215,8 @@ class Simulation:
         self.workers = {
             number: _Worker(view=scheduler.WorkerView(
                 id=number, name=f"worker-{number}", base_url="", pool_id=POOL_ID, pool_name="planned",
-                model_id=plan.model_id, slots=plan.slots, state="healthy", context=plan.context_tokens), cost=cost)
+                model_id=plan.model_id, slots=plan.slots, state="healthy", context=plan.context_tokens,
+                lane_tokens=plan.lane_tokens if number > plan.workers - plan.lane_workers else 0), cost=cost)
             for number, cost in enumerate(costs, start=1)
         }
         self.now = 0.0
@@ -279,7 +282,7 @@ class Simulation:
             return
         turn = fair_share.pick(self.waiting.values(), self.counters)
         if admission_rules.may_claim_directly(waiting_here=len(self.waiting), turn=turn.request if turn else None):
-            if self._claim(request) not in ("busy", "held"):
+            if self._claim(request) not in ("busy", "held", "passed"):
                 return
         self._join(request)
         self._pump()
@@ -300,7 +303,8 @@ class Simulation:
 
     def _claim(self, request: _Request) -> str:
         """'claimed', 'refused' (no worker could ever serve it), 'held' (it waits for its
-        conversation's worker: admission_rules.affinity_hold) or 'busy'."""
+        conversation's worker: admission_rules.affinity_hold), 'passed' (only a lane worker's slot
+        is free, and this prompt is too long for it: admission_rules.passes_lane) or 'busy'."""
         conversation = request.shape.conversation
         held = self.affinity.get(conversation) if conversation else None
         decision = scheduler.rank_workers(
@@ -323,6 +327,8 @@ class Simulation:
                 request.hold_ends_scheduled = True
                 self._at(request.sent_s + hold_s, "pump", None)  # its hold ends: the line is served again
             return "held"
+        if admission_rules.passes_lane(decision):
+            return "passed"
         for candidate in admission_rules.claim_order(decision):
             worker = self.workers[candidate.worker.id]
             student = request.student.name
@@ -395,12 +401,13 @@ class Simulation:
 
     def _pump(self) -> None:
         """Serve the line while a request in its order can claim a slot (the production pump's
-        loop: one holding for its conversation's worker lets the next one in)."""
+        loop: one holding for its conversation's worker, or too long for the free lane worker's
+        slot, lets the next one in)."""
         while self.waiting:
             for turn in fair_share.order(self.waiting.values(), self.counters):
                 request = self.requests[turn.request]
                 outcome = self._claim(request)
-                if outcome == "held":
+                if outcome in ("held", "passed"):
                     continue
                 break
             else:

@@ -154,3 +154,45 @@ def test_local_launch_options_pass_the_step_size_to_the_worker() -> None:
     assert args[args.index("--batch-size") + 1] == "512"
     assert "--batch-size" not in local_launch_options(4096, batch_size=None).args()
     assert "--rope-scaling" in local_launch_options(32768, batch_size=256).args()
+
+
+def lane(id: int, *, tokens: int = 1024, slots: int = 2, state: str = "healthy") -> WorkerView:
+    return replace(w(id, slots=slots, state=state, name=f"lane{id}"), lane_tokens=tokens)
+
+
+def test_a_short_prompt_goes_first_to_a_lane_worker_with_a_free_slot() -> None:
+    """Before the conversation's worker and before an idle ordinary worker: the quiet student's
+    question is not queued behind the agents."""
+    workers = [w(1), w(2), lane(3)]
+    decision = rank_workers(workers=workers, busy={1: 0, 2: 3, 3: 1}, model_id=MODEL, pool_id=PROD,
+                            affinity_worker_id=2, prompt_tokens_estimate=40)
+    assert names(decision) == ["lane3", "w2", "w1"]
+    assert decision.ranked[0].reason.startswith("kept for short prompts (at most 1024 tokens), 1/2")
+    assert decision.lane_free == 0  # nothing kept from this request
+
+
+def test_a_lane_worker_full_ranks_as_any_other_for_a_short_prompt() -> None:
+    decision = rank_workers(workers=[w(1), lane(3)], busy={1: 1, 3: 2}, model_id=MODEL, pool_id=PROD,
+                            prompt_tokens_estimate=40)
+    assert names(decision) == ["w1", "lane3"]
+    assert [c.free for c in decision.ranked] == [3, 0]
+
+
+def test_a_long_prompt_never_goes_to_a_lane_worker_even_idle_and_the_free_slots_kept_are_counted() -> None:
+    workers = [w(1), lane(3), lane(4, tokens=4096)]
+    decision = rank_workers(workers=workers, busy={1: 4, 3: 0, 4: 1}, model_id=MODEL, pool_id=PROD,
+                            prompt_tokens_estimate=2000)
+    assert names(decision) == ["lane4", "w1"]  # 2,000 tokens fit lane4's 4,096, not lane3's 1,024
+    assert decision.excluded["lane3"] == "kept for short prompts (at most 1024 tokens; this one is about 2000)"
+    assert decision.lane_free == 2  # lane3's two slots, which a short prompt behind may take
+    only_long = rank_workers(workers=[lane(3)], busy={}, model_id=MODEL, pool_id=PROD, prompt_tokens_estimate=2000)
+    assert only_long.ranked == [] and "lane3" in only_long.excluded  # no worker: refused, never squeezed in
+
+
+def test_a_lane_worker_out_of_service_keeps_nothing_free_and_takes_nothing() -> None:
+    decision = rank_workers(workers=[w(1), lane(3, state="down")], busy={1: 4}, model_id=MODEL, pool_id=PROD,
+                            prompt_tokens_estimate=2000)
+    assert decision.lane_free == 0 and decision.excluded["lane3"] == "state down"
+    short = rank_workers(workers=[w(1), lane(3, state="down")], busy={}, model_id=MODEL, pool_id=PROD,
+                         prompt_tokens_estimate=10)
+    assert names(short) == ["w1"]

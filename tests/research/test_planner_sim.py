@@ -188,6 +188,30 @@ def test_the_light_lane_keeps_slot_0_for_a_question_while_agents_hold_the_rest()
     assert question_wait("requests") > 5.0
 
 
+def test_a_lane_worker_serves_the_question_at_once_and_never_an_agents_turn() -> None:
+    """fleet.scheduler's lane rule and admission_rules.passes_lane, called by the simulator: two
+    workers of one slot; without a lane, three agents' turns fill them and the question waits in
+    the line behind the third; with worker 2 kept for short prompts, every agent turn runs on
+    worker 1 (the third waits, the lane stays idle for it) and the question, behind it in the
+    line (round-robin: arrival order between students served alike), takes worker 2 at once."""
+    def run(lanes: int) -> list:  # noqa: ANN401
+        agents = [Scripted(f"a{n}", [shape((f"a{n}", 1000), output=2, conversation=f"c{n}")],
+                           arrival_s=0.1 * n) for n in range(3)]
+        question = Scripted("q", [shape(("q", 40), output=2, conversation="cq")], arrival_s=1.0, persona="chat")
+        turns, _ = simulate(plan=plan(workers=2, slots=1, lane_workers=lanes, lane_tokens=512, policy="requests"),
+                            costs=[COST, COST], students=[*agents, question])
+        return turns
+
+    def question_of(turns: list) -> object:  # noqa: ANN401
+        return next(t for t in turns if t.student == "q")
+
+    without, kept = run(0), run(1)
+    assert question_of(without).queue_wait_s > 5.0
+    assert question_of(kept).queue_wait_s == 0.0 and question_of(kept).worker == "worker-2"
+    assert {t.worker for t in kept if t.student != "q"} == {"worker-1"}
+    assert sum(1 for t in kept if t.student != "q" and t.completed) == 3
+
+
 def test_a_long_prompt_waits_for_its_workers_slot_and_a_classmate_takes_the_free_one() -> None:
     """admission_rules.affinity_hold, called by the simulator: a's second turn finds worker 1 (its
     prefix) busy with b and waits for it rather than computing 2,000 tokens on free worker 2;

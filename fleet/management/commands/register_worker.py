@@ -21,6 +21,9 @@ class Command(BaseCommand):
         parser.add_argument("--pool", default="production")
         parser.add_argument("--slots", type=int, default=None, help="Default: read from the server's /props.")
         parser.add_argument("--context", type=int, default=None, help="Context length (default: from /props).")
+        parser.add_argument("--lane-tokens", type=int, default=None, metavar="N",
+                            help="Keep it for short prompts: it takes only prompts of at most N tokens, and they "
+                                 "go to it first (docs/classroom.md). 0: any prompt. Default: as it was (new: 0).")
         parser.add_argument("--api-key-file", type=Path, default=None,
                             help="The file the server was started with (llama-server --api-key-file): the "
                                  "gateway sends its key. Without it the server answers anyone who reaches it.")
@@ -30,6 +33,8 @@ class Command(BaseCommand):
         if not url.startswith(("http://", "https://")):
             raise CommandError("--url must start with http:// or https://")
         slots, context, healthy = options["slots"], options["context"], False
+        if options["lane_tokens"] is not None and options["lane_tokens"] < 0:
+            raise CommandError("--lane-tokens must be 0 (any prompt) or more")
         api_key = ""
         if options["api_key_file"] is not None:
             try:
@@ -57,6 +62,8 @@ class Command(BaseCommand):
             context_length=context,
             state=Worker.State.HEALTHY if healthy else Worker.State.STARTING,
             api_key=api_key if options["api_key_file"] is not None else None,
+            lane_tokens=options["lane_tokens"],
         )
         self.stdout.write(f"worker {worker.name}: {worker.base_url} serves {options['model']} in pool "
-                          f"{worker.pool.name} with {worker.slots} slots, state {worker.state}")
+                          f"{worker.pool.name} with {worker.slots} slots, state {worker.state}"
+                          + (f", kept for prompts of at most {worker.lane_tokens} tokens" if worker.lane_tokens else ""))

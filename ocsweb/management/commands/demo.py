@@ -49,6 +49,7 @@ from fleet.local_worker import (
     local_threads,
 )
 from fleet.models import Worker
+from fleet.scheduler import LANE_TOKENS
 from fleet.rigs import rig_create, rig_workers_reset
 from fleet.services import catalog_model_ensure
 from portal.site_address import site_url_record
@@ -100,6 +101,11 @@ class Command(BaseCommand):
                             help="Prompt tokens per step of each worker's loop (llama-server's --batch-size; "
                                  "default its own, 2048). Smaller lets a short question through sooner beside "
                                  "long prompts (docs/classroom.md).")
+        parser.add_argument("--lane-workers", type=int, default=0, metavar="N",
+                            help="Keep the last N workers for short prompts (lane workers: a quick question is "
+                                 "not queued behind the class's agents; docs/classroom.md).")
+        parser.add_argument("--lane-tokens", type=int, default=LANE_TOKENS, metavar="T",
+                            help=f"A lane worker takes prompts of at most T tokens (default {LANE_TOKENS}).")
         parser.add_argument("--profile", choices=sorted(PROFILES), default="default",
                             help="default: 4 slots of 4,096 tokens, for chat. agents: 1 slot of 32,768 tokens "
                                  "(YaRN), which holds the 5-20k-token prompts of Claude Code, Copilot and Codex.")
@@ -117,6 +123,11 @@ class Command(BaseCommand):
         slots = int(options["slots"] or profile_slots)
         context = int(options["context"] or profile_context)
         batch_size = options["batch_size"]
+        lane_workers, lane_tokens = int(options["lane_workers"]), int(options["lane_tokens"])
+        if not 0 <= lane_workers < max(1, worker_count) or lane_tokens < 1:
+            raise CommandError("--lane-workers must be 0 or more and fewer than --workers (the agents need one), "
+                               "--lane-tokens 1 or more")
+        lanes = {"count": lane_workers, "tokens": lane_tokens}
         if worker_count < 0 or slots < 1 or context < 512 or (batch_size is not None and batch_size < MIN_BATCH_SIZE):
             raise CommandError("--workers must be 0 or more, --slots 1 or more, --context 512 or more "
                                f"and --batch-size {MIN_BATCH_SIZE} or more")
@@ -166,11 +177,12 @@ class Command(BaseCommand):
             if rehearsal:
                 rig_dir = Path(settings.VAR_DIR) / REHEARSAL_RIG
                 rig_agent = self._rehearsal_agent(control_plane=f"http://{local}:{port}", rig_dir=rig_dir,
-                                                  count=worker_count, slots=slots, context=context, launch=launch)
+                                                  count=worker_count, slots=slots, context=context, launch=launch,
+                                                  lanes=lanes)
                 self._wait_for_rig_workers(rig_agent, worker_count, stop, rig_dir)
             else:
                 agent = self._agent(control_plane=f"http://{local}:{port}", count=worker_count, slots=slots,
-                                    context=context, launch=launch, log_dir=log_dir)
+                                    context=context, launch=launch, log_dir=log_dir, lanes=lanes)
                 agent_thread = threading.Thread(target=self._run_agent, args=(agent, stop), name="demo-rig-agent",
                                                 daemon=True)
                 agent_thread.start()
@@ -239,7 +251,7 @@ class Command(BaseCommand):
         raise CommandError(f"the gateway did not answer at {url} within 60 s; see {log_dir}/gateway.log")
 
     def _agent(self, *, control_plane: str, count: int, slots: int, context: int, launch: LaunchOptions,
-               log_dir: Path) -> RigAgentRunner:
+               log_dir: Path, lanes: dict[str, int]) -> RigAgentRunner:
         # The teacher's side (a rig cannot add catalogue models): the demo's model, told to
         # clients with its per-slot context.
         catalog_model_ensure(public_id=DEFAULT_MODEL_ID, context_length=context)
@@ -250,7 +262,8 @@ class Command(BaseCommand):
         rig_workers_reset(rig=rig, reason="demo started: the last run did not report this worker stopped")
         workers = tuple(
             WorkerConfig(name=f"{DEMO_WORKER_PREFIX}{i}", model_id=DEFAULT_MODEL_ID, port=free_port(),
-                         context=context * slots, slots=slots, options=launch)
+                         context=context * slots, slots=slots, options=launch,
+                         lane_tokens=lanes["tokens"] if i > count - lanes["count"] else 0)
             for i in range(1, count + 1)
         )
         config = AgentConfig(control_plane_url=control_plane, token=token, rig_name=DEMO_RIG, address="127.0.0.1",
@@ -258,7 +271,7 @@ class Command(BaseCommand):
         return RigAgentRunner(config)
 
     def _rehearsal_agent(self, *, control_plane: str, rig_dir: Path, count: int, slots: int, context: int,
-                         launch: LaunchOptions) -> subprocess.Popen[bytes]:
+                         launch: LaunchOptions, lanes: dict[str, int]) -> subprocess.Popen[bytes]:
         """The rehearsal rig: its directory written as a rig's would be (rehearsal_rig_files), then
         the real rig agent started there. The workers' model path is relative to that directory,
         so the control plane cannot open it from its own: as on EC2, it works from what the agent
@@ -269,7 +282,8 @@ class Command(BaseCommand):
         model = find_default_model()
         threads = max(1, local_threads() // max(1, count))  # the workers share this machine's cores
         config = rehearsal_rig_files(rig_dir=rig_dir, control_plane=control_plane, token=token, model=model,
-                                     count=count, slots=slots, context=context, launch=launch, threads=threads)
+                                     count=count, slots=slots, context=context, launch=launch, threads=threads,
+                                     lanes=lanes)
         self._say(f"REHEARSAL: rig {REHEARSAL_RIG} is a rehearsal rig: {count} CPU llama-server worker(s) on "
                   f"{REHEARSAL_GPU_COUNT} faked GTX 1070s (NVML faked at the agent's boundary; GPU readings follow "
                   f"the workers' CPU use). Its runs are never rig evidence. Rig side: {rig_dir}")
@@ -295,7 +309,8 @@ class Command(BaseCommand):
                 gpus = ",".join(str(g) for g in worker.gpu_indices)
                 self._say(f"worker {worker.name}: healthy in {time.monotonic() - started:.1f} s "
                           f"(GPUs {gpus}, {worker.slots} slots of {worker.context_per_slot} tokens, "
-                          f"pid {worker.process_pid})")
+                          + (f"kept for prompts of at most {worker.lane_tokens} tokens, " if worker.lane_tokens else "")
+                          + f"pid {worker.process_pid})")
             time.sleep(0.2)
 
     @staticmethod
@@ -325,7 +340,9 @@ class Command(BaseCommand):
                     reported.add(name)
                     self._say(f"worker {name}: healthy in {time.monotonic() - started:.1f} s "
                               f"({supervisor.worker.slots} slots of {supervisor.worker.context // supervisor.worker.slots}"
-                              f" tokens, pid {supervisor.process.pid})")
+                              f" tokens, pid {supervisor.process.pid})"
+                              + (f", kept for prompts of at most {supervisor.worker.lane_tokens} tokens"
+                                 if supervisor.worker.lane_tokens else ""))
             time.sleep(0.1)
 
     def _say(self, line: str) -> None:
@@ -373,7 +390,8 @@ def _toml(value: object) -> str:
 
 
 def rehearsal_rig_files(*, rig_dir: Path, control_plane: str, token: str, model: Path, count: int, slots: int,
-                        context: int, launch: LaunchOptions, threads: int) -> Path:
+                        context: int, launch: LaunchOptions, threads: int,
+                        lanes: dict[str, int] | None = None) -> Path:
     """Writes the rehearsal rig's side: `rig.token` (0600), `models/` (a link to the model file:
     the rig's disk), `logs/` and `rig.toml`, a rig config like docs/rig.example.toml with
     `telemetry = "rehearsal"`. Returns the config's path."""
@@ -419,6 +437,8 @@ def rehearsal_rig_files(*, rig_dir: Path, control_plane: str, token: str, model:
             f"threads = {threads}",
             'split_mode = "layer"',
         ]
+        if lanes and index >= count - lanes["count"]:
+            lines.append(f"lane_tokens = {lanes['tokens']}  # kept for short prompts")
         if launch.batch_size:
             lines.append(f"batch_size = {launch.batch_size}")
         if launch.rope_scaling:

@@ -53,6 +53,13 @@ def format_report(report: dict[str, Any]) -> list[str]:
             f"{row['refused_reasons'] or ''} | TTFT p50 {ms(row['ttft_ms']['p50'])} p95 {ms(row['ttft_ms']['p95'])} ms"
             f" | E2E p50 {ms(row['e2e_ms']['p50'])} p95 {ms(row['e2e_ms']['p95'])} ms | prompt {row['prompt_tokens']}"
             f" (reused {row['reused_prompt_tokens']}{'' if hit is None else f', {hit:.0%}'})")
+    def fig(value: Any, form: str = ".3f") -> str:
+        return "-" if value is None else format(value, form)
+
+    against = report.get("jain_vs_ideal") or {}
+    lines.append(f"fairness: Jain's index per second in hand {fig(against.get('per_s_in_hand'))}, the ideal fair "
+                 f"server on these turns {fig(against.get('ideal_per_s_in_hand'))}: "
+                 f"{fig(against.get('ratio'), '.2f')} x the ideal")
     jain = report.get("jain_index")
     ideal = (report.get("jain_ideal") or {}).get("jain_index")
     hit = report.get("cache_hit_rate")

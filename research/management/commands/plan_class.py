@@ -17,6 +17,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from fleet.scheduler import LANE_TOKENS
 from inference.admission.fair_share import POLICIES
 from research.class_metrics import AGENT_PERSONAS
 from research.class_personas import PERSONAS, parse_mix
@@ -63,6 +64,10 @@ class Command(BaseCommand):
                             help="Tokens of context per slot (default: the calibration's, else 32768).")
         parser.add_argument("--cache-type", choices=["f16", "q8_0", "q4_0"], default=None,
                             help="KV cache type (default: the calibration's).")
+        parser.add_argument("--lane-workers", type=int, default=0, metavar="N",
+                            help="Of --workers, N kept for short prompts (lane workers, docs/classroom.md).")
+        parser.add_argument("--lane-tokens", type=int, default=LANE_TOKENS, metavar="T",
+                            help=f"A lane worker takes prompts of at most T tokens (default {LANE_TOKENS}).")
         parser.add_argument("--target-p95", type=float, default=10.0, help="Agents' p95 TTFT target, seconds.")
         parser.add_argument("--students", default="", help="Class sizes to sweep, e.g. 5,10,20,30 (default: the mix).")
         parser.add_argument("--duration", type=float, default=600.0, help="Seconds of simulated class.")
@@ -91,12 +96,15 @@ class Command(BaseCommand):
             raise CommandError("--mix has no agent persona (agent, claude, codex): the answer is about agents")
         if options["workers"] < 1 or (options["slots"] or 1) < 1 or (options["context"] or 256) < 256:
             raise CommandError("--workers and --slots must be at least 1, --context at least 256")
+        if not 0 <= options["lane_workers"] < options["workers"] or options["lane_tokens"] < 1:
+            raise CommandError("--lane-workers must be 0 or more and fewer than --workers, --lane-tokens at least 1")
         if options["duration"] <= 0 or not 0 < options["scale"] <= 1 or not 1 <= options["replicates"] <= 64:
             raise CommandError("--duration must be positive, --scale in (0, 1] and --replicates from 1 to 64")
         plan = class_plan(calibration=calibration, mix=mix, workers=options["workers"], slots=options["slots"],
                           context=options["context"], cache_type=options["cache_type"], duration_s=options["duration"],
                           scale=options["scale"], seed=options["seed"], policy=options["policy"],
-                          max_wait_s=options["max_wait"], replicates=options["replicates"])
+                          max_wait_s=options["max_wait"], replicates=options["replicates"],
+                          lane_workers=options["lane_workers"], lane_tokens=options["lane_tokens"])
         fleet = plan.fleet
         target = options["target_p95"]
         result = plan_class(calibration=calibration, plan=plan, sizes=sizes, target_p95_s=target)
@@ -104,6 +112,9 @@ class Command(BaseCommand):
         self.stdout.write(f"{fleet.workers} workers x {fleet.slots} slots, {fleet.context_tokens} tokens per slot, "
                           f"KV {result['rows'][0]['report']['config']['cache_type']}, policy {fleet.policy}, "
                           f"max wait {fleet.max_wait_s:g} s, {fleet.duration_s:g} s simulated, mix {options['mix']}")
+        if fleet.lane_workers:
+            self.stdout.write(f"{fleet.lane_workers} of them kept for prompts of at most {fleet.lane_tokens} tokens "
+                              f"(lane workers)")
         replicates = result["rows"][0]["report"]["prediction"]["replicates"]
         cost = CostModel.from_dict(calibration.cost)
         self.stdout.write(f"the mean of {replicates} simulated runs, step times drawn with {cost.jitter:.1%} jitter"

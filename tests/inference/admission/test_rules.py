@@ -1,6 +1,8 @@
 """Admission's decisions as pure functions (the gateway's line and the planner both call them)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fleet.scheduler import Candidate, Decision, WorkerView
@@ -22,6 +24,19 @@ def test_claims_try_the_ranked_workers_with_a_free_slot_in_order() -> None:
     decision = Decision(ranked=[Candidate(view(1), busy=2, reason=""), Candidate(view(2), busy=1, reason=""),
                                 Candidate(view(3), busy=0, reason="")])
     assert [c.worker.id for c in rules.claim_order(decision)] == [2, 3]
+
+
+def test_a_waiter_too_long_for_the_free_lane_slot_lets_the_next_in_line_try() -> None:
+    """passes_lane: only when nothing this request may use is free and a lane worker's slot is."""
+    lane = replace(view(3), lane_tokens=1024)
+    full = Decision(ranked=[Candidate(view(1), busy=2, reason="")], lane_free=1)
+    assert rules.passes_lane(full) and rules.lane_slot_free(full)
+    assert not rules.passes_lane(Decision(ranked=[Candidate(view(1), busy=1, reason="")], lane_free=1))
+    assert not rules.passes_lane(Decision(ranked=[Candidate(view(1), busy=2, reason="")], lane_free=0))
+    short = Decision(ranked=[Candidate(lane, busy=0, reason=""), Candidate(view(1), busy=0, reason="")])
+    assert [c.worker.id for c in rules.claim_order(short, lanes_only=True)] == [3]
+    assert rules.lane_slot_free(short) and not rules.passes_lane(short)
+    assert rules.claim_order(Decision(ranked=[Candidate(view(1), busy=0, reason="")]), lanes_only=True) == []
 
 
 def test_no_routable_worker_is_a_refusal_naming_the_failures_if_any() -> None:

@@ -1,0 +1,16 @@
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('fleet', '0011_worker_slot_files_pruned'),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name='worker',
+            name='lane_tokens',
+            field=models.PositiveIntegerField(default=0, help_text='A lane worker, kept for short prompts: it takes only prompts of at most this many tokens, and a short prompt goes to it first (docs/classroom.md, a card for questions). 0: any prompt.'),
+        ),
+    ]

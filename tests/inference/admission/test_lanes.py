@@ -1,0 +1,136 @@
+"""Lane workers in the live line, on both back ends (in-process, and Redis when REDIS_URL is set):
+hand-made timelines of an ordinary worker of one slot and a lane worker of one slot, ranked by the
+scheduler's own rank_workers over the live load, claimed by the real pump. One or two event loops
+on threads stand for one or two gateway processes."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from dataclasses import replace
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from core.live import worker_resource
+from fleet.scheduler import Decision, WorkerView, rank_workers
+from inference.admission import line as admission
+from inference.admission.line import Want
+from inference.admission.rules import prompt_tokens_estimate
+from ocsweb.live import SiteInProcessLiveState, SiteRedisLiveState
+
+BACKENDS = ["in-process"] + (["redis"] if settings.REDIS_URL else [])
+LONG, SHORT = 8000, 200  # request bytes: an agent's turn (about 2,000 tokens), a question (about 50)
+
+
+def two_workers(kind: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, WorkerView, WorkerView]:
+    live = (SiteInProcessLiveState() if kind == "in-process"
+            else SiteRedisLiveState(settings.REDIS_URL, f"{settings.OCS_LIVE_NAMESPACE}-{uuid.uuid4().hex[:8]}"))
+    monkeypatch.setattr(admission, "admission_live", lambda: live)
+    monkeypatch.setattr("core.lease.live_state", lambda: live)
+    model = f"m-{uuid.uuid4().hex[:6]}"
+    ordinary = WorkerView(id=881, name="w881", base_url="http://127.0.0.1:9", pool_id=1, pool_name="production",
+                          model_id=model, slots=1, state="healthy")
+    lane = replace(ordinary, id=882, name="lane882", lane_tokens=1024)
+    workers = [ordinary, lane]
+
+    async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Decision, str | None]:
+        resources = [worker_resource(w.id) for w in workers]
+        load = await live.busy(resources)
+        turn = await live.fair_turn(*fair) if fair else None
+        return rank_workers(workers=workers, busy={w.id: load[worker_resource(w.id)] for w in workers},
+                            model_id=model, pool_id=1,
+                            prompt_tokens_estimate=prompt_tokens_estimate(want.prompt_bytes)), turn
+
+    class Snapshot:
+        def __init__(self) -> None:
+            self.workers = workers
+
+    async def snapshot() -> Snapshot:
+        return Snapshot()
+
+    monkeypatch.setattr(admission, "rank", rank)
+    monkeypatch.setattr(admission, "fleet_snapshot", snapshot)
+    monkeypatch.setattr(admission, "_publish_queue_depths", lambda: asyncio.sleep(0))
+    return model, ordinary, lane
+
+
+@pytest.fixture(autouse=True)
+def _fresh_lines() -> None:
+    admission._lines.clear()
+    admission._policy_cache = None
+
+
+def want(model: str, student: int, prompt_bytes: int) -> Want:
+    return Want(user_id=student, pool_id=1, model_id=model, prompt_bytes=prompt_bytes)
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_question_takes_the_lane_while_an_agent_ahead_of_it_waits_for_an_ordinary_slot(
+        kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Agent A holds the ordinary slot; agent B queues first (the head of the line: round-robin
+    keeps arrival order between students served alike); a question arrives after it. The lane's
+    free slot goes to the question at once, never to B, and B gets the ordinary slot when A's frees."""
+    model, ordinary, lane = two_workers(kind, monkeypatch)
+
+    async def scenario() -> list[tuple[str, str]]:
+        served: list[tuple[str, str]] = []
+        held = await admission.acquire_slot(want(model, 1, LONG))
+        assert held.worker.name == ordinary.name  # a long prompt never takes the lane, even idle
+
+        async def queued(name: str, wish: Want) -> None:
+            slot = await admission.acquire_slot(wish)
+            served.append((name, slot.worker.name))
+            await asyncio.sleep(0.1)
+            await slot.release()
+
+        agent = asyncio.ensure_future(queued("agent B", want(model, 2, LONG)))
+        await asyncio.sleep(0.3)
+        assert served == []  # the lane is free, but not for B
+        question = asyncio.ensure_future(queued("question", want(model, 3, SHORT)))
+        await asyncio.wait_for(question, timeout=5)
+        assert served == [("question", lane.name)] and not agent.done()
+        await held.release()
+        await asyncio.wait_for(agent, timeout=5)
+        return served
+
+    with override_settings(OCS={**settings.OCS, "QUEUE_MAX_WAIT_S": 30.0, "FAIR_POLICY": "requests"}):
+        assert asyncio.run(scenario()) == [("question", lane.name), ("agent B", ordinary.name)]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_question_behind_another_processs_waiting_agent_still_takes_the_lane(
+        kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two gateway processes: B's agent waits at the head of the shared line in process 1; a
+    question in process 2 takes the free lane slot (only a short prompt could) instead of waiting
+    for the agent's ordinary slot."""
+    model, ordinary, lane = two_workers(kind, monkeypatch)
+    served: list[tuple[str, str]] = []
+    agent_queued, done = threading.Event(), threading.Event()
+
+    async def process_one() -> None:
+        held = await admission.acquire_slot(want(model, 1, LONG))
+        waiting = asyncio.ensure_future(admission.acquire_slot(want(model, 2, LONG)))
+        await asyncio.sleep(0.3)
+        agent_queued.set()
+        await asyncio.get_running_loop().run_in_executor(None, done.wait, 10)
+        await held.release()
+        slot = await asyncio.wait_for(waiting, timeout=5)
+        served.append(("agent B", slot.worker.name))
+        await slot.release()
+
+    async def process_two() -> None:
+        await asyncio.get_running_loop().run_in_executor(None, agent_queued.wait, 10)
+        slot = await asyncio.wait_for(admission.acquire_slot(want(model, 3, SHORT)), timeout=5)
+        served.append(("question", slot.worker.name))
+        await slot.release()
+        done.set()
+
+    with override_settings(OCS={**settings.OCS, "QUEUE_MAX_WAIT_S": 30.0, "FAIR_POLICY": "requests"}):
+        threads = [threading.Thread(target=asyncio.run, args=(p(),)) for p in (process_one, process_two)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert served == [("question", lane.name), ("agent B", ordinary.name)]
