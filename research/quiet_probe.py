@@ -3,12 +3,17 @@ every ordinary slot busy (docs/classroom.md, "A card for questions").
 
 Against a running gateway, in one run:
 
-1. `alone`: the chat student asks short questions one after another (a ~40-token question, a
-   short answer, a second's thought), nobody else busy: their time to first token alone.
-2. `load`: the same student, while AGENT_STUDENTS agents (two streams each, prompts of about
-   AGENT_PROMPT_TOKENS tokens: each student's own context, then a new part every turn) and a
-   burst student (BURST_SIZE medium prompts at once, every BURST_EVERY_S) keep the slots busy.
-3. `without_lanes` (when the fleet has lane workers and `compare`): the same load again with the
+1. `alone`: the chat student asks short questions one after another (the class replay's chat
+   persona, research/class_personas.py, with CHAT_THINK_S between them), nobody else busy: their
+   time to first token alone.
+2. `load`: the same student, while AGENT_STUDENTS agent students (the Copilot CLI persona, two
+   conversations each, prompts of 1,100-2,300 tokens at SCALE) and a burst student (the burst
+   persona, two requests at a time, back to back) keep the slots busy.
+3. `lane_alone` (when the fleet has lane workers): the agents only, no burst student: the
+   question alone on its lane worker while the others compute. The reference for what the
+   machine itself gives: on one CPU the workers share its cores (on a rig each has its cards), so
+   this is the best a lane can do here.
+4. `without_lanes` (when the fleet has lane workers and `compare`): the load of 2 again with the
    lane workers made ordinary for the phase (restored afterwards), so the cost of keeping a card
    for questions is read from the agents' turns and waits in the same run.
 
@@ -17,37 +22,42 @@ Load only: the caller brings the keys and switches the lanes (research/managemen
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import statistics
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from research.share_probe import content_events
+from research.class_personas import PERSONA_SHAPES, Conversation
 
 AGENT_STUDENTS = 3
-AGENT_STREAMS = 2
-AGENT_PROMPT_TOKENS = 1350  # the demo's agents at the class replay's scale 0.1 (1,100-2,300 tokens)
-AGENT_OUTPUT_TOKENS = 96
-BURST_SIZE = 4
-BURST_EVERY_S = 10.0
-BURST_PROMPT_TOKENS = 300
-CHAT_OUTPUT_TOKENS = 24
-CHAT_THINK_S = 1.0
-QUESTIONS = ("What does a Python list comprehension do?", "Why is my for loop off by one?",
-             "What is the difference between == and is?", "How do I read a file line by line?",
-             "What does git rebase do?", "Explain a dictionary in one sentence.",
-             "What is a null pointer?", "Why use a virtual environment?")
-WORDS = ("function", "variable", "return", "import", "class", "method", "test", "value", "loop", "index",
-         "string", "parser", "token", "module", "error", "branch", "commit", "request", "worker", "slot")
+AGENT_STREAMS = 2  # each agent student runs two conversations at once (two terminals, or a sub-agent)
+BURST_STREAMS = 2  # the burst student's loop, two requests at a time
+SCALE = 0.1  # the class replay's demo scale: agent prompts of 1,100-2,300 tokens
+CHAT_THINK_S = 2.0  # shorter than a chat persona's (10-25 s), so that a p95 has enough questions under it
 
 
-def filler(rng: random.Random, tokens: int) -> str:
-    """About `tokens` tokens of code-like text (one word and a space: about one token)."""
-    return " ".join(rng.choice(WORDS) for _ in range(tokens))
+def conversation(persona: str, index: int, seed: int, *, context_tokens: int) -> Conversation:
+    return Conversation(PERSONA_SHAPES[persona], index, random.Random(f"quiet:{seed}:{persona}:{index}"),
+                        scale=SCALE, context_tokens=context_tokens)
+
+
+def answer_text(chunk: bytes) -> str:
+    """The content an OpenAI chat stream's piece carries."""
+    text = []
+    for line in chunk.split(b"\n"):
+        if not line.startswith(b"data: {"):
+            continue
+        try:
+            choices = json.loads(line[6:]).get("choices") or []
+        except ValueError:
+            continue
+        for choice in choices:
+            text.append((choice.get("delta") or {}).get("content") or "")
+    return "".join(text)
 
 
 @dataclass
@@ -82,65 +92,60 @@ def summary(turns: list[Turn]) -> dict[str, Any]:
             "ttft_p95_s": percentile(answered, 0.95)}
 
 
-async def _ask(client: httpx.AsyncClient, url: str, key: str, model: str, phase: Phase, started: float, *,
-               student: str, content: str, max_tokens: int) -> None:
+async def _turn(client: httpx.AsyncClient, url: str, key: str, phase: Phase, started: float, *,
+                student: str, talk: Conversation) -> None:
+    """One turn of `talk`: its time to first token (to the end, for an answer with no text: its
+    prompt was computed), and the answer appended as the client would."""
+    route, body = talk.request()
     turn = Turn(student=student, sent_s=time.monotonic() - started)
     phase.turns.append(turn)
-    body = {"model": model, "stream": True, "max_tokens": max_tokens,
-            "messages": [{"role": "user", "content": content}]}
-    sent = time.monotonic()
+    sent, answer = time.monotonic(), []
     try:
-        async with client.stream("POST", url + "/v1/chat/completions", json=body,
-                                 headers={"Authorization": f"Bearer {key}"}) as answer:
-            turn.status = answer.status_code
-            if answer.status_code != 200:
-                await answer.aread()
+        async with client.stream("POST", url + route, json=body, headers={"Authorization": f"Bearer {key}"}) as reply:
+            turn.status = reply.status_code
+            if reply.status_code != 200:
+                await reply.aread()
                 return
-            async for chunk in answer.aiter_raw():
-                if turn.ttft_s is None and content_events(chunk):
+            async for chunk in reply.aiter_raw():
+                text = answer_text(chunk)
+                if text and turn.ttft_s is None:
                     turn.ttft_s = time.monotonic() - sent
+                answer.append(text)
+        if turn.ttft_s is None:
+            turn.ttft_s = time.monotonic() - sent
     except httpx.HTTPError:
         turn.status = turn.status or 599
+    talk.grow("".join(answer))
 
 
-async def _until(until: float, step: Callable[[], Awaitable[None]], *, pause_s: float = 0.0) -> None:
-    while time.monotonic() < until:
-        await step()
-        if pause_s:
-            await asyncio.sleep(pause_s)
-
-
-async def run_phase(*, url: str, model: str, keys: dict[str, str], duration_s: float, loaded: bool,
-                    seed: int) -> Phase:
-    """One phase: the chat student's questions for `duration_s`, with the agents and the burst
-    student beside them when `loaded`. Turns in flight at the end finish (they are counted)."""
-    phase, rng = Phase(), random.Random(seed)
+async def run_phase(*, url: str, keys: dict[str, str], duration_s: float, loaded: bool, seed: int,
+                    model: str, context_tokens: int, burst: bool = True) -> Phase:
+    """One phase: the chat student's questions for `duration_s`, with the agents and (`burst`) the
+    burst student beside them when `loaded`. Turns in flight at the end finish (they are counted)."""
+    phase = Phase()
     started = time.monotonic()
     until = started + duration_s
-    contexts = {name: filler(random.Random(f"{seed}-{name}"), AGENT_PROMPT_TOKENS - 150)
-                for name in keys if name.startswith("agent")}
 
-    async with httpx.AsyncClient(timeout=httpx.Timeout(300.0)) as client:
-        async def question() -> None:
-            await _ask(client, url, keys["chat"], model, phase, started, student="chat",
-                       content=rng.choice(QUESTIONS), max_tokens=CHAT_OUTPUT_TOKENS)
+    def talk(persona: str, index: int) -> Conversation:
+        made = conversation(persona, index, seed, context_tokens=context_tokens)
+        made.model = model
+        made.new_task()
+        return made
 
-        def agent_turn(name: str) -> Callable[[], Awaitable[None]]:
-            async def step() -> None:
-                await _ask(client, url, keys[name], model, phase, started, student=name,
-                           content=contexts[name] + "\n\nNext step: " + filler(rng, 150), max_tokens=AGENT_OUTPUT_TOKENS)
-            return step
+    async def loop(client: httpx.AsyncClient, student: str, made: Conversation, think_s: float | None) -> None:
+        while time.monotonic() < until:
+            await _turn(client, url, keys[student], phase, started, student=student, talk=made)
+            pause = made.think_s() if think_s is None else think_s
+            await asyncio.sleep(min(pause, max(0.0, until - time.monotonic())))
 
-        async def burst() -> None:
-            await asyncio.gather(*(_ask(client, url, keys["burst"], model, phase, started, student="burst",
-                                        content=filler(rng, BURST_PROMPT_TOKENS), max_tokens=64)
-                                   for _ in range(BURST_SIZE)))
-            await asyncio.sleep(max(0.0, BURST_EVERY_S - 1.0))
-
-        tasks = [_until(until, question, pause_s=CHAT_THINK_S)]
+    async with httpx.AsyncClient(timeout=httpx.Timeout(600.0)) as client:
+        tasks = [loop(client, "chat", talk("chat", 0), CHAT_THINK_S)]
         if loaded:
-            tasks += [_until(until, agent_turn(name)) for name in contexts for _ in range(AGENT_STREAMS)]
-            tasks.append(_until(until, burst, pause_s=1.0))
+            for number in range(1, AGENT_STUDENTS + 1):
+                tasks += [loop(client, f"agent-{number}", talk("agent", 10 * number + stream), None)
+                          for stream in range(AGENT_STREAMS)]
+            if burst:
+                tasks += [loop(client, "burst", talk("burst", 90 + stream), 0.0) for stream in range(BURST_STREAMS)]
         await asyncio.gather(*tasks)
     return phase
 
@@ -151,9 +156,19 @@ def phase_report(phase: Phase) -> dict[str, Any]:
 
 
 def verdict(report: dict[str, Any], *, bound: float) -> dict[str, Any]:
-    """The chat student's p95 under load over its p95 alone, against `bound` (no chat refused)."""
+    """The chat student's p95 under load over its p95 alone, against `bound` (no chat refused);
+    and, with a `lane_alone` phase, over the p95 of its questions alone on the lane beside the
+    agents (what the machine gives a lane)."""
     alone = report["alone"]["chat"]["ttft_p95_s"]
     loaded = report["load"]["chat"]["ttft_p95_s"]
     ratio = loaded / alone if alone and loaded is not None else None
-    return {"chat_p95_ratio": ratio, "bound": bound,
-            "holds": ratio is not None and ratio <= bound and report["load"]["chat"]["refused"] == 0}
+    result = {"chat_p95_ratio": ratio, "bound": bound,
+              "holds": ratio is not None and ratio <= bound and report["load"]["chat"]["refused"] == 0}
+    reference = (report.get("lane_alone") or {}).get("chat", {}).get("ttft_p95_s")
+    if reference and alone and loaded is not None:
+        result["lane_alone_over_alone"] = reference / alone
+        result["load_over_lane_alone"] = loaded / reference
+    without = (report.get("without_lanes") or {}).get("chat", {}).get("ttft_p95_s")
+    if without and alone:
+        result["without_lanes_ratio"] = without / alone
+    return result

@@ -58,7 +58,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     if run.kind == BenchmarkRun.Kind.PROBE:
         return render(request, "research/probe_detail.html", {
             "run": run, "summary_json": json.dumps(run.summary, indent=2, default=str),
-            "phases": [(name, run.summary[name]) for name in ("alone", "load", "without_lanes")
+            "phases": [(name, run.summary[name]) for name in ("alone", "load", "lane_alone", "without_lanes")
                        if isinstance(run.summary.get(name), dict)],
         })
     return render(request, "research/run_detail.html", {

@@ -42,6 +42,7 @@ from inference.admission.rules import (
     claim_order,
     estimate_charge,
     lane,
+    lane_share_full,
     lane_slot_free,
     may_claim_directly,
     no_worker_refusal,
@@ -273,6 +274,7 @@ async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: 
     `pumped` (the line's pump serving a waiter): None also when its student already holds their
     share of the model's slots and a classmate waits (over_share; one more round trip).
     `lanes_only`: claim only a lane worker's slot (the pump, behind another process's waiter).
+    A student holding their share of a lane worker (lane_share_full) goes to the next candidate.
     Raises when no worker could ever serve (none routable)."""
     decision, turn = await rank(want, fair=fair)
     want.passed, want.lane_free = passes_lane(decision), lane_slot_free(decision)
@@ -300,6 +302,11 @@ async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: 
     policy = fair[1] if fair is not None else policy
     for candidate in claim_order(decision, lanes_only=lanes_only):
         resource = worker_resource(candidate.worker.id)
+        if candidate.worker.lane_tokens:  # one more round trip, for short prompts only
+            held, _ = await live.slot_share([resource], want.line, str(want.user_id))
+            if lane_share_full(held=held, slots=candidate.worker.slots):
+                want.passed = True  # the lane's free slot is a classmate's: the next in line may take it
+                continue
         first, prefer = lane(policy=policy, slots=candidate.worker.slots, prompt_bytes=want.prompt_bytes,
                              light_tokens=settings.OCS["LIGHT_LANE_TOKENS"])
         # The claim records the conversation's worker too (one round trip). If this worker then

@@ -94,6 +94,13 @@ def claim_order(decision: Decision, *, lanes_only: bool = False) -> list[Candida
             if candidate.free > 0 and (candidate.worker.lane_tokens or not lanes_only)]
 
 
+def lane_share_full(*, held: int, slots: int) -> bool:
+    """Whether a student already holds their share of a lane worker: at most half its slots (at
+    least one), whether or not a classmate waits, so that a lane keeps room for the next quiet
+    student's question instead of filling with one student's loop of short requests."""
+    return held >= max(1, slots // 2)
+
+
 def passes_lane(decision: Decision) -> bool:
     """Whether a waiter that cannot claim lets the next in line try: a lane worker has a free slot
     that this request may not use (its prompt is too long), and a short prompt behind it may.

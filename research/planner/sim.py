@@ -304,7 +304,8 @@ class Simulation:
     def _claim(self, request: _Request) -> str:
         """'claimed', 'refused' (no worker could ever serve it), 'held' (it waits for its
         conversation's worker: admission_rules.affinity_hold), 'passed' (only a lane worker's slot
-        is free, and this prompt is too long for it: admission_rules.passes_lane) or 'busy'."""
+        is free, and this prompt is too long for it, admission_rules.passes_lane, or its student
+        holds their share of that lane, lane_share_full) or 'busy'."""
         conversation = request.shape.conversation
         held = self.affinity.get(conversation) if conversation else None
         decision = scheduler.rank_workers(
@@ -329,9 +330,14 @@ class Simulation:
             return "held"
         if admission_rules.passes_lane(decision):
             return "passed"
+        capped = False
         for candidate in admission_rules.claim_order(decision):
             worker = self.workers[candidate.worker.id]
             student = request.student.name
+            if worker.view.lane_tokens and admission_rules.lane_share_full(
+                    held=sum(1 for r in worker.claimed.values() if r.student.name == student), slots=worker.view.slots):
+                capped = True
+                continue
             first, prefer = admission_rules.lane(policy=self.plan.policy, slots=worker.view.slots,
                                                  prompt_bytes=request.shape.prompt_bytes,
                                                  light_tokens=self.plan.light_lane_tokens)
@@ -359,7 +365,7 @@ class Simulation:
                 self.affinity[conversation] = (worker.view.id, self.now + self.plan.affinity_ttl_s)
             self._start(request, worker, index, own_prefix=own, slot_tasks=tasks)
             return "claimed"
-        return "busy"
+        return "passed" if capped else "busy"
 
     def _shared_prefix(self, request: _Request, worker: _Worker, index: int, tasks: list[tuple[str, int]]) -> bool:
         """inference/admission/shared_prefix.prepare on a handover that restored nothing: True when the slot

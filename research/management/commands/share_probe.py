@@ -86,7 +86,7 @@ class Command(BaseCommand):
             raise CommandError("--alone must be above 0")
         roster = ([("replay-quiet-chat", "chat"), ("replay-quiet-burst", "burst")]
                   + [(f"replay-quiet-agent-{n}", "agent") for n in range(1, quiet_probe.AGENT_STUDENTS + 1)])
-        concurrency = max(quiet_probe.AGENT_STREAMS, quiet_probe.BURST_SIZE)
+        concurrency = max(quiet_probe.AGENT_STREAMS, quiet_probe.BURST_STREAMS)
         issued = replay_students_ensure(roster=roster, limits={**DEFAULT_LIMITS, "concurrency": concurrency}, pool=pool)
         keys = {username.removeprefix("replay-quiet-"): raw for (username, _), (_, _, raw) in zip(roster, issued)}
         lanes = {w.pk: w.lane_tokens for w in Worker.objects.filter(pool=pool, model=model, lane_tokens__gt=0)}
@@ -94,15 +94,18 @@ class Command(BaseCommand):
         report: dict[str, Any] = {"probe": "quiet", "model": model.public_id, "lane_workers": len(lanes),
                                   "lane_tokens": sorted(set(lanes.values()))}
 
-        def phase(name: str, *, duration_s: float, loaded: bool) -> None:
+        def phase(name: str, *, duration_s: float, loaded: bool, burst: bool = True) -> None:
             self.stderr.write(f"{name}: {duration_s:g} s")
             ran = asyncio.run(quiet_probe.run_phase(url=url, model=model.public_id, keys=keys, duration_s=duration_s,
-                                                    loaded=loaded, seed=options["seed"]))
+                                                    loaded=loaded, seed=options["seed"], burst=burst,
+                                                    context_tokens=model.context_length))
             report[name] = quiet_probe.phase_report(ran)
 
         try:
             phase("alone", duration_s=options["alone"], loaded=False)
             phase("load", duration_s=options["duration"], loaded=True)
+            if lanes:
+                phase("lane_alone", duration_s=options["alone"], loaded=True, burst=False)
             if lanes and not options["no_compare"]:
                 workers = list(Worker.objects.filter(pk__in=lanes))
                 try:

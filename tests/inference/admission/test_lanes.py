@@ -24,7 +24,8 @@ BACKENDS = ["in-process"] + (["redis"] if settings.REDIS_URL else [])
 LONG, SHORT = 8000, 200  # request bytes: an agent's turn (about 2,000 tokens), a question (about 50)
 
 
-def two_workers(kind: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, WorkerView, WorkerView]:
+def two_workers(kind: str, monkeypatch: pytest.MonkeyPatch, *,
+                lane_slots: int = 1) -> tuple[str, WorkerView, WorkerView]:
     live = (SiteInProcessLiveState() if kind == "in-process"
             else SiteRedisLiveState(settings.REDIS_URL, f"{settings.OCS_LIVE_NAMESPACE}-{uuid.uuid4().hex[:8]}"))
     monkeypatch.setattr(admission, "admission_live", lambda: live)
@@ -32,7 +33,7 @@ def two_workers(kind: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Worker
     model = f"m-{uuid.uuid4().hex[:6]}"
     ordinary = WorkerView(id=881, name="w881", base_url="http://127.0.0.1:9", pool_id=1, pool_name="production",
                           model_id=model, slots=1, state="healthy")
-    lane = replace(ordinary, id=882, name="lane882", lane_tokens=1024)
+    lane = replace(ordinary, id=882, name="lane882", lane_tokens=1024, slots=lane_slots)
     workers = [ordinary, lane]
 
     async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Decision, str | None]:
@@ -134,3 +135,37 @@ def test_a_question_behind_another_processs_waiting_agent_still_takes_the_lane(
         for thread in threads:
             thread.join(timeout=30)
     assert served == [("question", lane.name), ("agent B", ordinary.name)]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_student_looping_short_requests_holds_half_the_lane_and_a_classmates_question_gets_the_rest(
+        kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lane of two slots: a burst student's three short requests at once take one lane slot,
+    the ordinary slot, and wait (the lane's other slot is not theirs to take); a classmate's
+    question then takes it at once, past the burst student's waiting request."""
+    model, ordinary, lane = two_workers(kind, monkeypatch, lane_slots=2)
+
+    async def scenario() -> list[tuple[str, str]]:
+        served: list[tuple[str, str]] = []
+        held = []
+
+        async def queued(name: str, wish: Want) -> None:
+            slot = await admission.acquire_slot(wish)
+            served.append((name, slot.worker.name))
+            held.append(slot)
+
+        burst = [asyncio.ensure_future(queued(f"burst {n}", want(model, 1, SHORT))) for n in range(3)]
+        await asyncio.sleep(0.3)
+        assert sorted(served) == [("burst 0", lane.name), ("burst 1", ordinary.name)]
+        question = asyncio.ensure_future(queued("question", want(model, 2, SHORT)))
+        await asyncio.wait_for(question, timeout=5)
+        assert served[-1] == ("question", lane.name) and not burst[2].done()
+        for slot in list(held):
+            await slot.release()
+        await asyncio.wait_for(burst[2], timeout=5)
+        for slot in held:
+            await slot.release()
+        return served
+
+    with override_settings(OCS={**settings.OCS, "QUEUE_MAX_WAIT_S": 30.0, "FAIR_POLICY": "requests"}):
+        asyncio.run(scenario())

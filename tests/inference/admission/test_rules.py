@@ -103,3 +103,9 @@ def test_a_student_may_hold_half_a_models_slots_while_classmates_wait_and_all_of
     assert not rules.over_share(held=3, total_slots=4, classmates_waiting=False)  # nobody waits: every slot
     assert rules.over_share(held=1, total_slots=1, classmates_waiting=True)  # one slot: one each in turn
     assert not rules.over_share(held=4, total_slots=9, classmates_waiting=True)  # half of 9, rounded up: 5
+
+
+def test_one_student_holds_at_most_half_a_lane_worker_and_always_may_take_one_slot() -> None:
+    assert not rules.lane_share_full(held=0, slots=1) and rules.lane_share_full(held=1, slots=1)
+    assert not rules.lane_share_full(held=0, slots=2) and rules.lane_share_full(held=1, slots=2)
+    assert not rules.lane_share_full(held=1, slots=4) and rules.lane_share_full(held=2, slots=4)
