@@ -62,6 +62,10 @@ class Classroom(LimitFields):
     self_enrolment = models.BooleanField(
         default=False, help_text="A school account (OpenID Connect sign-in) that matches no student joins this "
                                  "class as a new student. One class at a time; off: such accounts are refused.")
+    chat_enabled = models.BooleanField(
+        default=True, verbose_name="chat page on",
+        help_text="The students may use the chat page (/chat/). Off: it says so and every open chat page's "
+                  "key is revoked at once; their own keys and editors are unaffected.")
 
     class Meta:
         ordering = ["name"]
@@ -122,6 +126,10 @@ class ApiKey(LimitFields):
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    chat_session = models.CharField(
+        max_length=64, blank=True, db_index=True,
+        help_text="Set: the chat page's key for one sign-in session (a fingerprint of it), held in an HttpOnly "
+                  "cookie, never shown; revoked at sign-out. Empty: a key the student made.")
 
     class Meta:
         ordering = ["-created_at"]

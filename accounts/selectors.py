@@ -17,6 +17,7 @@ from accounts.key_cache import class_pause_rule, site_defaults
 from accounts.limits.resolution import UNSET, Policy, resolve
 from accounts.models import ApiKey, Classroom, User
 from accounts.pause import ActivePause, active_pause, pause_text, upcoming_pause, when
+from core.keys import chat_session_fingerprint, hash_key
 
 
 def sees_everyone(user: object) -> bool:
@@ -114,3 +115,16 @@ def pause_status(room: Classroom | None) -> PauseStatus:
     else:
         text = ""
     return PauseStatus(holding, coming, text)
+
+
+CHAT_KEY_RENEW_BEFORE = timedelta(minutes=30)
+
+
+def chat_key_current(*, user: User, session_key: str, raw: str | None) -> bool:
+    """Whether `raw` (the chat page's cookie) is this session's live chat key, with at least
+    CHAT_KEY_RENEW_BEFORE left: then the page keeps it rather than making a new one."""
+    if not raw:
+        return False
+    return ApiKey.objects.filter(
+        user=user, chat_session=chat_session_fingerprint(session_key), secret_hash=hash_key(raw),
+        revoked_at__isnull=True, expires_at__gt=timezone.now() + CHAT_KEY_RENEW_BEFORE).exists()

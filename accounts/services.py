@@ -1,7 +1,7 @@
 """State changes for people and keys."""
 from __future__ import annotations
 
-from datetime import date, datetime, time
+from datetime import date, datetime, time, timedelta
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -11,7 +11,7 @@ from accounts.key_cache import class_pause_rule, key_cache_invalidate, key_prefi
 from accounts.models import ApiKey, ClassPauseWindow, Classroom, User
 from accounts.pause import Window, active_pause
 from core.dates import moment_text
-from core.keys import generate_key
+from core.keys import chat_session_fingerprint, generate_key
 from fleet.models import Pool
 
 
@@ -38,7 +38,7 @@ class TooManyKeys(Exception):
 
 def key_issue(
     *, user: User, name: str = "default", pool: Pool | None = None, expires_at: datetime | None = None,
-    enforce_limit: bool = True,
+    enforce_limit: bool = True, chat_session: str = "",
 ) -> tuple[ApiKey, str]:
     """Create a key; returns the row and the raw key, which is never stored or shown again.
 
@@ -46,6 +46,8 @@ def key_issue(
     The count and the insert are one serialized step: PostgreSQL locks the owner's row;
     SQLite's transactions here are IMMEDIATE (core/env.py), so a second writer waits for the
     first to commit. An operator (`issue_key --force`) may pass `enforce_limit=False`.
+    `chat_session`: the chat page's key for that sign-in session (chat_key_issue); it never
+    counts toward MAX_ACTIVE_KEYS.
     """
     pool = pool or Pool.objects.get_default()
     for _ in range(5):
@@ -62,6 +64,7 @@ def key_issue(
                     prefix=new.prefix,
                     secret_hash=new.secret_hash,
                     expires_at=expires_at,
+                    chat_session=chat_session,
                 )
             # Now, for a caller that commits later (a test, an outer transaction), and again on
             # commit, for a process that reloaded the prefixes in between and missed the row.
@@ -74,7 +77,67 @@ def key_issue(
 
 
 def active_key_count(user: User) -> int:
-    return ApiKey.objects.filter(user=user, revoked_at__isnull=True).count()
+    """The student's own unrevoked keys (the chat page's are not theirs to manage)."""
+    return ApiKey.objects.filter(user=user, revoked_at__isnull=True, chat_session="").count()
+
+
+CHAT_KEY_LIFETIME = timedelta(hours=2)  # the page asks for a fresh one (chat_key_issue) when it lapses
+
+
+class ChatOff(Exception):
+    """The chat page is turned off for this person's class."""
+
+
+def chat_allowed(user: User) -> bool:
+    """Teachers always; a student unless their class turned the chat page off."""
+    return user.is_staff or user.classroom is None or user.classroom.chat_enabled
+
+
+def chat_key_issue(*, user: User, session_key: str) -> str:
+    """A fresh chat-page key for this sign-in session, valid for CHAT_KEY_LIFETIME; the session's
+    earlier chat keys are revoked. Returns the raw key, which goes only into the page's HttpOnly
+    cookie (portal/chat.py). An ordinary key to the gateway: the same limits, budgets, pause and
+    fair share as the student's own keys, under the student's name. Raises ChatOff."""
+    if not chat_allowed(user):
+        raise ChatOff(f"The chat page is turned off for class {user.classroom}.")
+    chat_keys_revoke(user=user, session_key=session_key)
+    _, raw = key_issue(user=user, name="chat page", expires_at=timezone.now() + CHAT_KEY_LIFETIME,
+                       enforce_limit=False, chat_session=chat_session_fingerprint(session_key))
+    return raw
+
+
+def chat_keys_revoke(*, user: User | None = None, session_key: str | None = None,
+                     classroom: Classroom | None = None) -> int:
+    """Revoke chat-page keys: one session's (sign-out, a new key for it), a person's, or a class's
+    students' (the class turned the chat page off). Refused at once by every gateway process.
+    Not audited one by one: a sign-out is not a teacher's action. Returns how many."""
+    keys = ApiKey.objects.filter(revoked_at__isnull=True).exclude(chat_session="")
+    if user is not None:
+        keys = keys.filter(user=user)
+    if session_key is not None:
+        keys = keys.filter(chat_session=chat_session_fingerprint(session_key))
+    if classroom is not None:
+        keys = keys.filter(user__classroom=classroom)
+    prefixes = list(keys.values_list("prefix", flat=True))
+    if prefixes:
+        ApiKey.objects.filter(prefix__in=prefixes).update(revoked_at=timezone.now())
+        for prefix in prefixes:
+            key_cache_invalidate(prefix=prefix)
+    return len(prefixes)
+
+
+def class_set_chat(*, classroom: Classroom, enabled: bool, actor: User | None = None) -> bool:
+    """Turn the chat page on or off for a class's students; off revokes their open pages' keys.
+    True if it changed. Audited as class.chat."""
+    if classroom.chat_enabled == enabled:
+        return False
+    classroom.chat_enabled = enabled
+    classroom.save(update_fields=["chat_enabled"])
+    audit_record(actor=actor, action="class.chat", subject=f"class {classroom.name}",
+                 detail="chat page on" if enabled else "chat page off")
+    if not enabled:
+        chat_keys_revoke(classroom=classroom)
+    return True
 
 
 def key_revoke(*, key: ApiKey, actor: User | None = None) -> ApiKey:

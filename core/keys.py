@@ -66,3 +66,9 @@ def prefix_of(shown: str) -> str:
 
 def hash_matches(raw: str, stored_hash: str) -> bool:
     return hmac.compare_digest(hash_key(raw), stored_hash)
+
+
+def chat_session_fingerprint(session_key: str) -> str:
+    """What a chat-page key records of its sign-in session (accounts.services.chat_key_issue):
+    a sha256, never the session key itself."""
+    return hashlib.sha256(f"ocs-chat:{session_key}".encode()).hexdigest()

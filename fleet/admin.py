@@ -82,7 +82,7 @@ class PoolAdmin(admin.ModelAdmin):
 
 @admin.register(CatalogModel)
 class CatalogModelAdmin(admin.ModelAdmin):
-    list_display = ("public_id", "context_length", "max_output_tokens", "owned_by")
+    list_display = ("public_id", "description", "context_length", "max_output_tokens", "owned_by")
 
 
 class GpuInline(admin.TabularInline):

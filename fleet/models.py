@@ -29,6 +29,9 @@ class CatalogModel(models.Model):
     """A model as clients name it (`model` in the request) and what the gateway knows of it."""
 
     public_id = models.CharField(max_length=200, unique=True)
+    description = models.CharField(
+        max_length=120, blank=True,
+        help_text="One line the chat page's model picker shows students (what the model is good for).")
     context_length = models.PositiveIntegerField(default=8192)
     max_output_tokens = models.PositiveIntegerField(
         default=4096, help_text="Output cap applied when a client sends no max_tokens."

@@ -7,6 +7,7 @@ fake headers. What each tool sends was captured from the pinned clients (tests/f
 - Codex: `User-Agent: codex_exec/…` or `codex_cli_rs/…`, and an `originator` header;
 - Copilot CLI: the openai/anthropic JS SDKs' agent, plus `x-interaction-type` and `x-initiator`;
 - Copilot in VS Code: `GitHubCopilotChat/<version>`; its Ollama provider uses /ollama/<key>/.
+The site's own chat page (/chat/) is known by its route, whatever its headers say: 'chat'.
 """
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from collections.abc import Mapping
 
 
 def client_tool(headers: Mapping[str, str], *, path: str = "") -> str:
-    """'claude-code', 'copilot', 'codex', or '' for anything else (SDKs, curl)."""
+    """'chat' (the chat page's route), 'claude-code', 'copilot', 'codex', or '' for anything else
+    (SDKs, curl)."""
+    if path.startswith("/chat/"):
+        return "chat"
     agent = headers.get("User-Agent", "").lower()
     if agent.startswith("claude-cli/") or "claude-code" in agent:
         return "claude-code"

@@ -1,6 +1,6 @@
 """The public API's routes (/v1/* and Copilot's /ollama/<key>/*), served by the lean path
 (core/lean_asgi.py, mounted in ocsweb/asgi.py): the same paths, methods and answers the API has
-always had (docs/api.md). A path under /v1/ or /ollama/<key>/ that names no route is answered
+always had (docs/api.md), and the chat page's own route (inference/chat_page.py). A path under /v1/ or /ollama/<key>/ that names no route is answered
 404 in OpenAI's envelope, counted and logged like any request."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from core.lean_asgi import Routes
 from core.redact import redact
 from inference import pipeline
 from inference import views as api
+from inference.chat_page import CHAT_ROUTE
 from inference.protocols import anthropic, openai_chat
 
 KEY = r"(?P<key>[^/]+)"
@@ -22,6 +23,7 @@ ROUTES = Routes(
         "/v1/responses": api.responses_create,
         "/v1/messages": api.messages,
         "/v1/messages/count_tokens": api.count_tokens,
+        CHAT_ROUTE: api.chat_page_completions,
     },
     [
         (rf"/ollama/{KEY}/api/version", api.ollama_version),

@@ -9,12 +9,15 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from django.conf import settings
+
 from accounts.key_cache import KeyIdentity
 from core import errors
 from core.api_http import Request, Response, json_response
 from fleet.selectors import ModelView, fleet_snapshot, models_for_pool
 from inference import pipeline
 from inference.auth import authenticate, key_from_headers
+from inference.chat_page import chat_key_from_cookies, chat_request_refusal
 from inference.openapi import openapi_document
 from inference.protocols import anthropic, ollama, openai_chat, openai_completions, responses
 from inference.protocols.base import Protocol
@@ -85,6 +88,20 @@ async def models_of(identity: KeyIdentity) -> list[ModelView]:
 async def chat_completions(request: Request) -> Response:
     """POST /v1/chat/completions"""
     return await _generate(request, openai_chat.PROTOCOL, raw_key=key_from_headers(request.headers))
+
+
+async def chat_page_completions(request: Request) -> Response:
+    """POST /chat/v1/chat/completions: the site's chat page (portal/chat.py), with the key from its
+    HttpOnly cookie, from this site's own page only (inference/chat_page.py); then the same
+    pipeline as /v1/chat/completions. Any key in the headers is ignored here."""
+    refused = chat_request_refusal(request.headers, trusted_origins=settings.CSRF_TRUSTED_ORIGINS)
+    if refused is not None:
+        response = pipeline.error_response(openai_chat.PROTOCOL, errors.ApiError(
+            403, refused, type="permission_error", code="chat_origin_refused"))
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
+    return await _generate(request, openai_chat.PROTOCOL,
+                           raw_key=chat_key_from_cookies(request.headers.get("Cookie", "")))
 
 
 async def completions(request: Request) -> Response:

@@ -21,6 +21,7 @@ class ConnectModel:
     usable_context: int  # tokens one request may hold (prompt + answer)
     max_output_tokens: int
     tools: bool
+    description: str = ""  # the catalogue's one line for students (the chat page's picker)
 
     @property
     def max_input_tokens(self) -> int:

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Max, Q, QuerySet, Sum
+from django.db.models import Count, F, Max, Q, QuerySet, Sum
 from django.utils import timezone
 
 from accounts.key_cache import class_pause_rule
@@ -27,12 +27,13 @@ RECENT_REQUESTS = 25
 
 
 def active_keys(user: User) -> QuerySet[ApiKey]:
-    return ApiKey.objects.filter(user=user, revoked_at__isnull=True).select_related("pool")
+    return ApiKey.objects.filter(user=user, revoked_at__isnull=True, chat_session="").select_related("pool")
 
 
 def keys_of(user: User) -> QuerySet[ApiKey]:
-    """All of a person's keys, newest first (revoked ones too, marked)."""
-    return ApiKey.objects.filter(user=user).select_related("pool").order_by("-created_at")
+    """All of a person's own keys, newest first (revoked ones too, marked); the chat page's
+    session keys are not listed (nobody copies or revokes them by hand)."""
+    return ApiKey.objects.filter(user=user, chat_session="").select_related("pool").order_by("-created_at")
 
 
 def usable_context(model: CatalogModel) -> int:
@@ -50,7 +51,7 @@ def served_models(allowed: frozenset[str] | None = None) -> list[ConnectModel]:
     return [
         ConnectModel(id=m.public_id, usable_context=usable_context(m),
                      max_output_tokens=min(m.max_output_tokens, max(1, usable_context(m) // 2)),
-                     tools=m.supports_tools)
+                     tools=m.supports_tools, description=m.description)
         for m in models
         if not allowed or m.public_id in allowed
     ]
@@ -93,7 +94,8 @@ def classes_overview(rooms: QuerySet[Classroom] | None = None) -> QuerySet[Class
 def students_of(classroom: Classroom | None) -> QuerySet[User]:
     """A class's students (or those in no class), with their active key counts."""
     people = User.objects.filter(role=User.Role.STUDENT, classroom=classroom)
-    return people.annotate(active_keys=Count("api_keys", filter=Q(api_keys__revoked_at__isnull=True))).order_by(
+    return people.annotate(active_keys=Count("api_keys", filter=Q(api_keys__revoked_at__isnull=True,
+                                                                  api_keys__chat_session=""))).order_by(
         "username")
 
 
@@ -290,3 +292,32 @@ def next_steps(person: User) -> NextSteps:
         answered=mine.filter(status=200).exists(),
         lessons=StepDone.objects.filter(user=person).exists() or Answer.objects.filter(user=person).exists(),
     )
+
+
+CHAT_SHARE_DAYS = 30
+
+
+@dataclass(frozen=True)
+class ChatShare:
+    """How much of a class's usage came from the chat page (RequestLog.tool == "chat")."""
+    chat_requests: int
+    requests: int
+    chat_tokens: int
+    tokens: int
+
+    @property
+    def percent(self) -> int:
+        """The chat page's share of the tokens, in whole percent."""
+        return round(100 * self.chat_tokens / self.tokens) if self.tokens else 0
+
+
+def chat_share(classroom: Classroom, *, days: int = CHAT_SHARE_DAYS) -> ChatShare:
+    """The chat page's requests and tokens against all of the class's, over the last `days` days
+    (today included), from the request log (one query)."""
+    start, _ = day_bounds(timezone.localdate() - timedelta(days=days - 1))
+    totals = RequestLog.objects.filter(at__gte=start, user__classroom=classroom).aggregate(
+        requests=Count("id"), tokens=Sum(F("prompt_tokens") + F("completion_tokens")),
+        chat_requests=Count("id", filter=Q(tool="chat")),
+        chat_tokens=Sum(F("prompt_tokens") + F("completion_tokens"), filter=Q(tool="chat")))
+    return ChatShare(chat_requests=totals["chat_requests"] or 0, requests=totals["requests"] or 0,
+                     chat_tokens=totals["chat_tokens"] or 0, tokens=totals["tokens"] or 0)

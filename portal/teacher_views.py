@@ -41,6 +41,7 @@ from accounts.services import (
     class_pause_window_add,
     class_pause_window_remove,
     class_resume,
+    class_set_chat,
     class_term_set,
     classroom_archive,
     classroom_create,
@@ -232,6 +233,7 @@ def classroom(request: HttpRequest, class_id: int | None = None) -> HttpResponse
         "windows": list(room.pause_windows.all()) if room else [],
         "weight_form": ShareWeightForm(initial={"fair_weight": room.fair_weight}) if room else None,
         "school_sign_in": school_config() is not None,
+        "chat_share": selectors.chat_share(room) if room else None, "chat_share_days": selectors.CHAT_SHARE_DAYS,
     })
 
 
@@ -368,6 +370,17 @@ def class_self_enrolment(request: HttpRequest, class_id: int) -> HttpResponse:
     classroom_set_self_enrolment(classroom=room, on=on, actor=acting_user(request))
     messages.success(request, f"New school accounts now join {room.name}." if on else
                      "Self-enrolment is off: school accounts that match no student are refused.")
+    return redirect("portal:teacher-class", class_id=room.id)
+
+
+@staff_required
+@require_POST
+def class_chat(request: HttpRequest, class_id: int) -> HttpResponse:
+    room = get_object_or_404(classes_visible_to(_viewer(request)), id=class_id)
+    on = request.POST.get("on") == "1"
+    class_set_chat(classroom=room, enabled=on, actor=acting_user(request))
+    messages.success(request, f"The chat page is on for {room.name}." if on else
+                     f"The chat page is off for {room.name}: open chat pages are refused from their next message.")
     return redirect("portal:teacher-class", class_id=room.id)
 
 

@@ -16,6 +16,8 @@ urlpatterns = [
     path("keys/<int:key_id>/revoke/", views.key_revoke_view, name="key-revoke"),
     path("usage/", views.usage, name="usage"),
     path("connect/", views.connect, name="connect"),
+    path("chat/", views.chat, name="chat"),
+    path("chat/key/", views.chat_key, name="chat-key"),
     path("accounts/login/", views.SignInView.as_view(
         authentication_form=PortalLoginForm, template_name="registration/login.html",
         redirect_authenticated_user=True), name="login"),
@@ -49,6 +51,7 @@ urlpatterns = [
     path("teacher/classes/<int:class_id>/weight/", teacher.class_weight, name="teacher-class-weight"),
     path("teacher/classes/<int:class_id>/self-enrolment/", teacher.class_self_enrolment,
          name="teacher-class-self-enrolment"),
+    path("teacher/classes/<int:class_id>/chat/", teacher.class_chat, name="teacher-class-chat"),
     path("teacher/classes/<int:class_id>/term/", teacher.class_term, name="teacher-class-term"),
     path("teacher/classes/<int:class_id>/pause/", teacher.class_pause_view, name="teacher-class-pause"),
     path("teacher/classes/<int:class_id>/resume/", teacher.class_resume_view, name="teacher-class-resume"),

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -15,8 +16,10 @@ from accounts.access import is_teacher
 from accounts.audit import acting_user
 from accounts.models import User
 from accounts.school_sign_in import school_config
-from accounts.selectors import pause_status, student_policy
-from accounts.services import MAX_ACTIVE_KEYS, TooManyKeys, key_issue, key_revoke
+from accounts.selectors import chat_key_current, pause_status, student_policy
+from accounts.services import (CHAT_KEY_LIFETIME, MAX_ACTIVE_KEYS, ChatOff, TooManyKeys, chat_allowed, chat_key_issue,
+                               key_issue, key_revoke)
+from inference.chat_page import CHAT_COOKIE, CHAT_COOKIE_PATH, CHAT_HEADER, CHAT_ROUTE
 from inference.selectors import usage_summary
 from portal import selectors
 from portal.connect import KEY_PLACEHOLDER, setups, windows
@@ -118,3 +121,49 @@ def connect(request: HttpRequest) -> HttpResponse:
         "windows": windows(models),
         "placeholder": KEY_PLACEHOLDER, "has_keys": selectors.active_keys(person).exists(),
     })
+
+
+@login_required
+def chat(request: HttpRequest) -> HttpResponse:
+    """The chat page. Its key lives in an HttpOnly cookie only the chat route reads
+    (inference/chat_page.py); the conversations live in the browser's storage only."""
+    person = _person(request)
+    allowed = chat_allowed(person)
+    policy = student_policy(person)
+    response = render(request, "portal/chat.html", {
+        "allowed": allowed, "models": selectors.served_models(policy.allowed_models),
+        "fallback": settings.OCS["BUDGET_FALLBACK_MODEL"],
+        "pause": None if person.is_staff else pause_status(person.classroom),
+        "chat_route": CHAT_ROUTE, "chat_header": CHAT_HEADER,
+    })
+    if allowed:
+        _give_chat_key(request, response)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_POST
+def chat_key(request: HttpRequest) -> HttpResponse:
+    """A fresh chat key in the page's cookie, when the one it had lapsed or was revoked (the page
+    asks once, on a 401). CSRF-protected like every form."""
+    response = JsonResponse({"ok": True})
+    try:
+        _give_chat_key(request, response, renew=True)
+    except ChatOff as off:
+        return JsonResponse({"error": {"code": "chat_off", "message": str(off)}}, status=403)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _give_chat_key(request: HttpRequest, response: HttpResponse, *, renew: bool = False) -> None:
+    if request.session.session_key is None:
+        request.session.save()
+    session_key = request.session.session_key
+    assert session_key is not None
+    person = _person(request)
+    if not renew and chat_key_current(user=person, session_key=session_key, raw=request.COOKIES.get(CHAT_COOKIE)):
+        return
+    raw = chat_key_issue(user=person, session_key=session_key)
+    response.set_cookie(CHAT_COOKIE, raw, max_age=int(CHAT_KEY_LIFETIME.total_seconds()), path=CHAT_COOKIE_PATH,
+                        secure=request.is_secure(), httponly=True, samesite="Strict")
