@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('fleet', '0011_worker_slot_files_pruned'),
+        ('fleet', '0012_catalog_model_description'),
     ]
 
     operations = [
