@@ -7,22 +7,15 @@ from typing import Any
 
 from django.db import migrations
 
-from research.planner.validation.records import check_fields, figure_rows, history
+from research.planner.validation.records import history, import_checks, remove_checks
 
 
 def load(apps: Any, schema_editor: Any) -> None:
-    check_model = apps.get_model("research", "PlannerCheck")
-    figure_model = apps.get_model("research", "PlannerCheckFigure")
-    for entry in history():
-        fields = check_fields(entry)
-        check, _ = check_model.objects.update_or_create(name=fields.pop("name"), defaults=fields)
-        check.figures.all().delete()
-        figure_model.objects.bulk_create(figure_model(planner_check=check, **row)
-                                         for row in figure_rows(entry["comparison"]))
+    import_checks(apps, history())
 
 
 def unload(apps: Any, schema_editor: Any) -> None:
-    apps.get_model("research", "PlannerCheck").objects.filter(name__in=[e["name"] for e in history()]).delete()
+    remove_checks(apps, history())
 
 
 class Migration(migrations.Migration):

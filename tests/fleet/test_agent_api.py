@@ -45,6 +45,22 @@ def test_register_creates_workers_at_the_rigs_own_address(rig) -> None:  # noqa:
     assert Worker.objects.get(name="rig1-b").pool.name == "dev"
 
 
+def test_a_rig_config_keeps_a_worker_for_short_prompts_and_the_fleet_snapshot_routes_by_it(rig) -> None:  # noqa: ANN001
+    from fleet.selectors import _load_snapshot
+
+    workers = [WORKERS[0], {**WORKERS[1], "pool": "production", "lane_tokens": 1024}]
+    assert post("/agent/v1/register", {"agent_version": "v", "workers": workers}, rig[1]).status_code == 200
+    assert Worker.objects.get(name="rig1-b").lane_tokens == 1024
+    assert Worker.objects.get(name="rig1-a").lane_tokens == 0
+    lanes = {w.name: w.lane_tokens for w in _load_snapshot.__wrapped__().workers}  # type: ignore[attr-defined]
+    assert (lanes["rig1-a"], lanes["rig1-b"]) == (0, 1024)
+    # the rig's config is the source: a registration without it makes the worker ordinary again
+    assert post("/agent/v1/register", {"agent_version": "v", "workers": WORKERS}, rig[1]).status_code == 200
+    assert Worker.objects.get(name="rig1-b").lane_tokens == 0
+    refused = post("/agent/v1/register", {"agent_version": "v", "workers": [{**WORKERS[0], "lane_tokens": -1}]}, rig[1])
+    assert refused.status_code == 400 and b"lane_tokens" in refused.content
+
+
 def test_reregistering_keeps_a_teachers_pool_choice_and_retires_removed_workers(rig) -> None:  # noqa: ANN001
     from fleet.models import Pool
     from fleet.services import worker_move

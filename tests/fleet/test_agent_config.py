@@ -38,6 +38,7 @@ def test_the_documented_example_is_a_valid_config_for_two_four_gpu_workers(tmp_p
     assert b.launch_summary()["rope_scaling"] == "yarn" and "tensor_split" not in b.launch_summary()
     assert a.launch_summary()["tensor_split"] == [1.0, 1.0, 1.0, 1.0]
     assert a.launch_summary()["extra_args"][:2] == ["--cache-type-k", "q8_0"]
+    assert (a.lane_tokens, b.lane_tokens) == (0, 0)  # the example shows lane_tokens commented out
 
 
 @pytest.mark.parametrize(
@@ -51,6 +52,7 @@ def test_the_documented_example_is_a_valid_config_for_two_four_gpu_workers(tmp_p
         ('[[workers]]\nname="a"\nmodel_id="m"\nport=1\ngpus=[0,1]\ntensor_split=[1]', "one share per GPU"),
         ('[[workers]]\nname="a"\nport=1', "`model_id` is required"),
         ('[[workers]]\nname="a"\nmodel_id="m"\nport="8080"', "`port` has the wrong type"),
+        ('[[workers]]\nname="a"\nmodel_id="m"\nport=1\nlane_tokens=-5', "`lane_tokens` must be 0"),
     ],
 )
 def test_invalid_configs_are_refused_with_a_message_saying_where(workers: str, message: str) -> None:

@@ -27,6 +27,24 @@ def history(path: Path = HISTORY) -> list[dict[str, Any]]:
     return list(json.loads(path.read_text()))
 
 
+def import_checks(apps: Any, entries: list[dict[str, Any]]) -> None:
+    """A data migration's forward step: each entry (planner_check's record) as a PlannerCheck row
+    and its figures, replacing a check of the same name."""
+    check_model = apps.get_model("research", "PlannerCheck")
+    figure_model = apps.get_model("research", "PlannerCheckFigure")
+    for entry in entries:
+        fields = check_fields(entry)
+        check, _ = check_model.objects.update_or_create(name=fields.pop("name"), defaults=fields)
+        check.figures.all().delete()
+        figure_model.objects.bulk_create(figure_model(planner_check=check, **row)
+                                         for row in figure_rows(entry["comparison"]))
+
+
+def remove_checks(apps: Any, entries: list[dict[str, Any]]) -> None:
+    """Its backward step."""
+    apps.get_model("research", "PlannerCheck").objects.filter(name__in=[e["name"] for e in entries]).delete()
+
+
 def figure_rows(comparison: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per configuration and figure, in the order planner_check printed them."""
     rows: list[dict[str, Any]] = []

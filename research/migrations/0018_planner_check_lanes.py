@@ -1,0 +1,26 @@
+"""The lane workers' check (docs/classroom.md, "A card for questions"): the planner's prediction of a
+worker kept for questions on the demo's two workers, against one class replay of each configuration,
+from research/data/planner_check_lanes.json (planner_check's comparison, as it stored it)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.db import migrations
+
+from research.planner.validation.records import history, import_checks, remove_checks
+
+ENTRIES = Path(__file__).resolve().parents[1] / "data" / "planner_check_lanes.json"
+
+
+def load(apps: Any, schema_editor: Any) -> None:
+    import_checks(apps, history(ENTRIES))
+
+
+def unload(apps: Any, schema_editor: Any) -> None:
+    remove_checks(apps, history(ENTRIES))
+
+
+class Migration(migrations.Migration):
+    dependencies = [("research", "0017_probe_runs")]
+    operations = [migrations.RunPython(load, unload)]
