@@ -69,13 +69,14 @@
       var busy = el("td", {"class": "num"}, [el("span", {text: w.busy + " / " + w.slots}),
         el("span", {"class": "meter small", "aria-hidden": "true"}, [el("span", {style: "width: " + busyPct + "%"})])]);
       body.appendChild(el("tr", {"data-worker": w.name, "data-state": w.state}, [
-        td(w.name), el("td", {}, [el("span", {"class": "state " + w.state, "data-testid": "state", text: w.state}),
+        el("td", {}, [el("span", {text: w.name}), w.lane_tokens ? el("small", {"class": "note lane", "data-testid": "lane",
+            title: "A lane worker: kept for short prompts, which go to it first; longer prompts never do",
+            text: "for questions (prompts ≤ " + w.lane_tokens.toLocaleString("en") + " tokens)"}) : null]),
+        el("td", {}, [el("span", {"class": "state " + w.state, "data-testid": "state", text: w.state}),
           w.slot_files_pruned ? el("small", {"class": "note", "data-testid": "pruned",
             title: "Slot files the rig agent deleted to stay within its budget: each costs a student a recomputed prompt",
             text: " · " + w.slot_files_pruned + " slot files pruned"}) : null,
-          w.lane_tokens ? el("small", {"class": "note", "data-testid": "lane",
-            title: "A lane worker: kept for short prompts, which go to it first; longer ones never do",
-            text: " · kept for questions (prompts up to " + w.lane_tokens.toLocaleString("en") + " tokens)"}) : null]),
+          null]),
         td(w.pool), td(w.model), td((w.rig || "—") + (w.gpus && w.gpus.length ? " · GPU " + w.gpus.join(",") : "")),
         busy, td(String(w.queue), "num"), td(dash(w.tokens_per_s), "num"), td(dash(w.cold_start_s, " s"), "num"), actions]));
     });

@@ -187,3 +187,8 @@ def test_even_the_ideal_server_scores_below_one_when_students_are_in_hand_for_di
     assert ideal["service_per_s"] == pytest.approx(100.0)
     assert ideal["jain_index"] < 0.7
     assert ideal["jain_index_per_backlogged_s"] == pytest.approx(140 ** 2 / (2 * (90 ** 2 + 50 ** 2)))
+    # fairness is judged against that ideal, on the same turns: the measured rate index over the ideal's
+    against = report["jain_vs_ideal"]
+    assert against["ideal_per_s_in_hand"] == ideal["jain_index_per_backlogged_s"]
+    assert against["per_s_in_hand"] == report["jain_index_per_backlogged_s"]
+    assert against["ratio"] == pytest.approx(against["per_s_in_hand"] / against["ideal_per_s_in_hand"])

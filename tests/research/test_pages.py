@@ -146,3 +146,22 @@ def test_a_small_share_of_the_roofline_ceiling_never_reads_as_nothing(client: Cl
     for page in (f"/research/runs/{run.pk}/", "/research/"):
         text = client.get(page).content.decode()
         assert "0.5 % of" in text and "= 0%" not in text, page
+
+
+def test_a_quiet_student_probe_shows_its_phases_and_its_verdict_in_words(client: Client, teacher) -> None:  # noqa: ANN001
+    def phase(chat_p95: float, agents: int) -> dict:
+        return {"chat": {"turns": 10, "answered": 10, "refused": 0, "ttft_p50_s": 0.1, "ttft_p95_s": chat_p95},
+                "agents": {"turns": agents, "answered": agents, "refused": 0, "ttft_p50_s": 5.0, "ttft_p95_s": 20.0},
+                "burst": {"turns": 0, "answered": 0, "refused": 0, "ttft_p50_s": None, "ttft_p95_s": None}}
+    summary = {"probe": "quiet", "lane_workers": 1, "alone": phase(0.2, 0), "load": phase(1.4, 24),
+               "lane_alone": phase(0.6, 17), "without_lanes": phase(11.0, 33),
+               "verdict": {"chat_p95_ratio": 7.0, "bound": 3.0, "holds": False, "lane_alone_over_alone": 3.0,
+                           "without_lanes_ratio": 55.0}}
+    run = BenchmarkRun.objects.create(kind=BenchmarkRun.Kind.PROBE, group="g-probe", scenario="probe-quiet",
+                                      label="quiet student", target="gateway", base_url="http://x", model="m",
+                                      prompt_tokens=0, output_tokens=0, requests=0, summary=summary)
+    client.force_login(teacher)
+    page = client.get(f"/research/runs/{run.pk}/").content.decode()
+    assert "7.00 × alone" in page and "does not hold" in page and "3.00 × alone" in page and "55.0 × alone" in page
+    assert "<td>without_lanes</td><td>agents</td><td>33 of 33</td>" in " ".join(page.split()).replace("> <", "><")
+    assert "<td>alone</td><td>agents</td>" not in " ".join(page.split()).replace("> <", "><")  # no empty rows
