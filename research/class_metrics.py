@@ -36,7 +36,11 @@ Percentiles are research.metrics.percentile's (linear between closest ranks).
   raise the plain index further without being fairer.
 - `jain_vs_ideal`: how fairness is judged: the index per second in hand, the ideal's on the same
   turns, and their ratio (1: as fair as the ideal fair server; no absolute target, since the
-  ideal itself stays below 1 on a class like this).
+  ideal itself stays below 1 on a class like this). With it, what holds a gap: `held_share`, the
+  index of each student's share of their time in hand during which a turn of theirs held a slot
+  (the line's order and the number of slots decide it; the ideal serves everyone in hand at once:
+  1), and `per_held_s`, the index of the service a student got per second of holding one (prefill
+  and decode differ by 100 x per second, a shared CPU slows some workers more than others).
 """
 from __future__ import annotations
 
@@ -166,16 +170,25 @@ def jain_windows(turns: Sequence[Turn], weights: Weights, *, window_s: float = W
         waiting = sorted({t.student for t in turns if t.sent_s < stop and t.end_s >= start})
         service = {student: 0.0 for student in waiting}
         backlogged_s = {student: 0.0 for student in waiting}
+        held_s = {student: 0.0 for student in waiting}
         for turn in turns:
             if turn.student not in service:
                 continue
             backlogged_s[turn.student] += max(0.0, min(turn.end_s, stop) - max(turn.sent_s, start))
+            if turn.first_token_s is not None:  # it held a slot from the end of its wait to its end
+                held_s[turn.student] += max(0.0, min(turn.end_s, stop) - max(turn.sent_s + turn.queue_wait_s, start))
             for piece_start, piece_end, amount in service_parts(turn, weights):
                 service[turn.student] += amount * _overlap(piece_start, piece_end, start, stop)
-        rates = [service[s] / max(min(backlogged_s[s], window_s), MIN_BACKLOG_S) for s in waiting]
+        in_hand = {s: max(min(backlogged_s[s], window_s), MIN_BACKLOG_S) for s in waiting}
+        rates = [service[s] / in_hand[s] for s in waiting]
+        holding = [min(held_s[s], in_hand[s]) / in_hand[s] for s in waiting]
+        per_held = [service[s] / max(held_s[s], MIN_BACKLOG_S) for s in waiting if held_s[s] > 0]
+        several = len(waiting) >= 2
         windows.append({"start_s": start, "students": len(waiting),
-                        "jain": jain(list(service.values())) if len(waiting) >= 2 else None,
-                        "jain_rate": jain(rates) if len(waiting) >= 2 else None,
+                        "jain": jain(list(service.values())) if several else None,
+                        "jain_rate": jain(rates) if several else None,
+                        "jain_held": jain(holding) if several else None,
+                        "jain_per_held_s": jain(per_held) if len(per_held) >= 2 else None,
                         "service": service})
         start = stop
     return windows
@@ -353,7 +366,11 @@ def class_report(turns: Sequence[Turn], *, duration_s: float, weights: Weights,
                        "jain_index_per_backlogged_s": jain_index(ideal_windows, "jain_rate"),
                        "service_per_s": ideal_rate},
         "jain_vs_ideal": {"per_s_in_hand": in_hand, "ideal_per_s_in_hand": ideal_in_hand,
-                          "ratio": in_hand / ideal_in_hand if in_hand is not None and ideal_in_hand else None},
+                          "ratio": in_hand / ideal_in_hand if in_hand is not None and ideal_in_hand else None,
+                          # where the gap comes from: who holds a slot while in hand (the line and
+                          # the slots; the ideal: 1), and what a held slot gives per second
+                          "held_share": jain_index(windows, "jain_held"),
+                          "per_held_s": jain_index(windows, "jain_per_held_s")},
         "cache_hit_rate": sum(t.reused_prompt_tokens for t in done) / prompt if prompt else None,
         "agent_cache_hit_rate": (sum(t.reused_prompt_tokens for t in agent_done) / agent_prompt
                                  if agent_prompt else None),

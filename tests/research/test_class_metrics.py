@@ -192,3 +192,18 @@ def test_even_the_ideal_server_scores_below_one_when_students_are_in_hand_for_di
     assert against["ideal_per_s_in_hand"] == ideal["jain_index_per_backlogged_s"]
     assert against["per_s_in_hand"] == report["jain_index_per_backlogged_s"]
     assert against["ratio"] == pytest.approx(against["per_s_in_hand"] / against["ideal_per_s_in_hand"])
+
+
+def test_the_report_says_whether_a_gap_is_who_holds_a_slot_or_what_a_held_slot_gives() -> None:
+    """Two students in hand all window, each holding a slot all along: who holds is even (1.0)
+    though one slot prefills 900 tokens and the other decodes 10: the gap is service per held
+    second. A third student waiting 8 of 10 s in the line, then served, holds a slot 20 % of
+    their time in hand: that part of a gap is the line and the slots."""
+    a = turn("a", "agent", 0.0, 9.9, 10.0, prompt=900, output=0)
+    b = turn("b", "chat", 0.0, 0.1, 10.0, prompt=0, output=10)
+    even = class_report([a, b], duration_s=10.0, weights=ONE_EACH, roster=[("a", "agent"), ("b", "chat")])
+    assert even["jain_vs_ideal"]["held_share"] == pytest.approx(1.0)
+    assert even["jain_vs_ideal"]["per_held_s"] < 0.6
+    c = turn("c", "agent", 0.0, 9.0, 10.0, prompt=100, output=0, wait=8.0)
+    waited = class_report([a, c], duration_s=10.0, weights=ONE_EACH, roster=[("a", "agent"), ("c", "agent")])
+    assert waited["jain_vs_ideal"]["held_share"] == pytest.approx(1.2 ** 2 / (2 * (1 + 0.2 ** 2)))

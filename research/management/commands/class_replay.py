@@ -59,7 +59,8 @@ def format_report(report: dict[str, Any]) -> list[str]:
     against = report.get("jain_vs_ideal") or {}
     lines.append(f"fairness: Jain's index per second in hand {fig(against.get('per_s_in_hand'))}, the ideal fair "
                  f"server on these turns {fig(against.get('ideal_per_s_in_hand'))}: "
-                 f"{fig(against.get('ratio'), '.2f')} x the ideal")
+                 f"{fig(against.get('ratio'), '.2f')} x the ideal (who held a slot while in hand "
+                 f"{fig(against.get('held_share'))}, service per second held {fig(against.get('per_held_s'))})")
     jain = report.get("jain_index")
     ideal = (report.get("jain_ideal") or {}).get("jain_index")
     hit = report.get("cache_hit_rate")
