@@ -56,6 +56,7 @@ from inference.admission.rules import (
     wait_deadline,
     wait_left_s,
 )
+from inference.admission.slot_owners import SlotClaim
 from inference.prometheus import LANE_CLAIMS, QUEUE_WAIT
 
 log = logging.getLogger("ocs.admission")
@@ -153,7 +154,16 @@ class _Line:
 
 _lines: dict[tuple[int, int, str], _Line] = {}
 _last_lent_event: dict[tuple[int, str], float] = {}
+_lane_locks: dict[tuple[int, int, int], asyncio.Lock] = {}  # (event loop, lane worker, student)
 _background: set[asyncio.Task[None]] = set()
+
+
+def _lane_lock(worker_id: int, user_id: int) -> asyncio.Lock:
+    key = (id(asyncio.get_running_loop()), worker_id, user_id)
+    lock = _lane_locks.get(key)
+    if lock is None:
+        lock = _lane_locks[key] = asyncio.Lock()
+    return lock
 
 
 def _line_for(pool_id: int, model_id: str) -> _Line:
@@ -302,19 +312,29 @@ async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: 
     policy = fair[1] if fair is not None else policy
     for candidate in claim_order(decision, lanes_only=lanes_only):
         resource = worker_resource(candidate.worker.id)
-        if candidate.worker.lane_tokens:  # one more round trip, for short prompts only
-            held, _ = await live.slot_share([resource], want.line, str(want.user_id))
-            if lane_share_full(held=held, slots=candidate.worker.slots):
-                want.passed = True  # the lane's free slot is a classmate's: the next in line may take it
-                continue
         first, prefer = lane(policy=policy, slots=candidate.worker.slots, prompt_bytes=want.prompt_bytes,
                              light_tokens=settings.OCS["LIGHT_LANE_TOKENS"])
-        # The claim records the conversation's worker too (one round trip). If this worker then
-        # fails before its first byte, the next claim (failover) records the one that served.
-        claim = await live.claim_slot(resource, candidate.worker.slots, lease_s, student=str(want.user_id),
-                                      conversation=want.conversation or "",
-                                      affinity=(candidate.worker.id, affinity_s) if affinity_s > 0 else None,
-                                      first=first, prefer=prefer)
+
+        async def claim_here() -> SlotClaim | None:
+            # The claim records the conversation's worker too (one round trip). If this worker then
+            # fails before its first byte, the next claim (failover) records the one that served.
+            return await live.claim_slot(resource, candidate.worker.slots, lease_s, student=str(want.user_id),
+                                         conversation=want.conversation or "",
+                                         affinity=(candidate.worker.id, affinity_s) if affinity_s > 0 else None,
+                                         first=first, prefer=prefer)
+
+        if candidate.worker.lane_tokens:
+            # One more round trip, for short prompts only. The student's share is read and the slot
+            # claimed under one lock per worker and student, so that a student's requests arriving
+            # together in this process cannot both pass it (across processes they still can).
+            async with _lane_lock(candidate.worker.id, want.user_id):
+                held, _ = await live.slot_share([resource], want.line, str(want.user_id))
+                if lane_share_full(held=held, slots=candidate.worker.slots):
+                    want.passed = True  # the lane's free slot is a classmate's: the next in line may take it
+                    continue
+                claim = await claim_here()
+        else:
+            claim = await claim_here()
         if claim is not None:
             if candidate.worker.lane_tokens:
                 LANE_CLAIMS.labels(candidate.worker.name).inc()
