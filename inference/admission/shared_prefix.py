@@ -15,7 +15,7 @@ exception, and its rule:
 - The gateway counts, per block name, the distinct students (user ids: one student's several keys
   count once) who sent it (the live state, with a TTL). The public prefix of a request is its
   longest run of leading blocks each sent by at least k students **other than the requester**
-  (`OCS_SHARED_PREFIX_K`, DEFAULT_K; 0 turns it off; under MIN_K it is refused). A trailing part
+  (`OCS_SHARED_PREFIX_K`, 5 by default; 0 turns it off; under MIN_K it is refused). A trailing part
   shorter than a block is never public.
 - Why that holds against k - 1 colluding classmates: a clique of c students (the prober among them)
   who all send a guess of a victim's block make, for the prober, c - 1 other senders; with the
@@ -74,7 +74,6 @@ MAX_BLOCKS = 256  # 256 kB of system prompt and tools: Claude Code's 24 tools ar
 MIN_PUBLIC_BLOCKS = 2  # a shorter public prefix is not worth a slot-file round trip
 LEADING_ROLES = ("system", "developer")
 MIN_K = 3  # a pair of colluders never confirms a guess
-DEFAULT_K = 5  # a clique of up to 4 never does (docs/classroom.md, "The privacy argument")
 TOOL_SEPARATOR = "\x00"  # never inside a tool's JSON (json.dumps escapes it): a tool starts after it
 
 
