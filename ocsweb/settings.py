@@ -205,9 +205,10 @@ OCS: GatewaySettings = {
     # On a slot handover, save the previous student's prompt to their slot file on the worker and
     # restore the new student's own (inference/admission/slot_files.py); 0 turns it off (for comparisons).
     "SLOT_FILES": env_int("OCS_SLOT_FILES", 1, minimum=0) > 0,
-    # Reuse the start of a system prompt across students once this many distinct students sent it
-    # (inference/admission/shared_prefix.py: the rule and its privacy argument); 0 (the default) turns it off.
-    "SHARED_PREFIX_K": env_int("OCS_SHARED_PREFIX_K", 0, minimum=0),
+    # Reuse a client's constant prefix (system prompt, then tool definitions) across students once
+    # this many distinct students other than the requester sent it: a clique of k - 1 never confirms
+    # a guess (inference/admission/shared_prefix.py: the rule and its privacy argument); 0 turns it off.
+    "SHARED_PREFIX_K": env_int("OCS_SHARED_PREFIX_K", 5, minimum=0),
     # Connect / first-byte timeout towards a worker, and how many workers one request may try.
     "UPSTREAM_CONNECT_TIMEOUT_S": env_float("OCS_UPSTREAM_CONNECT_TIMEOUT_S", 3.0, minimum=0.1),
     "UPSTREAM_READ_TIMEOUT_S": env_float("OCS_UPSTREAM_READ_TIMEOUT_S", 600.0, minimum=1.0),
@@ -259,8 +260,8 @@ OCS: GatewaySettings = {
     "LOGIN_ACCOUNT_DELAY_MAX_S": env_float("OCS_LOGIN_ACCOUNT_DELAY_MAX_S", 10.0, minimum=0.0),
 }
 if 0 < OCS["SHARED_PREFIX_K"] < 3:  # inference/admission/shared_prefix.MIN_K: why
-    raise ConfigError(f"OCS_SHARED_PREFIX_K={OCS['SHARED_PREFIX_K']} would let a student confirm a guess of one "
-                      "classmate's system prompt: use 0 (off), or 3 and more")
+    raise ConfigError(f"OCS_SHARED_PREFIX_K={OCS['SHARED_PREFIX_K']} would let a student and one accomplice confirm "
+                      "a guess of a classmate's system prompt: use 0 (off), or 3 and more")
 DATA_UPLOAD_MAX_MEMORY_SIZE = OCS["MAX_BODY_BYTES"]
 
 # --- Standard Django -----------------------------------------------------------------------

@@ -1,43 +1,47 @@
-"""A prompt prefix many students send, reusable across them only once k distinct students sent it.
+"""The constant prefix a client sends (system prompt, then tool definitions), reused across students
+only once k students other than the requester sent it.
 
-Every request of a coding agent begins with its client's system prompt (the Copilot CLI's is ~5,400
-tokens, and on a rig every first turn on a worker computes it again). Cache isolation
-(inference/admission/slot_owners.py) forbids reusing one student's prompt for another, because the reuse shows in
-the returned counts and in the time to first token. This module is the one exception, and its rule:
+Every request of a coding agent begins with its client's system prompt and tool definitions (the
+Copilot CLI's ~5,400 tokens, Claude Code's ~20,000 with its tools as a Qwen template renders them),
+and on a rig every first turn on a worker computes them again. Cache isolation
+(inference/admission/slot_owners.py) forbids reusing one student's prompt for another, because the
+reuse shows in the returned counts and in the time to first token. This module is the one
+exception, and its rule:
 
-- Only the request's leading system (or developer) message is ever shared, cut into blocks of
-  BLOCK_CHARS characters. Block i is named by a keyed hash of blocks 0..i (a chain), so a name says
-  nothing of the text and a block is only ever "the same" as another when all text before it is too.
-- The gateway counts, per block name, the distinct students who sent it (the live state, with a
-  TTL). The public prefix of a request is its longest run of leading blocks each sent by at least
-  k students (`OCS_SHARED_PREFIX_K`; 0, the default, turns it off; under MIN_K it is refused: with
-  k = 2 a prober and one classmate make a block public, so a prober could confirm a guess of one
-  classmate's block). A trailing part shorter than a block is never public.
-- Only the public prefix's text is ever computed into a shared slot file, so what another student can
-  find in the cache (by counts or by timing) is at most text that k distinct students, the prober
-  included, sent as the start of their system prompt: a prober learns that k - 1 others sent it,
-  never what one classmate alone wrote. Text that k - 1 others did send (a system prompt the teacher
-  handed out) is no secret from the class by this rule; choose k above the size of any group whose
-  shared text must stay private, and above the number of accounts one person could use.
+- Only the request's constant prefix is ever shared: its leading system (or developer) message,
+  then its tool definitions (each as its JSON), read as one text and cut into blocks of BLOCK_CHARS
+  characters. Block i is named by a keyed hash of blocks 0..i (a chain), so a name says nothing of
+  the text and a block is only ever "the same" as another when all text before it is too.
+- The gateway counts, per block name, the distinct students (user ids: one student's several keys
+  count once) who sent it (the live state, with a TTL). The public prefix of a request is its
+  longest run of leading blocks each sent by at least k students **other than the requester**
+  (`OCS_SHARED_PREFIX_K`, 5 by default; 0 turns it off; under MIN_K it is refused). A trailing part
+  shorter than a block is never public.
+- Why that holds against k - 1 colluding classmates: a clique of c students (the prober among them)
+  who all send a guess of a victim's block make, for the prober, c - 1 other senders; with the
+  victim, c. It turns public only when c >= k. So a clique of at most k - 1 never confirms a guess,
+  whatever it sends and however often: what a prober can find in the cache (by counts or by time)
+  is text that at least k - c + 1 >= 2 students outside the clique sent, never what one classmate
+  alone wrote. (The rule before counted the prober too: a victim and k - 1 guessers sufficed, and
+  two classmates confirmed a locker PIN at k = 3.) Not covered: a clique of k or more, text that
+  k others did send (a system prompt the teacher handed out is no secret from the class), a person
+  holding several accounts.
 
 The rule first (pure, no I/O: the names, the count, the public text), then its use.
 
-A system prompt's public start, computed once per worker and reused across students
-(`OCS_SHARED_PREFIX_K`).
-
-On a handover whose slot still holds no prompt of this student's (no slot file of their own was
-restored, inference/admission/slot_files.py), the gateway adds the student to the senders of their system
-prompt's blocks (only here: a student's first turn on a worker is always a handover) and finds its
-public prefix. If there is one:
+On every handover of a pinned slot (a student's first turn on a worker is always one) the gateway
+adds the student to the senders of their constant prefix's blocks; when the slot then holds none of
+their own prompt (no slot file of theirs was restored, inference/admission/slot_files.py) it finds
+the prefix's public part. If there is one:
 
 1. restore: the worker has this prefix's shared file (this process wrote it): it is loaded into the
    slot, which then holds the public text and nothing else;
-2. else prime: the public text alone, rendered by the worker's own chat template
-   (`/apply-template`), is computed into the slot (`/completion`, `n_predict: 0`) and saved as the
-   shared file for the next students.
+2. else prime: the public text alone (the system text, then the whole tool definitions that lie
+   inside it), rendered by the worker's own chat template (`/apply-template`), is computed into the
+   slot (`/completion`, `n_predict: 0`) and saved as the shared file for the next students.
 
 Either way the request then reuses the slot (`cache_prompt`): the worker finds the public prefix and
-computes only the rest, and the counts it returns say so (they describe text k students sent).
+computes only the rest, and the counts it returns say so (they describe text k others sent).
 Priming costs nothing the request would not compute anyway, plus one save. Each gateway process
 keeps its own list of the files it wrote, so a worker is primed at most once per prefix and
 process; a worker that lost its files (a restart) answers the restore with an error and is primed
@@ -50,6 +54,7 @@ import hmac
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -65,10 +70,43 @@ from inference.upstream import TRANSPORT_ERRORS
 log = logging.getLogger("ocs.shared_prefix")
 
 BLOCK_CHARS = 1024  # ~250-300 tokens of English or JSON
-MAX_BLOCKS = 128  # 128 kB of system prompt: more than any client sends today
+MAX_BLOCKS = 256  # 256 kB of system prompt and tools: Claude Code's 24 tools are ~64 kB of JSON
 MIN_PUBLIC_BLOCKS = 2  # a shorter public prefix is not worth a slot-file round trip
 LEADING_ROLES = ("system", "developer")
-MIN_K = 3
+MIN_K = 3  # a pair of colluders never confirms a guess
+TOOL_SEPARATOR = "\x00"  # never inside a tool's JSON (json.dumps escapes it): a tool starts after it
+
+
+@dataclass(frozen=True)
+class ConstantPrefix:
+    """What a client sends first and the same for everyone on its version: the leading system (or
+    developer) message and the tool definitions, in the order the worker's template renders them
+    (the system text, then the tools). `text` is what the block names are taken over."""
+
+    role: str
+    system: str
+    tools: tuple[Mapping[str, Any], ...]
+
+    @property
+    def text(self) -> str:
+        return self.system + "".join(TOOL_SEPARATOR + _tool_json(tool) for tool in self.tools)
+
+    def public_part(self, chars: int) -> tuple[str, tuple[Mapping[str, Any], ...]]:
+        """(system text, tools) lying wholly inside the first `chars` characters of `text`: the
+        system text cut there, or the whole system text and the tools that end there."""
+        if chars <= len(self.system):
+            return self.system[:chars], ()
+        end, tools = len(self.system), []
+        for tool in self.tools:
+            end += len(TOOL_SEPARATOR) + len(_tool_json(tool))
+            if end > chars:
+                break
+            tools.append(tool)
+        return self.system, tuple(tools)
+
+
+def _tool_json(tool: Mapping[str, Any]) -> str:
+    return json.dumps(tool, ensure_ascii=False, separators=(",", ":"))
 
 
 def leading_message(body: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -84,6 +122,17 @@ def leading_message(body: Mapping[str, Any]) -> tuple[str, str] | None:
     return role, content
 
 
+def constant_prefix(body: Mapping[str, Any]) -> ConstantPrefix | None:
+    """The chat body's constant prefix: its leading system message and its tools (None: no
+    leading system message, nothing shared)."""
+    leading = leading_message(body)
+    if leading is None:
+        return None
+    tools = body.get("tools")
+    listed = tuple(tool for tool in tools if isinstance(tool, dict)) if isinstance(tools, list) else ()
+    return ConstantPrefix(role=leading[0], system=leading[1], tools=listed)
+
+
 def block_names(text: str, secret: bytes) -> list[str]:
     """The chained, keyed names of `text`'s whole blocks (at most MAX_BLOCKS)."""
     names: list[str] = []
@@ -97,13 +146,15 @@ def block_names(text: str, secret: bytes) -> list[str]:
 
 
 def public_blocks(senders: Sequence[int], k: int) -> int:
-    """How many leading blocks are public: each sent by at least k distinct students (k >= MIN_K).
-    Fewer than MIN_PUBLIC_BLOCKS counts as none."""
+    """How many leading blocks are public to a requester. `senders`: per block, the distinct students
+    who sent it, the requester among them (prefix_senders adds them before it counts); a block is
+    public when at least k of them are students other than the requester (k >= MIN_K). Fewer than
+    MIN_PUBLIC_BLOCKS counts as none."""
     if k < MIN_K:
         return 0
     count = 0
     for seen in senders:
-        if seen < k:
+        if seen - 1 < k:
             break
         count += 1
     return count if count >= MIN_PUBLIC_BLOCKS else 0
@@ -144,13 +195,16 @@ async def _read_json(url: str, body: dict[str, Any], headers: Mapping[str, str])
         return response.status_code, None
 
 
-async def _prime(slot: Slot, role: str, text: str) -> bool:
-    """Compute `text` alone, as the worker's template renders a leading `role` message, into the
-    slot (its cache then holds the public prefix and nothing else); True when it worked."""
+async def _prime(slot: Slot, role: str, system: str, tools: Sequence[Mapping[str, Any]]) -> bool:
+    """Compute the public part alone (a leading `role` message of `system`, with `tools`), as the
+    worker's template renders it, into the slot (its cache then holds the public prefix and nothing
+    else); True when it worked."""
     base, headers = slot.worker.base_url, slot.worker.upstream_headers
+    template: dict[str, Any] = {"messages": [{"role": role, "content": system}]}
+    if tools:
+        template["tools"] = list(tools)
     try:
-        status, templated = await _read_json(f"{base}/apply-template",
-                                             {"messages": [{"role": role, "content": text}]}, headers)
+        status, templated = await _read_json(f"{base}/apply-template", template, headers)
         prompt = templated.get("prompt") if status == 200 and isinstance(templated, dict) else None
         if not isinstance(prompt, str):
             return False
@@ -164,21 +218,24 @@ async def _prime(slot: Slot, role: str, text: str) -> bool:
 
 
 async def prepare(slot: Slot, student: str, body: Mapping[str, Any]) -> None:
-    """After slot_files.prepare: a handed-over slot that holds none of this student's prompt gets
-    the public prefix of their system prompt, if it has one (`own_prefix` then turns on)."""
+    """After slot_files.prepare, on a handover: count `student` among the senders of their constant
+    prefix's blocks (even when their own slot file was restored: every sender counts), then give a
+    slot that holds none of their prompt the prefix's public part, if it has one (`own_prefix`
+    then turns on)."""
     k = settings.OCS["SHARED_PREFIX_K"]
-    if k < MIN_K or not slot.handover or slot.own_prefix or not slot_files.enabled(slot):
+    if k < MIN_K or not slot.handover or not slot_files.enabled(slot):
         return
-    leading = leading_message(body)
-    if leading is None:
+    prefix = constant_prefix(body)
+    if prefix is None:
         return
-    role, text = leading
-    names = block_names(text, _secret())
+    names = block_names(prefix.text, _secret())
     if len(names) < MIN_PUBLIC_BLOCKS:
         return
     try:
         senders = await admission_live().prefix_senders(names, student, SENDERS_TTL_S)
     except LiveStateUnavailable:
+        return
+    if slot.own_prefix:
         return
     public = public_blocks(senders, k)
     if not public:
@@ -192,7 +249,8 @@ async def prepare(slot: Slot, student: str, body: Mapping[str, Any]) -> None:
             slot.own_prefix = True
             return
         _files.pop(known, None)
-    if not await _prime(slot, role, public_text(text, public)):
+    system, tools = prefix.public_part(public * BLOCK_CHARS)
+    if not await _prime(slot, prefix.role, system, tools):
         OUTCOMES.labels("failed").inc()
         return
     OUTCOMES.labels("primed").inc()

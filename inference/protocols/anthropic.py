@@ -124,12 +124,27 @@ def _check_system(system: Any) -> None:
         raise invalid_request("system: must be a string or an array of text blocks")
 
 
+# Claude Code's first system block: `x-anthropic-billing-header: cc_version=<version>.<3 hex>; ...`,
+# the hex a hash of the task's first user message. Billing metadata for Anthropic's API, not an
+# instruction: left in, it makes every task's prompt differ from its 40th character, so no cache
+# (the student's own slot, the class's shared prefix) could hold it across tasks.
+BILLING_HEADER = "x-anthropic-billing-header:"
+
+
+def _system_text(system: Any) -> str:
+    """The system prompt for the worker: its text blocks, without Claude Code's billing header."""
+    if isinstance(system, list):
+        system = [block for block in system if not (isinstance(block, dict) and isinstance(block.get("text"), str)
+                                                    and block["text"].startswith(BILLING_HEADER))]
+    return _text_of(system)
+
+
 def worker_messages(body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """(system prompt, messages) for the worker: blocks cleaned, messages left empty by dropped
     blocks removed. `system`-role messages stay where the client put them: the worker's native
     route takes them there (tested with the pinned build), and moving them would change the
     prompt the model reads."""
-    system = _text_of(body.get("system")) if body.get("system") else ""
+    system = _system_text(body.get("system")) if body.get("system") else ""
     messages: list[dict[str, Any]] = []
     for index, message in enumerate(body["messages"]):
         content = _clean_blocks(message.get("content"), f"messages.{index}")

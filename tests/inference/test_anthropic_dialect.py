@@ -149,3 +149,14 @@ def test_a_whole_answer_is_translated_with_its_usage() -> None:
                            "usage": {"prompt_tokens": 9, "completion_tokens": 5}})
     assert answer["content"] == [{"type": "text", "text": "Hello"}] and answer["stop_reason"] == "max_tokens"
     assert answer["usage"] == {"input_tokens": 9, "cache_read_input_tokens": 0, "output_tokens": 5}
+
+
+def test_claude_codes_billing_header_is_not_sent_to_the_worker_so_its_system_prompt_is_the_same_every_task() -> None:
+    """Its first system block names a hash of the task's first message (cc_version=<version>.<3 hex>):
+    left in, no cache could hold the system prompt across tasks or students."""
+    blocks = [{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.197.417; cc_entrypoint=sdk-cli;"},
+              {"type": "text", "text": "You are Claude Code."}, {"type": "text", "text": " Be brief."}]
+    system, _ = anthropic.worker_messages({"system": blocks, "messages": [{"role": "user", "content": "hi"}]})
+    assert system == "You are Claude Code. Be brief."
+    assert anthropic.worker_messages({"system": "x-anthropic-billing-header: kept as a string",
+                                      "messages": [{"role": "user", "content": "hi"}]})[0].startswith("x-anthropic")

@@ -127,9 +127,9 @@ def _first_turn_ttfts(config: Configuration, mix: dict[str, int]) -> dict[str, f
 
 
 @pytest.mark.parametrize(("mix", "workers", "slots"), [
-    ({"agent": 4, "claude": 2, "chat": 1}, 2, 4),
+    ({"agent": 6, "claude": 2, "chat": 1}, 2, 4),
     ({"agent": 8, "claude": 4, "codex": 2, "chat": 2}, 2, 4),
-    ({"agent": 4, "claude": 2, "chat": 1}, 1, 2),
+    ({"agent": 6, "claude": 2, "chat": 1}, 1, 2),
 ])
 def test_the_shared_prefix_on_never_predicts_slower_first_turns(mix: dict[str, int], workers: int,
                                                                 slots: int) -> None:

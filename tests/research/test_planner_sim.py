@@ -120,11 +120,12 @@ def test_a_slot_file_brings_a_students_prefix_back_after_a_classmate_took_the_sl
 
 def test_a_system_prompt_is_shared_once_k_students_sent_it_restored_from_the_file_the_kth_saved(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """inference/admission/shared_prefix (its prepare's rule, called): with k = 3, on one slot,
-    the first two students compute their prompts whole; the third makes the system prompt public
-    and computes it whole too, saving the public part (a save task); the fourth restores it and
-    finds all three blocks cached, and not a token of the others' questions. Off, nobody shares;
-    with the rule changed to k = 2 by a monkeypatch of public_blocks, the third restores."""
+    """inference/admission/shared_prefix (its prepare's rule, called): with k = 3 (students other
+    than the requester), on one slot, the first three students compute their prompts whole; to the
+    fourth the system prompt is public: it computes it whole too, saving the public part (a save
+    task); the fifth restores it and finds all three blocks cached, and not a token of the others'
+    questions. Off, nobody shares; with the rule changed by a monkeypatch of public_blocks to two
+    senders, the second primes and the third restores."""
     from inference.admission import shared_prefix
 
     blocks = tuple((f"b{n}", (("sys", 100 * n),)) for n in (1, 2, 3))
@@ -132,17 +133,17 @@ def test_a_system_prompt_is_shared_once_k_students_sent_it_restored_from_the_fil
     def students() -> list[Scripted]:
         return [Scripted(name, [TurnShape(segments=(("sys", 300), (f"q-{name}", 50)), prompt_bytes=1400,
                                           output_tokens=2, conversation=f"c{name}", shared=blocks)],
-                         arrival_s=20.0 * number) for number, name in enumerate("abcd")]
+                         arrival_s=20.0 * number) for number, name in enumerate("abcde")]
 
     def reused(**overrides: object) -> list[int]:
         turns, _ = simulate(plan=plan(**overrides), costs=[COST], students=students())
         return [t.reused_prompt_tokens for t in sorted(turns, key=lambda t: t.sent_s)]
 
-    assert reused(shared_prefix_k=3) == [0, 0, 0, 300]
-    assert reused() == [0, 0, 0, 0]
-    assert reused(shared_prefix_k=3, slot_files=False) == [0, 0, 0, 0]  # the files are slot files
+    assert reused(shared_prefix_k=3) == [0, 0, 0, 0, 300]
+    assert reused() == [0, 0, 0, 0, 0]
+    assert reused(shared_prefix_k=3, slot_files=False) == [0, 0, 0, 0, 0]  # the files are slot files
     monkeypatch.setattr(shared_prefix, "public_blocks", lambda counts, k: 3 if min(counts) >= 2 else 0)
-    assert reused(shared_prefix_k=3) == [0, 0, 300, 300]  # b primed it, c restores it
+    assert reused(shared_prefix_k=3) == [0, 0, 300, 300, 300]  # b primed it, c restores it
 
 
 def test_a_question_in_the_light_lane_computes_its_prompt_instead_of_restoring_its_file(

@@ -54,13 +54,18 @@ def worker(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     return state
 
 
-def handover(index: int = 2) -> Slot:
-    return Slot(worker=WORKER, lease=Lease("worker:7", "x"), reason="test", index=index, handover=True)
+def handover(index: int = 2, *, own: bool = False) -> Slot:
+    return Slot(worker=WORKER, lease=Lease("worker:7", "x"), reason="test", index=index, handover=True,
+                own_prefix=own)
 
 
-def turn(student: str, *, k: int = 3, system: str = SYSTEM) -> Slot:
-    slot = handover()
-    body = {"messages": [{"role": "system", "content": system}, {"role": "user", "content": f"secret of {student}"}]}
+def turn(student: str, *, k: int = 3, system: str = SYSTEM, tools: list[dict[str, Any]] | None = None,
+         own: bool = False) -> Slot:
+    slot = handover(own=own)
+    body: dict[str, Any] = {"messages": [{"role": "system", "content": system},
+                                         {"role": "user", "content": f"secret of {student}"}]}
+    if tools:
+        body["tools"] = tools
     with override_settings(OCS={**settings.OCS, "SHARED_PREFIX_K": k}):
         asyncio.run(shared_prefix.prepare(slot, student, body))
     return slot
@@ -70,9 +75,12 @@ def routes(state: dict[str, Any]) -> list[str]:
     return [route for route, _ in state["calls"]]
 
 
-def test_the_kth_sender_primes_the_public_blocks_alone_and_the_next_restores_them(worker: dict[str, Any]) -> None:
-    assert not turn("1").own_prefix and not turn("2").own_prefix and worker["calls"] == []
-    third = turn("3")
+def test_the_first_student_after_k_others_primes_the_public_blocks_alone_and_the_next_restores_them(
+        worker: dict[str, Any]) -> None:
+    for student in "123":  # 0, 1, then 2 others had sent it: under k = 3
+        assert not turn(student).own_prefix
+    assert worker["calls"] == []
+    third = turn("4")
     assert third.own_prefix
     (_, template), (_, completion), (save_route, save) = worker["calls"]
     assert template["messages"] == [{"role": "system", "content": SYSTEM[:3 * BLOCK_CHARS]}]  # never the tail
@@ -80,21 +88,21 @@ def test_the_kth_sender_primes_the_public_blocks_alone_and_the_next_restores_the
                           "id_slot": 2, "cache_prompt": False}
     assert save_route == "/slots/2?action=save" and save["filename"].startswith("ocs-shared-")
     worker["calls"].clear()
-    assert turn("4").own_prefix
+    assert turn("5").own_prefix
     assert worker["calls"] == [("/slots/2?action=restore", save)]
 
 
 def test_a_lost_file_is_primed_again_and_a_failed_prime_leaves_the_slot_unused(worker: dict[str, Any]) -> None:
-    for student in "123":
+    for student in "1234":
         turn(student)
     worker["calls"].clear()
     worker["status"]["restore"] = 400  # the worker restarted: its files are gone
-    assert turn("4").own_prefix
+    assert turn("5").own_prefix
     assert routes(worker) == ["/slots/2?action=restore", "/apply-template", "/completion", "/slots/2?action=save"]
     worker["calls"].clear()
     worker["status"]["completion"] = 500
     shared_prefix._files.clear()
-    assert not turn("5").own_prefix  # the slot is computed whole, as without the rule
+    assert not turn("6").own_prefix  # the slot is computed whole, as without the rule
 
 
 def test_nothing_is_asked_when_off_for_a_short_system_prompt_or_an_own_slot(worker: dict[str, Any]) -> None:
@@ -105,3 +113,35 @@ def test_nothing_is_asked_when_off_for_a_short_system_prompt_or_an_own_slot(work
     with override_settings(OCS={**settings.OCS, "SHARED_PREFIX_K": 3}):
         asyncio.run(shared_prefix.prepare(own, "9", {"messages": [{"role": "system", "content": SYSTEM}]}))
     assert worker["calls"] == []
+
+
+def test_one_students_several_turns_or_keys_count_once_and_a_clique_under_k_never_gets_the_prefix(
+        worker: dict[str, Any]) -> None:
+    """Senders are students (user ids), not keys or turns: the victim and k - 1 = 2 colluders, each
+    sending the victim's system prompt many times, never make it public to any of them."""
+    for _ in range(4):
+        for student in ("victim", "accomplice", "prober"):
+            assert not turn(student).own_prefix
+    assert worker["calls"] == []
+
+
+def test_a_student_whose_own_file_was_restored_is_still_counted(worker: dict[str, Any]) -> None:
+    for student in "123":
+        assert turn(student, own=True).own_prefix  # their own file: nothing asked of the worker
+    assert worker["calls"] == []
+    assert turn("4").own_prefix  # three others sent it, though each restored their own file
+
+
+def test_the_tools_inside_the_public_prefix_are_primed_with_the_system_text(worker: dict[str, Any]) -> None:
+    tools = [{"type": "function", "function": {"name": f"tool_{i}", "description": "d" * 900}} for i in range(4)]
+    system = "s" * (2 * BLOCK_CHARS + 10)
+    for student in "1234":
+        last = turn(student, system=system, tools=tools)
+    assert last.own_prefix
+    (_, template), _, _ = worker["calls"]
+    assert template["messages"] == [{"role": "system", "content": system}]  # the whole system text
+    public_chars = len(shared_prefix.ConstantPrefix("system", system, tuple(tools)).text) // BLOCK_CHARS * BLOCK_CHARS
+    primed = len(template["tools"])
+    assert 0 < primed < 4 and template["tools"] == tools[:primed]  # whole tools, in order, none past the blocks
+    assert len(shared_prefix.ConstantPrefix("system", system, tuple(tools[:primed])).text) <= public_chars
+    assert len(shared_prefix.ConstantPrefix("system", system, tuple(tools[:primed + 1])).text) > public_chars
