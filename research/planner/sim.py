@@ -357,8 +357,10 @@ class Simulation:
                 if restore:
                     worker.cache[index], own = worker.files[student], True
                     tasks.append(("restore", sum(tokens for _, tokens in worker.cache[index])))
-                if not own and self.plan.shared_prefix_k:
-                    own = self._shared_prefix(request, worker, index, tasks)
+                if self.plan.shared_prefix_k:
+                    counts = self._count_senders(request)  # on every handover, as the gateway counts
+                    if not own:
+                        own = self._shared_prefix(request, worker, index, tasks, counts)
             worker.owners[index] = slot_owners.SlotOwner(student=student, conversation=conversation,
                                                          last_used_ms=int(self.now * 1000))
             if conversation:
@@ -367,18 +369,24 @@ class Simulation:
             return "claimed"
         return "passed" if capped else "busy"
 
-    def _shared_prefix(self, request: _Request, worker: _Worker, index: int, tasks: list[tuple[str, int]]) -> bool:
+    def _count_senders(self, request: _Request) -> list[int]:
+        """Adds the request's student to the senders of its constant prefix's blocks (the gateway
+        does so on every handover of a pinned slot); returns each block's distinct senders."""
+        counts = []
+        for name, _ in request.shape.shared:
+            senders = self.senders.setdefault(name, set())
+            senders.add(request.student.name)
+            counts.append(len(senders))
+        return counts
+
+    def _shared_prefix(self, request: _Request, worker: _Worker, index: int, tasks: list[tuple[str, int]],
+                       counts: list[int]) -> bool:
         """inference/admission/shared_prefix.prepare on a handover that restored nothing: True when the slot
         then holds the public prefix to reuse (restored from the worker's shared file); the first
         time on a worker the whole prompt is computed and the public part saved (False)."""
         blocks = request.shape.shared
         if len(blocks) < shared_prefix.MIN_PUBLIC_BLOCKS:
             return False
-        counts = []
-        for name, _ in blocks:
-            senders = self.senders.setdefault(name, set())
-            senders.add(request.student.name)
-            counts.append(len(senders))
         public = shared_prefix.public_blocks(counts, self.plan.shared_prefix_k)
         if not public:
             return False
