@@ -83,6 +83,17 @@ def demo_people(*, teacher_password: str, student_password: str) -> tuple[User, 
     return teacher, student, room
 
 
+DEMO_MODEL_DESCRIPTION = "SmolLM2 135M: a tiny model for trying the platform, quick and often wrong"
+
+
+def demo_model_ensure(context: int) -> None:
+    """The demo's catalogue model, with the one line the chat page shows (unless a teacher wrote one)."""
+    model = catalog_model_ensure(public_id=DEFAULT_MODEL_ID, context_length=context)
+    if not model.description:
+        model.description = DEMO_MODEL_DESCRIPTION
+        model.save(update_fields=["description"])
+
+
 class Command(BaseCommand):
     help = "Run the whole platform locally: gateway, monitor, task cluster and N SmolLM2 workers, with demo users."
 
@@ -254,7 +265,7 @@ class Command(BaseCommand):
                log_dir: Path, lanes: dict[str, int]) -> RigAgentRunner:
         # The teacher's side (a rig cannot add catalogue models): the demo's model, told to
         # clients with its per-slot context.
-        catalog_model_ensure(public_id=DEFAULT_MODEL_ID, context_length=context)
+        demo_model_ensure(context)
         rig, token = rig_create(name=DEMO_RIG, address="127.0.0.1")
         # Mark on start what the last run could not mark on stop (killed, or its gateway gone
         # before the agent reported the workers stopped): no stale `healthy` row may announce
@@ -276,7 +287,7 @@ class Command(BaseCommand):
         the real rig agent started there. The workers' model path is relative to that directory,
         so the control plane cannot open it from its own: as on EC2, it works from what the agent
         reports (the GGUF facts)."""
-        catalog_model_ensure(public_id=DEFAULT_MODEL_ID, context_length=context)
+        demo_model_ensure(context)
         rig, token = rig_create(name=REHEARSAL_RIG, address="127.0.0.1")
         rig_workers_reset(rig=rig, reason="demo started: the last run did not report this worker stopped")
         model = find_default_model()
