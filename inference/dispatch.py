@@ -331,12 +331,16 @@ class OpenStream:
             yield self.first_chunk
             try:
                 async for chunk in self.chunks:
+                    # Output relayed is charged as it streams, every STREAM_CHARGE_TOKENS, once the
+                    # answer goes on past it: not at its last token, where the end's settlement
+                    # (one round trip, at once) charges it all; that was a round trip per answer.
+                    due = self.usage.usage.relayed_tokens - self.charged_tokens >= STREAM_CHARGE_TOKENS
                     self.usage.feed(chunk)
                     self._note_error(chunk)
                     tail = self._passed(chunk, tail)
-                    yield chunk
-                    if self.usage.usage.relayed_tokens - self.charged_tokens >= STREAM_CHARGE_TOKENS:
+                    if due and not self.usage.usage.reported and not self.request_ctx.answer_delivered:
                         await self._charge_relayed()
+                    yield chunk
                     if time.monotonic() > deadline:
                         raise StreamTooLong
             except (*TRANSPORT_ERRORS, StreamTooLong) as exc:
