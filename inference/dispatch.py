@@ -236,6 +236,7 @@ async def _failover(*, path: str, body: dict[str, Any], request_ctx: RequestCont
     while len(want.failed) < settings.OCS["UPSTREAM_MAX_TRIES"]:
         slot = await acquire_slot(want)
         request_ctx.slot = slot
+        request_ctx.reached("slot_claimed")
         attempt = exchange()
         kept = loading = False
         try:
@@ -285,6 +286,7 @@ async def forward_json(*, path: str, body: dict[str, Any], request_ctx: RequestC
 
 
 def _first_byte(want: Want, request_ctx: RequestContext, slot: Slot) -> None:
+    request_ctx.reached("upstream_first_byte")
     elapsed = time.monotonic() - want.arrived
     FIRST_BYTE.labels(want.model_id).observe(elapsed)
     request_ctx.served_by(slot.worker.id, slot.worker.name, elapsed)
@@ -329,12 +331,16 @@ class OpenStream:
             yield self.first_chunk
             try:
                 async for chunk in self.chunks:
+                    # Output relayed is charged as it streams, every STREAM_CHARGE_TOKENS, once the
+                    # answer goes on past it: not at its last token, where the end's settlement
+                    # (one round trip, at once) charges it all; that was a round trip per answer.
+                    due = self.usage.usage.relayed_tokens - self.charged_tokens >= STREAM_CHARGE_TOKENS
                     self.usage.feed(chunk)
                     self._note_error(chunk)
                     tail = self._passed(chunk, tail)
-                    yield chunk
-                    if self.usage.usage.relayed_tokens - self.charged_tokens >= STREAM_CHARGE_TOKENS:
+                    if due and not self.usage.usage.reported and not self.request_ctx.answer_delivered:
                         await self._charge_relayed()
+                    yield chunk
                     if time.monotonic() > deadline:
                         raise StreamTooLong
             except (*TRANSPORT_ERRORS, StreamTooLong) as exc:
@@ -488,6 +494,7 @@ async def _forward_light(*, path: str, body: dict[str, Any], request_ctx: Reques
             continue
         if status >= 400:
             raise errors.from_llama_server(status, content)
+        request_ctx.reached("upstream_first_byte")
         # counted, not generated: nothing charged
         request_ctx.worker_id, request_ctx.worker_name = worker.id, worker.name
         return status, content

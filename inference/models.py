@@ -49,6 +49,10 @@ class RequestLog(models.Model):
     tokens_per_s = models.FloatField(null=True, blank=True, help_text="Generation speed (llama-server timings).")
     prompt_tokens_per_s = models.FloatField(null=True, blank=True, help_text="Prompt eval rate (timings).")
     retries = models.PositiveSmallIntegerField(default=0, help_text="Workers that failed before one answered.")
+    steps_ms = models.JSONField(
+        default=dict, blank=True,
+        help_text="Milliseconds from arrival to each step it reached: authenticated, admitted, slot_claimed, "
+                  "upstream_first_byte, client_first_byte (inference/request_context.py STEPS).")
 
     class Meta:
         ordering = ["-at"]

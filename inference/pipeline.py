@@ -32,9 +32,9 @@ from inference.admission.line import Want, fair_settlement
 from inference.auth import authenticate
 from inference.catalogue import budget_fallback, resolve_model
 from inference.client_tools import client_tool
-from inference.prometheus import REFUSALS, REQUESTS
+from inference.prometheus import REFUSALS, REQUEST_STEP, REQUESTS
 from inference.protocols.base import Call, Plan, Protocol, Target
-from inference.request_context import RequestContext
+from inference.request_context import STEPS, RequestContext
 from inference.validation import check_fits_context, output_cap
 
 log = logging.getLogger("ocs.api")
@@ -44,6 +44,7 @@ CLIENT_CLOSED = 499  # nginx's code for "the client closed the connection": logg
 # An address past its allowance of bad keys (inference/auth.py) gets no request log row per
 # refusal: the flood would cost a row each. Counted in the metrics (requests by status, refusals).
 UNLOGGED_REFUSAL = "too_many_bad_keys"
+_STEP_HISTOGRAMS = {step: REQUEST_STEP.labels(step) for step in STEPS}
 
 
 def error_response(protocol: Protocol, error: errors.ApiError) -> Response:
@@ -106,6 +107,7 @@ async def serve(request: Request, protocol: Protocol, *, raw_key: str | None,
         status = response.status_code
     finally:
         if not streaming:
+            request_ctx.reached("client_first_byte")  # the whole answer (or refusal) goes to the server now
             await end(request_ctx, status=status, error_code=error_code)
     _headers(response, request_ctx)
     return response
@@ -129,6 +131,7 @@ async def _admit_once(request: Request, protocol: Protocol, raw_key: str | None,
                       generates: bool, generation: int | None) -> tuple[Call, Plan]:
     # authenticate
     identity = await authenticate(raw_key, request, generation=generation, identified=request_ctx.identify)
+    request_ctx.reached("authenticated")
     # check
     try:
         call = protocol.parse(request.body)
@@ -154,6 +157,7 @@ async def _admit_once(request: Request, protocol: Protocol, raw_key: str | None,
         request_ctx.ticket = await admit(identity, budgets=False, reserve=reservation(
             body_bytes=call.size, max_tokens=target.max_tokens if generates else 0,
             context_length=model.context_length))
+    request_ctx.reached("admitted")
     request_ctx.want = Want(user_id=identity.user_id, pool_id=identity.pool_id, model_id=model.public_id,
                        conversation=conversation_key(user_id=identity.user_id, model_id=model.public_id,
                                                      messages=list(call.opening)) if call.opening else None,
@@ -198,6 +202,8 @@ async def end(request_ctx: RequestContext, *, status: int, error_code: str = "")
         await _settle(request_ctx)
     finally:
         REQUESTS.labels(request_ctx.client, request_ctx.model or "-", request_ctx.pool or "-", str(status)).inc()
+        for step, seconds in request_ctx.step_durations_s():
+            _STEP_HISTOGRAMS[step].observe(seconds)
         if error_code != UNLOGGED_REFUSAL:
             request_ctx.submit(status=status, error_code=error_code)
 
@@ -261,6 +267,9 @@ async def _ended_when_done(chunks: AsyncGenerator[bytes, None], request_ctx: Req
     try:
         async with aclosing(chunks) as body:
             async for chunk in body:
+                # the answer's first chunk (not a keep-alive sent while it queued)
+                if "client_first_byte" not in request_ctx.steps_s and "upstream_first_byte" in request_ctx.steps_s:
+                    request_ctx.reached("client_first_byte")
                 yield chunk
         completed = True
     finally:

@@ -14,6 +14,13 @@ FIRST_BYTE = Histogram("ocs_first_byte_seconds",
                        ["model"], buckets=(0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
 QUEUE_WAIT = Histogram("ocs_queue_wait_seconds", "Time a request waited for a free worker slot", ["model"],
                        buckets=(0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60))
+# One observation per step a request reached (inference/request_context.py STEPS): the seconds
+# from the step before it (or its arrival) to this one. Their sums, divided by their counts, say
+# where a request's time before its first byte goes.
+REQUEST_STEP = Histogram("ocs_request_step_seconds",
+                         "Time from a request's previous step (or its arrival) to this step, by step",
+                         ["step"], buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                            2.5, 5, 10, 30, 60))
 TOKENS = Counter("ocs_tokens", "Tokens processed by the workers", ["model", "direction"])
 WORKER_STATE = Gauge("ocs_worker_state", "1 for the state each worker is in", ["worker", "pool", "state"])
 WORKER_SLOTS = Gauge("ocs_worker_slots", "Slots (llama-server --parallel) per worker", ["worker", "pool"])

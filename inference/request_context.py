@@ -14,6 +14,12 @@ from inference.protocols.base import Shape
 from inference.request_log import request_log
 from inference.usage import Usage
 
+# A request's steps, in the order it reaches them; each kept as the time since its arrival.
+# authenticated: its key known; admitted: its limits passed (a ticket); slot_claimed: a worker's
+# slot is its own (the last claim, after a failover); upstream_first_byte: the worker's first
+# chunk (a stream) or whole answer; client_first_byte: its first byte handed to the server.
+STEPS = ("authenticated", "admitted", "slot_claimed", "upstream_first_byte", "client_first_byte")
+
 if TYPE_CHECKING:  # annotations only: admission and the quota gate use this module's type
     from accounts.key_cache import KeyIdentity
     from accounts.limits.gate import Ticket
@@ -62,6 +68,23 @@ class RequestContext:
     # OpenAI SDK closes as soon as it reads `data: [DONE]`) had the whole answer.
     answer_delivered: bool = False
     finished: bool = False
+    # Seconds since `started` at which it reached each of STEPS it reached (monotonic clock).
+    steps_s: dict[str, float] = field(default_factory=dict)
+
+    def reached(self, step: str) -> None:
+        """Note that the request has reached `step` (one of STEPS) now; a step reached again
+        (a second authentication, a failover's claim) keeps its latest time."""
+        self.steps_s[step] = time.monotonic() - self.started
+
+    def step_durations_s(self) -> list[tuple[str, float]]:
+        """Each step reached, with the seconds since the step before it (or arrival), in order."""
+        durations, previous = [], 0.0
+        for step in STEPS:
+            at = self.steps_s.get(step)
+            if at is not None:
+                durations.append((step, max(0.0, at - previous)))
+                previous = max(previous, at)
+        return durations
 
     def identify(self, identity: KeyIdentity) -> None:
         self.user_id, self.key_id, self.pool = identity.user_id, identity.key_id, identity.pool_name
@@ -127,4 +150,5 @@ class RequestContext:
             "tokens_per_s": self.usage.predicted_per_second,
             "prompt_tokens_per_s": self.usage.prompt_per_second,
             "retries": len(want.failed) if want else 0,
+            "steps_ms": {step: round(self.steps_s[step] * 1000, 2) for step in STEPS if step in self.steps_s},
         }

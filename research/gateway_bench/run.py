@@ -23,6 +23,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,7 @@ from research.gateway_bench.summary import (
     check_goals,
     goal_lines,
     level_table,
+    step_lines,
     ratio_lines,
     rss_lines,
 )
@@ -131,20 +133,53 @@ def _get(url: str, timeout_s: float = 1.0) -> tuple[int, dict[str, str]]:
 
 
 ROUND_TRIP_METRIC = "ocs_live_state_round_trips_total{"
+STEP_SUM_METRIC = 'ocs_request_step_seconds_sum{step="'
+STEP_COUNT_METRIC = 'ocs_request_step_seconds_count{step="'
 
 
-def live_round_trips(ports: list[int]) -> float | None:
-    """The gateway processes' round trips to Redis so far (their /metrics, summed over operations
-    and processes); None if one cannot be read."""
-    total = 0.0
+@dataclass(frozen=True)
+class GatewayCounters:
+    """What the gateway processes' /metrics said at one moment, summed over processes: round
+    trips to Redis, and per request step (inference/request_context.py STEPS) the seconds spent
+    reaching it and how many requests did."""
+
+    round_trips: float
+    step_seconds: dict[str, float]
+    step_counts: dict[str, float]
+
+    def step_ms_since(self, before: GatewayCounters) -> dict[str, float]:
+        """Mean milliseconds per request spent reaching each step between `before` and now."""
+        means: dict[str, float] = {}
+        for step, count in self.step_counts.items():
+            requests = count - before.step_counts.get(step, 0.0)
+            if requests > 0:
+                means[step] = 1000 * (self.step_seconds[step] - before.step_seconds.get(step, 0.0)) / requests
+        return means
+
+
+def _step_of(line: str, prefix: str) -> str:
+    return line[len(prefix):line.index('"', len(prefix))]
+
+
+def gateway_counters(ports: list[int]) -> GatewayCounters | None:
+    """The gateway processes' counters so far (their /metrics); None if one cannot be read."""
+    trips = 0.0
+    seconds: defaultdict[str, float] = defaultdict(float)
+    counts: defaultdict[str, float] = defaultdict(float)
     for port in ports:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
                 text = response.read().decode()
         except (OSError, urllib.error.URLError):
             return None
-        total += sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(ROUND_TRIP_METRIC))
-    return total
+        for line in text.splitlines():
+            if line.startswith(ROUND_TRIP_METRIC):
+                trips += float(line.rsplit(" ", 1)[1])
+            elif line.startswith(STEP_SUM_METRIC):
+                seconds[_step_of(line, STEP_SUM_METRIC)] += float(line.rsplit(" ", 1)[1])
+            elif line.startswith(STEP_COUNT_METRIC):
+                counts[_step_of(line, STEP_COUNT_METRIC)] += float(line.rsplit(" ", 1)[1])
+    return GatewayCounters(round_trips=trips, step_seconds=dict(seconds), step_counts=dict(counts))
 
 
 def wait_answering(url: str, process: subprocess.Popen[bytes], log: Path | None,
@@ -537,15 +572,20 @@ class BenchRun:
     async def _measured_round(self, target: ChatTarget, streams: int, pids: list[int] | None,
                               ports: list[int] | None = None) -> RoundStats:
         """Warm up, then one round; with `pids`, the CPU those processes used during it; with
-        `ports` (gateway processes), the round trips to Redis they made during it."""
+        `ports` (gateway processes), the round trips to Redis they made during it and the mean time
+        its requests spent reaching each step."""
         await warm_up(target, streams=streams)
         cpu_before = cpu_seconds(pids) if pids else 0.0
-        trips_before = live_round_trips(ports) if ports and self.backend.redis_url else None
+        counters_before = gateway_counters(ports) if ports else None
         measured = await run_round(target, streams=streams, duration_s=self.options.duration_s, warm=False)
         cpu = cpu_seconds(pids) - cpu_before if pids else None
-        trips_after = live_round_trips(ports) if trips_before is not None and ports else None
-        trips = trips_after - trips_before if trips_after is not None and trips_before is not None else None
-        return RoundStats.of(measured, server_cpu_s=cpu, live_round_trips=trips)
+        counters_after = gateway_counters(ports) if counters_before is not None and ports else None
+        trips, step_ms = None, {}
+        if counters_before is not None and counters_after is not None:
+            if self.backend.redis_url:
+                trips = counters_after.round_trips - counters_before.round_trips
+            step_ms = counters_after.step_ms_since(counters_before)
+        return RoundStats.of(measured, server_cpu_s=cpu, live_round_trips=trips, step_ms=step_ms)
 
     async def _measure(self, key: str) -> None:
         options = self.options
@@ -574,6 +614,8 @@ class BenchRun:
                     for line in level_table(levels, heading=(
                             f"{upstream.name} upstream, {streams} concurrent stream{'s' if streams > 1 else ''} "
                             f"(median of {options.rounds} rounds of {options.duration_s:g} s)")):
+                        self.say(line)
+                    for line in step_lines(levels):
                         self.say(line)
                     for level in levels:
                         for stats in level.rounds:

@@ -58,10 +58,13 @@ class RoundStats:
     # Round trips the gateway processes made to Redis during the round (their /metrics), per
     # completed request; NaN where there is no Redis (direct, the reference hop, the embedded default).
     live_round_trips_per_request: float = math.nan
+    # The gateway processes' mean milliseconds per request from the step before (or arrival) to
+    # each step (their /metrics, ocs_request_step_seconds), in the steps' order; empty for others.
+    step_ms: tuple[tuple[str, float], ...] = ()
 
     @classmethod
     def of(cls, measured: RoundResult, *, server_cpu_s: float | None = None,
-           live_round_trips: float | None = None) -> RoundStats:
+           live_round_trips: float | None = None, step_ms: dict[str, float] | None = None) -> RoundStats:
         seconds = measured.duration_s or math.nan
         return cls(
             ttft_p50_ms=percentile(measured.ttft_ms, 50), ttft_p99_ms=percentile(measured.ttft_ms, 99),
@@ -71,6 +74,7 @@ class RoundStats:
             server_cpu_percent=math.nan if server_cpu_s is None else 100 * server_cpu_s / seconds,
             live_round_trips_per_request=(live_round_trips / measured.completions
                                           if live_round_trips and measured.completions else math.nan),
+            step_ms=tuple((step_ms or {}).items()),
         )
 
 
@@ -111,12 +115,19 @@ class LevelStats:
     def live_round_trips_per_request(self) -> float:
         return _median([r.live_round_trips_per_request for r in self.rounds])
 
+    @property
+    def step_ms(self) -> dict[str, float]:
+        """Each step's mean milliseconds (from the step before), median over the rounds."""
+        steps = list(dict.fromkeys(step for r in self.rounds for step, _ in r.step_ms))
+        return {step: _median([dict(r.step_ms).get(step, math.nan) for r in self.rounds]) for step in steps}
+
     def as_dict(self) -> dict[str, object]:
         return {"upstream": self.upstream, "streams": self.streams, "target": self.target,
                 "ttft_p50_ms": _number(self.ttft_p50_ms), "ttft_p99_ms": _number(self.ttft_p99_ms),
                 "completions_per_s": _number(self.completions_per_s), "chunks_per_s": _number(self.chunks_per_s),
                 "errors": self.errors, "server_cpu_percent": _number(self.server_cpu_percent),
                 "live_round_trips_per_request": _number(self.live_round_trips_per_request),
+                "step_ms": {step: _number(ms) for step, ms in self.step_ms.items()},
                 "rounds": [{"ttft_p50_ms": _number(r.ttft_p50_ms), "ttft_p99_ms": _number(r.ttft_p99_ms),
                             "completions_per_s": _number(r.completions_per_s),
                             "chunks_per_s": _number(r.chunks_per_s), "completions": r.completions,
@@ -289,6 +300,18 @@ def level_table(levels: Sequence[LevelStats], *, heading: str) -> list[str]:
         lines.append(f"  {level.target:<{width}}  {_fmt(level.ttft_p50_ms, '.2f'):>11}  "
                      f"{_fmt(level.ttft_p99_ms, '.2f'):>11}  {_fmt(level.completions_per_s, '.2f'):>13}  "
                      f"{_fmt(level.chunks_per_s, '.1f'):>9}  {level.errors:>6}  {cpu:>13}  {trips:>15}")
+    return lines
+
+
+def step_lines(levels: Sequence[LevelStats]) -> list[str]:
+    """Per gateway, where a request's time before its first byte went: each step's mean ms from
+    the step before it (or arrival), median over rounds."""
+    lines = []
+    for level in levels:
+        steps = level.step_ms
+        if steps:
+            lines.append(f"  steps, {level.target} (mean ms from the step before): "
+                         + ", ".join(f"{step} {_fmt(ms, '.2f')}" for step, ms in steps.items()))
     return lines
 
 

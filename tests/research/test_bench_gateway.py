@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from io import StringIO
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from django.core.management import call_command
 
 from fleet.local_worker import free_port
 from research.gateway_bench.client import ChatTarget, Endpoint, RoundResult, run_requests, run_round
+from research.gateway_bench.run import GatewayCounters
 from research.gateway_bench.summary import (
     CONSUMER_HOP,
     DIRECT,
@@ -32,6 +34,7 @@ from research.gateway_bench.summary import (
     ratio,
     ratio_lines,
     ratios,
+    step_lines,
 )
 
 pytestmark = pytest.mark.backend_neutral  # once, in the embedded pass
@@ -177,6 +180,17 @@ def test_gateways_are_compared_with_direct_and_with_the_reference_hop() -> None:
     assert any("of reference hop" in line and "CPU per chunk" in line for line in ratio_lines(list(found.values())))
 
 
+def test_step_times_are_the_mean_per_request_between_two_scrapes() -> None:
+    before = GatewayCounters(round_trips=0.0, step_seconds={"authenticated": 1.0}, step_counts={"authenticated": 10})
+    after = GatewayCounters(round_trips=8.0, step_seconds={"authenticated": 1.5, "admitted": 0.2},
+                            step_counts={"authenticated": 110, "admitted": 100})
+    assert after.step_ms_since(before) == pytest.approx({"authenticated": 5.0, "admitted": 2.0})
+    rounds = tuple(replace(_level("gateway uvicorn x1", (6.0, 9.0, 97.0)).rounds[0], step_ms=(("admitted", ms),))
+                   for ms in (1.0, 3.0, 2.0))
+    level = LevelStats("replay", 32, "gateway uvicorn x1", rounds)
+    assert step_lines([level]) == ["  steps, gateway uvicorn x1 (mean ms from the step before): admitted 2.00"]
+
+
 def test_percentile_interpolates_between_ranks() -> None:
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert percentile([5.0], 99) == 5.0
@@ -231,3 +245,6 @@ def test_bench_gateway_end_to_end_prints_ratios_with_no_errors(tmp_path: Path) -
         (REFERENCE, DIRECT), ("gateway daphne x1", DIRECT), ("gateway daphne x1", REFERENCE)}
     assert all(level["errors"] == 0 and level["completions_per_s"] > 0 for level in report["levels"])
     assert report["machine"]["cpus"] >= 1 and "daphne" in report["machine"]["versions"]
+    gateway_steps = [level["step_ms"] for level in report["levels"] if level["target"] == "gateway daphne x1"]
+    assert all("upstream_first_byte" in steps and min(steps.values()) >= 0 for steps in gateway_steps), gateway_steps
+    assert "steps, gateway daphne x1 (mean ms from the step before): authenticated " in printed
