@@ -23,6 +23,7 @@ import os
 import socket
 import time
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
@@ -56,7 +57,6 @@ from inference.admission.rules import (
     wait_deadline,
     wait_left_s,
 )
-from inference.admission.slot_owners import SlotClaim
 from inference.prometheus import LANE_CLAIMS, QUEUE_WAIT
 
 log = logging.getLogger("ocs.admission")
@@ -144,8 +144,9 @@ class _Waiter:
 class _Line:
     """This process's waiters of one (pool, model) line; the order is the shared line's."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self, pool_id: int, model_id: str) -> None:
+        self.name = f"{pool_id}:{model_id}"
+        self.model_id = model_id
         self.waiters: dict[str, _Waiter] = {}
         self.wake = asyncio.Event()
         self.pump: asyncio.Task[None] | None = None
@@ -170,7 +171,7 @@ def _line_for(pool_id: int, model_id: str) -> _Line:
     key = (id(asyncio.get_running_loop()), pool_id, model_id)
     line = _lines.get(key)
     if line is None:
-        line = _lines[key] = _Line(f"{pool_id}:{model_id}")
+        line = _lines[key] = _Line(pool_id, model_id)
     return line
 
 
@@ -314,29 +315,24 @@ async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: 
         resource = worker_resource(candidate.worker.id)
         first, prefer = lane(policy=policy, slots=candidate.worker.slots, prompt_bytes=want.prompt_bytes,
                              light_tokens=settings.OCS["LIGHT_LANE_TOKENS"])
-
-        async def claim_here() -> SlotClaim | None:
-            # The claim records the conversation's worker too (one round trip). If this worker then
-            # fails before its first byte, the next claim (failover) records the one that served.
-            return await live.claim_slot(resource, candidate.worker.slots, lease_s, student=str(want.user_id),
-                                         conversation=want.conversation or "",
-                                         affinity=(candidate.worker.id, affinity_s) if affinity_s > 0 else None,
-                                         first=first, prefer=prefer)
-
-        if candidate.worker.lane_tokens:
-            # One more round trip, for short prompts only. The student's share is read and the slot
-            # claimed under one lock per worker and student, so that a student's requests arriving
-            # together in this process cannot both pass it (across processes they still can).
-            async with _lane_lock(candidate.worker.id, want.user_id):
+        # On a lane worker, one more round trip (short prompts only): the student's share is read
+        # and the slot claimed under one lock per worker and student, so that a student's requests
+        # arriving together in this process cannot both pass it (across processes they still can).
+        lane_worker = bool(candidate.worker.lane_tokens)
+        async with _lane_lock(candidate.worker.id, want.user_id) if lane_worker else nullcontext():
+            if lane_worker:
                 held, _ = await live.slot_share([resource], want.line, str(want.user_id))
                 if lane_share_full(held=held, slots=candidate.worker.slots):
                     want.passed = True  # the lane's free slot is a classmate's: the next in line may take it
                     continue
-                claim = await claim_here()
-        else:
-            claim = await claim_here()
+            # The claim records the conversation's worker too (one round trip). If this worker then
+            # fails before its first byte, the next claim (failover) records the one that served.
+            claim = await live.claim_slot(resource, candidate.worker.slots, lease_s, student=str(want.user_id),
+                                          conversation=want.conversation or "",
+                                          affinity=(candidate.worker.id, affinity_s) if affinity_s > 0 else None,
+                                          first=first, prefer=prefer)
         if claim is not None:
-            if candidate.worker.lane_tokens:
+            if lane_worker:
                 LANE_CLAIMS.labels(candidate.worker.name).inc()
             if decision.lent_by:
                 _record_lent(want.pool_id, decision.lent_by, candidate.worker)
@@ -500,8 +496,7 @@ async def _serve_next(line: _Line, turns: list[str], policy: str) -> bool:
 
 async def _has_lanes(line: _Line) -> bool:
     """Whether the fleet has a lane worker for this line's model (from the cached snapshot)."""
-    model_id = line.name.split(":", 1)[1]
-    return any(w.lane_tokens and w.model_id == model_id for w in (await fleet_snapshot()).workers)
+    return any(w.lane_tokens and w.model_id == line.model_id for w in (await fleet_snapshot()).workers)
 
 
 async def _wait_for_wake(line: _Line) -> None:
