@@ -12,6 +12,17 @@ from tests.research.test_planner_checks import load_history
 pytestmark = pytest.mark.backend_neutral  # once, in the embedded pass
 
 OVERFLOW = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+# When a page does scroll sideways: the widest elements that stick out, and whether the site's
+# stylesheet applied, so a failure says which element to fix.
+WIDEST = """() => {
+  const limit = document.documentElement.clientWidth;
+  const out = [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > limit + 1)
+    .map(e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.className && typeof e.className === 'string'
+      ? '.' + e.className.split(' ').join('.') : '') + ' ' + Math.round(e.getBoundingClientRect().width) + 'px');
+  const css = [...document.styleSheets].map(s => { try { return s.href + ':' + s.cssRules.length; }
+    catch (err) { return s.href + ':unreadable'; } });
+  return {elements: out.slice(0, 6), stylesheets: css};
+}"""
 
 
 def test_the_rest_of_the_site_passes_axe_and_fits_a_phone(gateway, worker, teacher, student, taught_class,
@@ -53,7 +64,7 @@ def test_the_rest_of_the_site_passes_axe_and_fits_a_phone(gateway, worker, teach
             found = _violations(page)
             overflow = page.evaluate(OVERFLOW)
             if overflow > 0:
-                found.append(f"page scrolls sideways by {overflow}px")
+                found.append(f"page scrolls sideways by {overflow}px: {page.evaluate(WIDEST)}")
             if found:
                 problems[f"{path} {label}"] = found
         found = _violations(anonymous) + ([f"scrolls by {o}px"] if (o := anonymous.evaluate(OVERFLOW)) > 0 else [])
@@ -95,7 +106,7 @@ def test_the_class_pages_pass_axe_for_a_student_the_teacher_and_a_teacher_of_ano
                 page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
                 found = _violations(page)
                 if (overflow := page.evaluate(OVERFLOW)) > 0:
-                    found.append(f"page scrolls sideways by {overflow}px")
+                    found.append(f"page scrolls sideways by {overflow}px: {page.evaluate(WIDEST)}")
                 if found:
                     problems[f"{username} {path} {label}"] = found
     assert not problems, problems

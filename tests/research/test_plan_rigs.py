@@ -192,7 +192,10 @@ def test_plan_rigs_prints_the_ranking_and_writes_json_and_a_plot(tmp_path: Path,
     assert {curve["model"] for curve in result["curves"]} == {"dense-8b", "moe-30b-a3b"}
     assert out_svg.read_text().startswith("<svg") and "moe-30b-a3b" in out_svg.read_text()
     stored = RigPlan.objects.get()
-    assert stored.command.startswith("python manage.py plan_rigs") and stored.result["sizes"] == [2, 3]
+    # The command that made it, from its own options, not the test runner's command line.
+    assert stored.command == ("python manage.py plan_rigs --models dense-8b,moe-30b-a3b --mix agent:2,chat:1 "
+                              "--students 2,3 --duration 60.0 --scale 0.1")
+    assert stored.result["sizes"] == [2, 3]
     with pytest.raises(CommandError, match="unknown"):
         call_command("plan_rigs", "--models", "dense-70b", "--no-save")
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +61,24 @@ def parse_calibrations(text: str) -> dict[str, Calibration]:
 class Command(BaseCommand):
     help = ("Search the configurations the rigs could run (model, cards per worker, slots x context, KV cache type, "
             "shared prefix) and rank them by students served within a p95 TTFT target, predicted by the planner.")
+
+    # Options that shape the stored result; the others (where output goes, how much is printed) do not.
+    NOT_IN_COMMAND = frozenset({"json", "plot", "top", "no_save"})
+
+    def command_line(self, options: dict[str, Any]) -> str:
+        """The command that reproduces this search, from the parsed options (not sys.argv: under
+        call_command, a test or a page, that is the caller's own command line)."""
+        parser = CommandParser()
+        self.add_arguments(parser)
+        words = ["python", "manage.py", "plan_rigs"]
+        for action in parser._actions:
+            value = options.get(action.dest)
+            if action.dest in self.NOT_IN_COMMAND or action.dest == "help" or value == action.default:
+                continue
+            flag = max(action.option_strings, key=len)
+            for item in (value if isinstance(value, list) else [value]):
+                words += [flag] if item is True else [flag, str(item)]
+        return " ".join(shlex.quote(word) for word in words)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--rigs", type=int, default=2, help="Rigs (default 2).")
@@ -111,7 +128,7 @@ class Command(BaseCommand):
             done[0] += 1
             self.stderr.write(f"  [{done[0]}] {row.configuration.label()}: {row.served} students")
 
-        command = "python manage.py plan_rigs " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+        command = self.command_line(options)
         try:
             result, stored = rig_plan_run(models=models, rigs=rigs, mix=mix, sizes=sizes, targets=targets,
                                           duration_s=options["duration"], seed=options["seed"],
