@@ -19,6 +19,7 @@ class GatewaySettings(TypedDict):
     SHARED_PREFIX_K: int
     AFFINITY_WAIT_S: float
     AFFINITY_WAIT_TOKENS: int
+    LOCAL_BOUND: float
     LIGHT_LANE_TOKENS: int
     UPSTREAM_CONNECT_TIMEOUT_S: float
     UPSTREAM_READ_TIMEOUT_S: float

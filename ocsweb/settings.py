@@ -22,7 +22,7 @@ from core.env import (
     parse_database_url,
     parse_redis_url,
 )
-from inference.admission.fair_share import DEFAULT_POLICY, POLICIES
+from inference.admission.fair_share import DEFAULT_POLICY, LOCAL_BOUND, POLICIES
 from core.gateway_settings import GatewaySettings
 from core.private_access import DEFAULT_PRIVATE_NETWORKS
 from core.school_sign_in import school_sign_in_config
@@ -202,6 +202,10 @@ OCS: GatewaySettings = {
     # computes its whole prompt there (inference/admission/rules.py affinity_hold); 0 s: never waits.
     "AFFINITY_WAIT_S": env_float("OCS_AFFINITY_WAIT_S", 0.0, minimum=0.0),
     "AFFINITY_WAIT_TOKENS": env_int("OCS_AFFINITY_WAIT_TOKENS", 1024, minimum=0),
+    # The "local" fair policy (inference/admission/fair_share.order_local): how much more service, in
+    # weighted tokens, a student may have had than the most-owed waiting classmate and still go first
+    # to a free slot on their own conversation's worker. 0: the "tokens" order.
+    "LOCAL_BOUND": env_float("OCS_LOCAL_BOUND", LOCAL_BOUND, minimum=0.0),
     # On a slot handover, save the previous student's prompt to their slot file on the worker and
     # restore the new student's own (inference/admission/slot_files.py); 0 turns it off (for comparisons).
     "SLOT_FILES": env_int("OCS_SLOT_FILES", 1, minimum=0) > 0,

@@ -255,6 +255,7 @@ def site_fleet(*, workers: int, slots: int, context_tokens: int, duration_s: flo
         slot_lease_s=settings.OCS["SLOT_LEASE_S"], affinity_ttl_s=settings.OCS["AFFINITY_TTL_S"],
         cache_type=cache_type, slot_files=settings.OCS["SLOT_FILES"],
         light_lane_tokens=settings.OCS["LIGHT_LANE_TOKENS"], affinity_wait_s=settings.OCS["AFFINITY_WAIT_S"],
+        local_bound=settings.OCS["LOCAL_BOUND"],
         affinity_wait_tokens=settings.OCS["AFFINITY_WAIT_TOKENS"], shared_prefix_k=settings.OCS["SHARED_PREFIX_K"],
     )
 

@@ -25,6 +25,7 @@ from accounts.limits.quota import concurrency_resource
 from core.live import live_state
 from fleet.models import CatalogModel, Pool, Worker
 from fleet.scheduler import LANE_TOKENS
+from inference.admission.fair_share import POLICIES
 from inference.admission.live import set_fair_policy
 from inference.models import RequestLog
 from research.class_metrics import Turn, Weights, class_report, turn_row
@@ -34,7 +35,6 @@ from research.models import BenchmarkRun
 from research.services import new_group
 
 REPLAY_CLASS = "class-replay"
-POLICIES = ("tokens", "requests")
 # Generous on purpose: the run states its own limits so that the site's defaults (meant for one
 # person) do not refuse a class's load sent from one machine. Concurrency 2: a student's client
 # has one turn in flight, a second only while the first is being cancelled.

@@ -69,7 +69,7 @@ WARM_DURATION="${WARM_DURATION:-120}"
 # name:workers:slots:context (tokens per slot). 1x2 from the sixteenth pass on: with twice the
 # class (MIX), the planner asked beforehand with four earlier passes' cost models (candidates.py)
 # ranks 2x4 < 1x4 < 1x2 under every one, where 1x4 and 2x4 measure the same at the class above.
-ALL_CONFIGS="1x4:1:4:4096 2x2:2:2:4096 2x4:2:4:2048 1x2:1:2:4096"
+ALL_CONFIGS="${ALL_CONFIGS:-1x4:1:4:4096 2x2:2:2:4096 2x4:2:4:2048 1x2:1:2:4096}"
 CONFIGS="${CONFIGS:-1x4 2x2 2x4}"
 
 CHECK_NAME="${CHECK_NAME:-$LABEL}"

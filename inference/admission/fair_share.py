@@ -1,6 +1,6 @@
 """Who is served next when every slot is busy. Pure: no Django, no I/O, no clock of its own.
 
-Two policies (POLICIES), one shape: every student has a service counter, the next request served
+Three policies (POLICIES), one shape: every student has a service counter, the next request served
 is a waiting request of the waiting student with the least counter (between equal counters the
 cheaper request, then the oldest), and a student who
 starts waiting is first lifted to the least counter among those already waiting (never lowered),
@@ -14,6 +14,16 @@ so time spent away is not banked as credit to spend on a burst later.
   50-token question.
 - "requests": every request adds 1, weights ignored: round-robin between students, the order the
   gateway used before this rule, kept for comparison.
+- "local": the token counter of "tokens", served in an order that keeps each student's prefix
+  where it is (`order_local`): a waiting request whose conversation's worker has a free slot goes
+  ahead of more-owed classmates while its student's counter is at most LOCAL_BOUND above the least
+  waiting counter. That worker holds its prompt (in the slot, or in the student's slot file), so
+  its prefill is mostly found in cache instead of recomputed on whichever worker freed first. The
+  deficit counter with locality of Cao et al., "Locality-aware Fair Scheduling in LLM Serving"
+  (arXiv 2501.14312, DLPM), on the VTC counter. The bound in words: a student owed service is
+  passed over only by a classmate who has had at most LOCAL_BOUND tokens of service more than
+  them; each pass adds the passer's charge, so after a few passes the owed student is first again.
+  With no waiter's worker free (or LOCAL_BOUND 0) it is exactly "tokens".
 
 A request is charged an estimate when it is picked (its prompt, by the byte-based estimate, as if
 nothing were cached), its output as it streams (rules.streamed_charge), and settled to the real
@@ -27,7 +37,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-POLICIES = ("tokens", "requests")
+POLICIES = ("tokens", "requests", "local")
+TOKEN_FAIR = ("tokens", "local")  # the policies that count tokens (the same counter, charge and settling)
 DEFAULT_POLICY = "tokens"
 # What a token costs the worker, in prompt tokens. Prefill is batched (hundreds of tokens per
 # second per slot on the rigs, pp512 ~ 200 t/s on 2 x P40), decode is bandwidth-bound (~12 t/s for
@@ -36,6 +47,12 @@ DEFAULT_POLICY = "tokens"
 PROMPT_TOKEN_COST = 1.0
 OUTPUT_TOKEN_COST = 4.0
 MIN_WEIGHT = 0.01
+# "local": how much more service (counter units: prompt tokens computed + 4 x output tokens, over the
+# weight) a student may have had than the most-owed waiting classmate and still take a freed slot on
+# their own conversation's worker ahead of them. 4,096 is one agent turn's new tokens at the class
+# replay's scale 1 (a tool result and the answer), a fifth of a first agent request; on the rigs, a
+# few seconds of one worker's prefill.
+LOCAL_BOUND = 4096.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +66,7 @@ class Waiting:
     arrived: float
     weight: float = 1.0
     cost: float = 0.0
+    worker: int | None = None  # the worker holding its conversation's prefix, when it joined ("local")
 
 
 def check_policy(policy: str) -> str:
@@ -71,6 +89,23 @@ def order(waiting: Iterable[Waiting], counters: Mapping[str, float]) -> list[Wai
     return sorted(waiting, key=lambda w: _rank(w, counters))
 
 
+def order_local(waiting: Iterable[Waiting], counters: Mapping[str, float], *, free_workers: Iterable[int],
+                bound: float = LOCAL_BOUND) -> list[Waiting]:
+    """The "local" order: first the requests whose conversation's worker has a free slot now
+    (`free_workers`) and whose student's counter is at most `bound` above the least counter
+    waiting, in `order`'s order among themselves; then every other request in `order`'s order.
+    So the most-owed student is passed over only by a classmate within `bound` of them."""
+    ranked = order(waiting, counters)
+    if not ranked:
+        return ranked
+    free = set(free_workers)
+    least = counters.get(ranked[0].student, 0.0)
+    ahead = [w for w in ranked if w.worker is not None and w.worker in free
+             and counters.get(w.student, 0.0) <= least + bound]
+    chosen = {w.request for w in ahead}
+    return ahead + [w for w in ranked if w.request not in chosen]
+
+
 def _rank(waiting: Waiting, counters: Mapping[str, float]) -> tuple[float, float, float, str]:
     return counters.get(waiting.student, 0.0), waiting.cost, waiting.arrived, waiting.request
 
@@ -86,7 +121,7 @@ def lifted(counters: Mapping[str, float], waiting: Iterable[Waiting], student: s
 def charge(policy: str, *, computed_prompt_tokens: int, output_tokens: int, weight: float = 1.0) -> float:
     """What one request adds to its student's counter under `policy`."""
     if check_policy(policy) == "requests":
-        return 1.0
+        return 1.0  # "tokens" and "local" count tokens
     cost = max(0, computed_prompt_tokens) * PROMPT_TOKEN_COST + max(0, output_tokens) * OUTPUT_TOKEN_COST
     return cost / max(weight, MIN_WEIGHT)
 
@@ -105,9 +140,11 @@ end
 local function entries()
   local all, flat = {}, redis.call('HGETALL', KEYS[1])
   for i = 1, #flat, 2 do
-    local student, weight, arrived, cost = string.match(flat[i + 1], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+    -- "student|weight|arrived|cost|worker" (worker: its conversation's worker id, or empty)
+    local student, weight, arrived, cost, worker = string.match(flat[i + 1],
+      '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|?([^|]*)$')
     all[#all + 1] = {request = flat[i], student = student, weight = tonumber(weight), arrived = tonumber(arrived),
-                     cost = tonumber(cost)}
+                     cost = tonumber(cost), worker = worker or ''}
   end
   return all
 end
@@ -115,7 +152,8 @@ local function counter(student)
   return tonumber(redis.call('HGET', KEYS[3], student) or '0') or 0
 end
 """
-# ARGV = request, student, weight, arrived_ms, expires_ms, now_ms, counters ttl ms, cost. lifted(), then join.
+# ARGV = request, student, weight, arrived_ms, expires_ms, now_ms, counters ttl ms, cost, worker ('' for none).
+# lifted(), then join.
 JOIN_LUA = _PURGE_LUA + """
 purge(tonumber(ARGV[6]))
 local student, least, waiting = ARGV[2], nil, false
@@ -130,7 +168,7 @@ if not waiting and least ~= nil and least > counter(student) then
   redis.call('HSET', KEYS[3], student, tostring(least))
   redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[7]))
 end
-redis.call('HSET', KEYS[1], ARGV[1], student .. '|' .. ARGV[3] .. '|' .. ARGV[4] .. '|' .. ARGV[8])
+redis.call('HSET', KEYS[1], ARGV[1], student .. '|' .. ARGV[3] .. '|' .. ARGV[4] .. '|' .. ARGV[8] .. '|' .. ARGV[9])
 redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[7]))
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[7]))
@@ -152,12 +190,13 @@ for _, entry in ipairs(entries()) do
 end
 return best or false
 """
-# ARGV = now_ms, limit. order(): the first `limit` requests in the order they are to be served.
+# ARGV = now_ms, limit, bound, free worker ids... order(), or with a bound >= 0 order_local(): the
+# first `limit` requests in the order they are to be served.
 ORDER_LUA = _PURGE_LUA + """
 purge(tonumber(ARGV[1]))
 local all = {}
 for _, entry in ipairs(entries()) do
-  all[#all + 1] = {counter(entry.student), entry.cost, entry.arrived, entry.request}
+  all[#all + 1] = {counter(entry.student), entry.cost, entry.arrived, entry.request, entry.worker}
 end
 table.sort(all, function(a, b)
   for i = 1, 4 do
@@ -165,6 +204,18 @@ table.sort(all, function(a, b)
   end
   return false
 end)
+local bound = tonumber(ARGV[3] or '-1')
+if bound >= 0 and #all > 0 then
+  local free = {}
+  for i = 4, #ARGV do free[ARGV[i]] = true end
+  local ahead, rest, least = {}, {}, all[1][1]
+  for _, item in ipairs(all) do
+    if item[5] ~= '' and free[item[5]] and item[1] <= least + bound then ahead[#ahead + 1] = item
+    else rest[#rest + 1] = item end
+  end
+  for _, item in ipairs(rest) do ahead[#ahead + 1] = item end
+  all = ahead
+end
 local chosen = {}
 for i = 1, math.min(#all, tonumber(ARGV[2])) do chosen[i] = all[i][4] end
 return chosen

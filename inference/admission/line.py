@@ -34,7 +34,7 @@ from core.db import fresh_connection
 from core.lease import Lease
 from core.live import LiveStateUnavailable, Settlement, worker_resource
 from fleet.models import PoolEvent
-from fleet.scheduler import Decision, WorkerView, rank_workers
+from fleet.scheduler import ROUTABLE_STATES, Decision, WorkerView, rank_workers
 from fleet.selectors import fleet_snapshot
 from inference.admission.fair_share import POLICIES
 from inference.admission.live import FairCharge, admission_live
@@ -119,6 +119,7 @@ class Want:
     capped: bool = False  # its last claim let a waiting classmate go first (over_share)
     passed: bool = False  # its last claim found only a lane worker's slot free, too short for it (passes_lane)
     lane_free: bool = False  # its last claim saw a lane worker's slot free (lane_slot_free)
+    affinity_worker: int | None = None  # its conversation's worker by its last ranking (the "local" order)
     fair_policy: str = ""  # the policy its estimate was charged under ("": nothing charged yet)
     fair_charged: float = 0.0
 
@@ -289,6 +290,7 @@ async def try_claim(want: Want, *, fair: tuple[str, str] | None = None, policy: 
     Raises when no worker could ever serve (none routable)."""
     decision, turn = await rank(want, fair=fair)
     want.passed, want.lane_free = passes_lane(decision), lane_slot_free(decision)
+    want.affinity_worker = decision.affinity_worker_id
     if fair is not None and not may_claim_directly(waiting_here=0, turn=turn):
         return None
     live = admission_live()
@@ -394,9 +396,14 @@ async def _acquire(want: Want) -> Slot:
 
 
 async def _join(line: _Line, waiter: _Waiter, policy: str) -> None:
+    """Enter the shared line; under "local" with the worker that holds its conversation (read now
+    when no claim of its own has ranked the workers yet: it joined behind classmates)."""
     want = waiter.want
+    if policy == "local" and want.conversation and want.affinity_worker is None:
+        want.affinity_worker = (await rank(want))[0].affinity_worker_id
     await admission_live().fair_join(line.name, policy, request=waiter.request, student=str(want.user_id),
-                                 weight=want.weight, cost=want.estimate(policy), ttl_s=WAITING_TTL_S)
+                                     weight=want.weight, cost=want.estimate(policy), ttl_s=WAITING_TTL_S,
+                                     worker=want.affinity_worker if policy == "local" else None)
 
 
 async def _await_served(line: _Line, waiter: _Waiter, *, deadline: float) -> Slot:
@@ -423,7 +430,8 @@ async def _pump(line: _Line) -> None:
             if time.monotonic() - line.renewed_at > WAITING_TTL_S / 3:
                 await live.fair_renew(line.name, list(line.waiters), WAITING_TTL_S)
                 line.renewed_at = time.monotonic()
-            turns = await live.fair_order(line.name, policy, PUMP_LOOKAHEAD)
+            local = (settings.OCS["LOCAL_BOUND"], await _free_workers(line)) if policy == "local" else None
+            turns = await live.fair_order(line.name, policy, PUMP_LOOKAHEAD, local=local)
             if not turns:
                 # Our waiters are not in the line (their entries expired: live state was
                 # unreachable, or restarted): join again, in their order of arrival.
@@ -492,6 +500,15 @@ async def _serve_next(line: _Line, turns: list[str], policy: str) -> bool:
                 await live.fair_charge(line.name, policy, student=str(want.user_id), amount=-amount)
         return True
     return False
+
+
+async def _free_workers(line: _Line) -> list[int]:
+    """The workers of this line's model with a free slot now (one more round trip: the "local"
+    order puts first the waiters whose conversation is on one of them)."""
+    workers = [w for w in (await fleet_snapshot()).workers
+               if w.model_id == line.model_id and w.state in ROUTABLE_STATES]
+    busy = (await admission_live().view([w.id for w in workers], None)).busy
+    return [w.id for w in workers if busy.get(w.id, 0) < w.slots]
 
 
 async def _has_lanes(line: _Line) -> bool:

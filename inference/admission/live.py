@@ -30,6 +30,7 @@ from inference.admission.fair_share import (
     check_policy,
     lifted,
     order,
+    order_local,
     pick,
 )
 from inference.admission.slot_owners import (
@@ -95,9 +96,10 @@ class AdmissionLiveState(LiveState, Protocol):
     # The waiting line of a (pool, model), one for every gateway process, and its service counters
     # (inference/admission/fair_share.py). A waiting entry lives `ttl_s` unless renewed.
     async def fair_join(self, line: str, policy: str, *, request: str, student: str, weight: float,
-                        cost: float, ttl_s: float) -> None: ...
+                        cost: float, ttl_s: float, worker: int | None = None) -> None: ...
     async def fair_turn(self, line: str, policy: str) -> str | None: ...
-    async def fair_order(self, line: str, policy: str, limit: int) -> list[str]: ...
+    async def fair_order(self, line: str, policy: str, limit: int, *,
+                         local: tuple[float, list[int]] | None = None) -> list[str]: ...
     async def fair_served(self, line: str, policy: str, *, request: str, student: str, amount: float) -> bool: ...
     async def fair_leave(self, line: str, request: str) -> None: ...
     async def fair_renew(self, line: str, requests: list[str], ttl_s: float) -> None: ...
@@ -172,7 +174,7 @@ class InProcessAdmission(InProcessLiveState):
         return waiting
 
     async def fair_join(self, line: str, policy: str, *, request: str, student: str, weight: float,
-                        cost: float, ttl_s: float) -> None:
+                        cost: float, ttl_s: float, worker: int | None = None) -> None:
         with self._lock:
             waiting = self._waiting(line)
             counters = self._fair_counters.setdefault((policy, line), {})
@@ -180,7 +182,7 @@ class InProcessAdmission(InProcessLiveState):
             if all(entry.student != student for entry in entries):
                 counters[student] = lifted(counters, entries, student)
             waiting[request] = (Waiting(request=request, student=student, arrived=self._clock(), weight=weight,
-                                        cost=cost), self._clock() + ttl_s)
+                                        cost=cost, worker=worker), self._clock() + ttl_s)
 
     async def fair_turn(self, line: str, policy: str) -> str | None:
         with self._lock:
@@ -188,10 +190,15 @@ class InProcessAdmission(InProcessLiveState):
                           self._fair_counters.get((policy, line), {}))
             return chosen.request if chosen else None
 
-    async def fair_order(self, line: str, policy: str, limit: int) -> list[str]:
+    async def fair_order(self, line: str, policy: str, limit: int, *,
+                         local: tuple[float, list[int]] | None = None) -> list[str]:
+        """The line's first `limit` requests in order; with `local` (bound, workers with a free
+        slot), fair_share.order_local's order."""
         with self._lock:
-            ranked = order((entry for entry, _ in self._waiting(line).values()),
-                           self._fair_counters.get((policy, line), {}))
+            entries = [entry for entry, _ in self._waiting(line).values()]
+            counters = self._fair_counters.get((policy, line), {})
+            ranked = (order(entries, counters) if local is None
+                      else order_local(entries, counters, free_workers=local[1], bound=local[0]))
             return [entry.request for entry in ranked[:limit]]
 
     async def fair_served(self, line: str, policy: str, *, request: str, student: str, amount: float) -> bool:
@@ -311,11 +318,11 @@ class RedisAdmission(RedisLiveState):
 
     @round_trip
     async def fair_join(self, line: str, policy: str, *, request: str, student: str, weight: float,
-                        cost: float, ttl_s: float) -> None:
+                        cost: float, ttl_s: float, worker: int | None = None) -> None:
         now_ms = int(time.time() * 1000)
         await self._client().eval(JOIN_LUA, 3, *self._fair_keys(line, policy), request, student, repr(float(weight)),
                                   now_ms, now_ms + int(ttl_s * 1000), now_ms, int(FAIR_COUNTER_TTL_S * 1000),
-                                  repr(float(cost)))
+                                  repr(float(cost)), "" if worker is None else str(worker))
 
     @round_trip
     async def fair_turn(self, line: str, policy: str) -> str | None:
@@ -323,8 +330,11 @@ class RedisAdmission(RedisLiveState):
         return chosen.decode() if chosen else None
 
     @round_trip
-    async def fair_order(self, line: str, policy: str, limit: int) -> list[str]:
-        chosen = await self._client().eval(ORDER_LUA, 3, *self._fair_keys(line, policy), int(time.time() * 1000), limit)
+    async def fair_order(self, line: str, policy: str, limit: int, *,
+                         local: tuple[float, list[int]] | None = None) -> list[str]:
+        bound, free = local if local is not None else (-1.0, [])
+        chosen = await self._client().eval(ORDER_LUA, 3, *self._fair_keys(line, policy), int(time.time() * 1000), limit,
+                                           repr(float(bound)), *[str(w) for w in free])
         return [request.decode() if isinstance(request, bytes) else str(request) for request in chosen or []]
 
     @round_trip

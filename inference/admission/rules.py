@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from inference.admission.fair_share import charge
+from inference.admission.fair_share import TOKEN_FAIR, charge
 from fleet.scheduler import Candidate, Decision
 
 # English text and code average 3.5-4.5 bytes per token with Llama-family tokenizers: a body of N
@@ -63,7 +63,7 @@ LANE_SLOT = 0
 def lane(*, policy: str, slots: int, prompt_bytes: int, light_tokens: int) -> tuple[int, int | None]:
     """(the first slot index this request may claim, the slot it takes first when free). Off
     (0, None) under the request round-robin, with light_tokens 0, or on a worker of few slots."""
-    if policy != "tokens" or light_tokens <= 0 or slots < LANE_MIN_SLOTS:
+    if policy not in TOKEN_FAIR or light_tokens <= 0 or slots < LANE_MIN_SLOTS:
         return 0, None
     if prompt_tokens_estimate(prompt_bytes) <= light_tokens:
         return 0, LANE_SLOT
@@ -164,7 +164,7 @@ STREAM_CHARGE_TOKENS = 32
 def streamed_charge(policy: str, *, output_tokens: int, weight: float = 1.0) -> float:
     """What `output_tokens` relayed add to the counter while the answer still streams: their cost
     under "tokens"; nothing under "requests" (a request there costs 1, once)."""
-    if policy != "tokens" or output_tokens <= 0:
+    if policy not in TOKEN_FAIR or output_tokens <= 0:
         return 0.0
     return charge(policy, computed_prompt_tokens=0, output_tokens=output_tokens, weight=weight)
 

@@ -24,7 +24,9 @@ to one, or a test's monkeypatch of one, changes the prediction):
 - the light lane (slot 0 kept for short prompts under the token-fair policy): `admission_rules.lane`,
   and `slot_owners.handover`'s rule for a light request (no restore; the lane slot is not saved);
 - a long prompt waiting a little for its conversation's worker: `admission_rules.affinity_hold`, with
-  the pump walking the line's order (`fair_share.order`) past requests that hold;
+  the pump walking the line's order (`fair_share.order`, or `order_local` under "local": requests
+  whose conversation's worker has a free slot first, within FleetPlan.local_bound) past requests
+  that hold;
 - a system prompt's public start shared across students (FleetPlan.shared_prefix_k,
   OCS_SHARED_PREFIX_K): on a handover that restored no file of the student's own, the student is
   counted among the senders of their system prompt's blocks (TurnShape.shared, named by
@@ -134,6 +136,7 @@ class FleetPlan:
     lane_tokens: int = scheduler.LANE_TOKENS  # a lane worker takes prompts of at most this many tokens
     affinity_wait_s: float = 0.0  # OCS_AFFINITY_WAIT_S
     affinity_wait_tokens: int = 1024  # OCS_AFFINITY_WAIT_TOKENS
+    local_bound: float = fair_share.LOCAL_BOUND  # OCS_LOCAL_BOUND (the "local" policy)
     slot_files: bool = True  # OCS_SLOT_FILES: a handover saves the previous owner's prompt, restores the new one's
     shared_prefix_k: int = 0  # OCS_SHARED_PREFIX_K: 0 off (needs slot_files)
     cache_type: str | None = None  # the KV cache type planned; None: the cost model's own
@@ -405,10 +408,13 @@ class Simulation:
         policy = self.plan.policy
         if not any(w.student == student.name for w in self.waiting.values()):
             self.counters[student.name] = fair_share.lifted(self.counters, self.waiting.values(), student.name)
+        conversation = request.shape.conversation
+        held = self.affinity.get(conversation) if conversation else None
         self.waiting[request.id] = fair_share.Waiting(
             request=request.id, student=student.name, arrived=self.now, weight=student.weight,
             cost=admission_rules.estimate_charge(policy, prompt_bytes=request.shape.prompt_bytes,
-                                                 weight=student.weight))
+                                                 weight=student.weight),
+            worker=held[0] if held and held[1] > self.now else None)
         request.in_line = True
         request.deadline = admission_rules.wait_deadline(started=self.now, max_wait_s=self.plan.max_wait_s)
         self._at(request.deadline, "timeout", request)
@@ -418,7 +424,7 @@ class Simulation:
         loop: one holding for its conversation's worker, or too long for the free lane worker's
         slot, lets the next one in)."""
         while self.waiting:
-            for turn in fair_share.order(self.waiting.values(), self.counters):
+            for turn in self._line_order():
                 request = self.requests[turn.request]
                 outcome = self._claim(request)
                 if outcome in ("held", "passed"):
@@ -435,6 +441,15 @@ class Simulation:
                                                          weight=request.student.weight)
                 self.counters[turn.student] = self.counters.get(turn.student, 0.0) + amount
                 request.charged_policy, request.charged = self.plan.policy, amount
+
+    def _line_order(self) -> list[fair_share.Waiting]:
+        """The line's order under the plan's policy: "local" (fair_share.order_local) puts first
+        the requests whose conversation's worker has a free slot, within the plan's bound."""
+        if self.plan.policy != "local":
+            return fair_share.order(self.waiting.values(), self.counters)
+        free = [number for number, w in self.workers.items() if len(w.claimed) < w.view.slots]
+        return fair_share.order_local(self.waiting.values(), self.counters, free_workers=free,
+                                      bound=self.plan.local_bound)
 
     def _timeout(self, request: _Request) -> None:
         if not request.in_line or request.deadline is None:

@@ -234,6 +234,29 @@ def test_a_long_prompt_waits_for_its_workers_slot_and_a_classmate_takes_the_free
     assert run(0.0)["a2"] == ("worker-2", 0)  # took the free worker and computed everything
 
 
+def test_under_local_a_freed_slot_goes_to_the_student_whose_prefix_is_there_within_the_bound() -> None:
+    """fair_share.order_local, called by the simulator's pump: e took a's slot on worker 1 while a
+    thought; d (less served) and a then wait. When worker 1 frees, "tokens" gives it to d and a
+    recomputes on worker 2 when b's turn ends; "local" gives it to a (its file is there) while a is
+    within the bound of d; beyond the bound it is "tokens" again."""
+    def run(policy: str, bound: float) -> dict[str, tuple[str, int]]:
+        a = Scripted("a", [shape(("a-sys", 1000), output=2, conversation="ca"),
+                           shape(("a-sys", 1000), ("tool", 10), output=2, conversation="ca")], pauses=[1.0])
+        b = Scripted("b", [shape(("b", 3000), output=2, conversation="cb")], arrival_s=0.1)
+        e = Scripted("e", [shape(("e", 1500), output=2, conversation="ce")], arrival_s=10.8)
+        d = Scripted("d", [shape(("d", 500), output=2, conversation="cd")], arrival_s=11.0)
+        turns, _ = simulate(plan=plan(workers=2, slots=1, policy=policy, local_bound=bound), costs=[COST, COST],
+                            students=[a, b, e, d])
+        return {f"{t.student}{n}": (t.worker, t.reused_prompt_tokens)
+                for n, t in enumerate(sorted(turns, key=lambda t: t.sent_s))}
+
+    tokens = run("tokens", 2000.0)  # keys: student and order of sending
+    assert tokens["d3"][0] == "worker-1" and tokens["a4"] == ("worker-2", 0)
+    local = run("local", 2000.0)
+    assert local["a4"] == ("worker-1", 1000)
+    assert run("local", 500.0) == tokens  # a is 1,008 above d: beyond a bound of 500
+
+
 def test_decode_slows_with_the_batch_and_prompts_wait_for_the_decoding_slots() -> None:
     cost = CostModel(prefill_s_per_token=0.01, decode_s_per_token=0.1, decode_s_per_extra_slot=0.05,
                      request_overhead_s=0.0, batch_tokens=4096)

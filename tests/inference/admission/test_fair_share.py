@@ -238,7 +238,7 @@ def test_one_students_requests_go_in_arrival_order_and_the_policy_names_are_the_
     assert pick([], {}) is None
     assert lifted({"s": 1.0, "t": 5.0, "u": 9.0}, waiting, "u") == 9.0  # never lowered
     assert lifted({"s": 1.0, "t": 5.0}, waiting, "new") == 1.0  # level with the least-served waiting
-    assert POLICIES == ("tokens", "requests")
+    assert POLICIES == ("tokens", "requests", "local")
     assert charge("requests", computed_prompt_tokens=9000, output_tokens=10, weight=5) == 1.0
     assert charge("tokens", computed_prompt_tokens=100, output_tokens=10, weight=2) == 70.0
     with pytest.raises(ValueError):
