@@ -13,12 +13,10 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from core.live import worker_resource
-from fleet.scheduler import Decision, WorkerView, rank_workers
+from fleet.scheduler import WorkerView
 from inference.admission import line as admission
 from inference.admission.line import Want
-from inference.admission.rules import prompt_tokens_estimate
-from ocsweb.live import SiteInProcessLiveState, SiteRedisLiveState
+from tests.inference.admission.fake_fleet import install
 
 BACKENDS = ["in-process"] + (["redis"] if settings.REDIS_URL else [])
 LONG, SHORT = 8000, 200  # request bytes: an agent's turn (about 2,000 tokens), a question (about 50)
@@ -26,34 +24,11 @@ LONG, SHORT = 8000, 200  # request bytes: an agent's turn (about 2,000 tokens), 
 
 def two_workers(kind: str, monkeypatch: pytest.MonkeyPatch, *,
                 lane_slots: int = 1) -> tuple[str, WorkerView, WorkerView]:
-    live = (SiteInProcessLiveState() if kind == "in-process"
-            else SiteRedisLiveState(settings.REDIS_URL, f"{settings.OCS_LIVE_NAMESPACE}-{uuid.uuid4().hex[:8]}"))
-    monkeypatch.setattr(admission, "admission_live", lambda: live)
-    monkeypatch.setattr("core.lease.live_state", lambda: live)
     model = f"m-{uuid.uuid4().hex[:6]}"
     ordinary = WorkerView(id=881, name="w881", base_url="http://127.0.0.1:9", pool_id=1, pool_name="production",
                           model_id=model, slots=1, state="healthy")
     lane = replace(ordinary, id=882, name="lane882", lane_tokens=1024, slots=lane_slots)
-    workers = [ordinary, lane]
-
-    async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Decision, str | None]:
-        resources = [worker_resource(w.id) for w in workers]
-        load = await live.busy(resources)
-        turn = await live.fair_turn(*fair) if fair else None
-        return rank_workers(workers=workers, busy={w.id: load[worker_resource(w.id)] for w in workers},
-                            model_id=model, pool_id=1,
-                            prompt_tokens_estimate=prompt_tokens_estimate(want.prompt_bytes)), turn
-
-    class Snapshot:
-        def __init__(self) -> None:
-            self.workers = workers
-
-    async def snapshot() -> Snapshot:
-        return Snapshot()
-
-    monkeypatch.setattr(admission, "rank", rank)
-    monkeypatch.setattr(admission, "fleet_snapshot", snapshot)
-    monkeypatch.setattr(admission, "_publish_queue_depths", lambda: asyncio.sleep(0))
+    install(monkeypatch, kind, [ordinary, lane], model)
     return model, ordinary, lane
 
 

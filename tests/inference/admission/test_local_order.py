@@ -12,13 +12,11 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from core.live import worker_resource
-from fleet.scheduler import Decision, WorkerView, rank_workers
+from fleet.scheduler import WorkerView
 from inference.admission import line as admission
 from inference.admission.fair_share import Waiting, charge, order, order_local
 from inference.admission.line import Want
-from inference.admission.rules import prompt_tokens_estimate
-from ocsweb.live import SiteInProcessLiveState, SiteRedisLiveState
+from tests.inference.admission.fake_fleet import install, live_state
 
 BACKENDS = ["in-process"] + (["redis"] if settings.REDIS_URL else [])
 A, B = 501, 502  # two workers
@@ -82,12 +80,6 @@ def test_a_student_owed_service_is_never_passed_over_beyond_the_bound() -> None:
     assert served.count("bob") == 4 and served.count("cat") == 3, served
 
 
-def live_state(kind: str) -> SiteInProcessLiveState | SiteRedisLiveState:
-    if kind == "in-process":
-        return SiteInProcessLiveState()
-    return SiteRedisLiveState(settings.REDIS_URL, f"{settings.OCS_LIVE_NAMESPACE}-{uuid.uuid4().hex[:8]}")
-
-
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_the_live_order_is_the_pure_rules_on_both_back_ends(kind: str) -> None:
     live, line = live_state(kind), f"1:m-{uuid.uuid4().hex[:6]}"
@@ -111,32 +103,11 @@ def test_the_live_order_is_the_pure_rules_on_both_back_ends(kind: str) -> None:
 
 
 def two_workers(kind: str, monkeypatch: pytest.MonkeyPatch, affinity: dict[str, int]) -> str:
-    """Workers A and B of one slot, ranked by rank_workers over the live load with each
-    conversation's worker from `affinity`; the real pump claims."""
-    live = live_state(kind)
-    monkeypatch.setattr(admission, "admission_live", lambda: live)
-    monkeypatch.setattr("core.lease.live_state", lambda: live)
+    """Workers A and B of one slot, each conversation's worker from `affinity`."""
     model = f"m-{uuid.uuid4().hex[:6]}"
     workers = [WorkerView(id=number, name=f"w{number}", base_url="http://127.0.0.1:9", pool_id=1,
                           pool_name="production", model_id=model, slots=1, state="healthy") for number in (A, B)]
-
-    async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Decision, str | None]:
-        load = await live.busy([worker_resource(w.id) for w in workers])
-        turn = await live.fair_turn(*fair) if fair else None
-        return rank_workers(workers=workers, busy={w.id: load[worker_resource(w.id)] for w in workers},
-                            model_id=model, pool_id=1, affinity_worker_id=affinity.get(want.conversation or ""),
-                            prompt_tokens_estimate=prompt_tokens_estimate(want.prompt_bytes)), turn
-
-    class Snapshot:
-        def __init__(self) -> None:
-            self.workers = workers
-
-    async def snapshot() -> Snapshot:
-        return Snapshot()
-
-    monkeypatch.setattr(admission, "rank", rank)
-    monkeypatch.setattr(admission, "fleet_snapshot", snapshot)
-    monkeypatch.setattr(admission, "_publish_queue_depths", lambda: asyncio.sleep(0))
+    install(monkeypatch, kind, workers, model, affinity=affinity)
     return model
 
 
