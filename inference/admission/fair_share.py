@@ -168,7 +168,10 @@ if not waiting and least ~= nil and least > counter(student) then
   redis.call('HSET', KEYS[3], student, tostring(least))
   redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[7]))
 end
-redis.call('HSET', KEYS[1], ARGV[1], student .. '|' .. ARGV[3] .. '|' .. ARGV[4] .. '|' .. ARGV[8] .. '|' .. ARGV[9])
+-- the fifth field only when there is a worker ("local"): a process of the version before reads four
+local entry = student .. '|' .. ARGV[3] .. '|' .. ARGV[4] .. '|' .. ARGV[8]
+if ARGV[9] ~= '' then entry = entry .. '|' .. ARGV[9] end
+redis.call('HSET', KEYS[1], ARGV[1], entry)
 redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[7]))
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[7]))
