@@ -15,8 +15,18 @@ KEY_PATTERN = re.compile(r"\b(ocs(?:rig|wk)?-[a-z0-9]{10})-[A-Za-z0-9]{20,}")
 OLLAMA_PATH_PATTERN = re.compile(r"(/ollama/)(?!ocs-[a-z0-9]{10}-\[redacted\](?:[/\s\"']|$))[^/\s\"'?]+")
 
 
+def _key_redacted(match: re.Match[str]) -> str:
+    return f"{match.group(1)}-[redacted]"
+
+
+def _path_redacted(match: re.Match[str]) -> str:
+    return f"{match.group(1)}[redacted]"
+
+
 def redact(text: str) -> str:
-    return OLLAMA_PATH_PATTERN.sub(r"\1[redacted]", KEY_PATTERN.sub(r"\1-[redacted]", text))
+    # Functions, not r"\1…" templates: a template is compiled by importing `re` from C, which fails
+    # at interpreter shutdown, when an unclosed connection's __del__ still logs through this filter.
+    return OLLAMA_PATH_PATTERN.sub(_path_redacted, KEY_PATTERN.sub(_key_redacted, text))
 
 
 class RedactKeysFilter(logging.Filter):

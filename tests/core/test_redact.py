@@ -1,6 +1,11 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
+import textwrap
+
+from django.conf import settings
 
 from core.keys import generate_key
 from core.redact import RedactKeysFilter, redact
@@ -35,3 +40,22 @@ def test_a_workers_key_and_a_rig_token_are_redacted_too() -> None:
         key = generate_key(scheme)
         cleaned = redact(f"POST http://100.64.0.12:8080/completion Authorization: Bearer {key.raw}")
         assert key.raw not in cleaned and f"{scheme}-{key.prefix}-[redacted]" in cleaned
+
+
+def test_a_line_logged_while_python_shuts_down_is_still_redacted() -> None:
+    """An unclosed connection's __del__ logs at interpreter shutdown (aiohttp's "Unclosed
+    connector"); the filter must not fail there (a replacement template imports `re` from C)."""
+    script = textwrap.dedent("""
+        import logging
+        from core.redact import RedactKeysFilter
+        handler = logging.StreamHandler()
+        handler.addFilter(RedactKeysFilter())
+        logging.getLogger().addHandler(handler)
+        class Late:
+            def __del__(self):
+                logging.getLogger("x").error("late ocs-abcdefghij-%s at /ollama/typo/api", "A" * 24)
+        keep = Late()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=settings.BASE_DIR)
+    assert done.stderr.strip() == "late ocs-abcdefghij-[redacted] at /ollama/[redacted]/api", done.stderr
