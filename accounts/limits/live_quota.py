@@ -22,7 +22,18 @@ from accounts.limits.quota import (
     lua_args,
     verdict_from_lua,
 )
-from core.live import InProcessLiveState, LiveState, RedisLiveState, SettlementPart, guarded, live_state, round_trip
+from core.live import (
+    InProcessLiveState,
+    LiveState,
+    LuaScript,
+    RedisLiveState,
+    SettlementPart,
+    guarded,
+    live_state,
+    round_trip,
+)
+
+_ADMIT = LuaScript(ADMIT_LUA)  # run by its SHA1 on Redis (core/live.py LuaScript)
 
 
 @dataclass(frozen=True)
@@ -99,11 +110,12 @@ class RedisQuota(RedisLiveState):
                          generation_name: str) -> tuple[QuotaVerdict, int]:
         pipe = self._client().pipeline(transaction=False)
         pipe.get(self._k("gen", generation_name))
-        pipe.eval(ADMIT_LUA, *self._admit_keys_and_args(scopes, ask))
-        generation, result = await pipe.execute()
+        keys, args = self._admit_keys_and_args(scopes, ask)
+        self.queue_script(pipe, _ADMIT, keys, *args)
+        generation, result = await self.execute(pipe)
         return verdict_from_lua(result), int(generation or 0)
 
-    def _admit_keys_and_args(self, scopes: list[QuotaScope], ask: QuotaAsk) -> list[object]:
+    def _admit_keys_and_args(self, scopes: list[QuotaScope], ask: QuotaAsk) -> tuple[list[str], list[int | str]]:
         keys = [
             key
             for scope in scopes
@@ -111,11 +123,12 @@ class RedisQuota(RedisLiveState):
                         self._k("tokens", scope.name, ask.day), self._k("tokens", scope.name, ask.week or "-"),
                         self._k("tokens", scope.name, ask.term or "-"))
         ]
-        return [len(keys), *keys, *lua_args(scopes, ask, int(time.time() * 1000))]
+        return keys, lua_args(scopes, ask, int(time.time() * 1000))
 
     @round_trip
     async def admit(self, scopes: list[QuotaScope], ask: QuotaAsk) -> QuotaVerdict:
-        result = await self._client().eval(ADMIT_LUA, *self._admit_keys_and_args(scopes, ask))
+        keys, args = self._admit_keys_and_args(scopes, ask)
+        result = await self.script(_ADMIT, keys, *args)
         return verdict_from_lua(result)
 
     @round_trip

@@ -107,3 +107,61 @@ def test_hundreds_of_requests_at_once_wait_for_a_connection_instead_of_failing(k
 
     leases = asyncio.run(burst())
     assert all(leases) and len(set(leases)) == 400
+
+
+@pytest.mark.skipif(not settings.REDIS_URL, reason="needs the Redis back end")
+def test_scripts_go_by_their_sha_and_by_their_text_once_redis_has_forgotten_them() -> None:
+    """Every request runs three or four Lua scripts; sending 1-3 kB of script text each time costs
+    the gateway's CPU, so they go by SHA1 (EVALSHA). A Redis that restarted (or SCRIPT FLUSH)
+    has forgotten them: a call alone and a script inside a pipeline must then still run, once by
+    their text, and the calls after by SHA1 again."""
+    (live,) = make_backends("redis")
+    sent: list[str] = []
+
+    async def scenario() -> None:
+        client = live._client()
+        for name in ("eval", "evalsha"):
+            method = getattr(client, name)
+
+            def spy(*args: object, _method=method, _name=name) -> object:  # noqa: ANN001
+                sent.append(_name)
+                return _method(*args)
+            setattr(client, name, spy)
+        first = await live.claim("worker:9", 2, 30)
+        await client.script_flush()
+        second = await live.claim("worker:9", 2, 30)  # NOSCRIPT, then by its text
+        assert first and second and await live.claim("worker:9", 2, 30) is None
+        assert sent == ["evalsha", "evalsha", "eval", "evalsha"]
+        # A pipeline (the renewal of every lease a process holds): the forgotten script still runs.
+        await client.script_flush()
+        await live.renew_many([("worker:9", first)], 0.3)
+        await live.renew_many([("worker:9", second)], 30)
+        await asyncio.sleep(0.5)  # `first`'s renewal to 0.3 s took effect: it has run out
+        assert (await live.busy(["worker:9"])) == {"worker:9": 1}
+        # The load's read, whose pipeline holds the line's turn script, after a flush.
+        await client.script_flush()
+        await live.fair_join("1:m", "tokens", request="r1", student="7", weight=1.0, cost=10.0, ttl_s=30)
+        await client.script_flush()
+        view = await live.view([9], None, fair_line="1:m", fair_policy="tokens")
+        assert view.busy == {9: 1} and view.fair_turn == "r1"
+
+    asyncio.run(scenario())
+
+
+def test_commands_packed_by_hiredis_are_the_bytes_redis_py_would_send() -> None:
+    """The live state's connections pack commands with hiredis's C packer (core/live.py
+    packed_by_hiredis); what reaches Redis must not change: text, bytes, ints, floats, keys."""
+    from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
+
+    from core.live import packed_by_hiredis
+
+    commands = [("EVALSHA", "a" * 40, 2, "ocs:lease:worker:1", "ocs:slot_owners:worker:1", 4, 1765000000000, "7|c|é"),
+                ("HINCRBYFLOAT", "ocs:fair:ctr:tokens:1:m", "12", 0.1 + 0.2), ("ZADD", "k", 1e20, b"\x00\xff"),
+                ("CONFIG GET", "maxmemory"), ("SET", "k", "v" * 70_000)]
+    assert packed_by_hiredis(Connection) is not Connection  # hiredis is in requirements.txt
+    stock, packed = Connection(), packed_by_hiredis(Connection)()
+    for command in commands:
+        assert b"".join(packed.pack_command(*command)) == b"".join(stock.pack_command(*command)), command
+        assert b"".join(packed.pack_commands([command, command])) == b"".join(stock.pack_commands([command, command]))
+    for scheme in (SSLConnection, UnixDomainSocketConnection):  # rediss:// and unix:// keep their own class
+        assert issubclass(packed_by_hiredis(scheme), scheme)
