@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import threading
 import time
 import uuid
@@ -32,7 +31,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from prometheus_client import Counter
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 
 
 class LiveStateUnavailable(RuntimeError):
@@ -230,20 +229,6 @@ class InProcessLiveState:
         """In process: always available."""
 
 
-class LuaScript:
-    """A Lua script run by its SHA1 (EVALSHA): its text (1–3 kB for the admission's scripts) is
-    not packed, sent and hashed again on every call. Redis forgets scripts when it restarts or
-    on SCRIPT FLUSH; a call that finds its script gone (NOSCRIPT) sends the text once (EVAL,
-    which also makes Redis keep it again). `RedisLiveState.script` and `.execute` do both."""
-
-    by_sha: dict[str, "LuaScript"] = {}
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.sha = hashlib.sha1(text.encode()).hexdigest()
-        LuaScript.by_sha[self.sha] = self
-
-
 # KEYS[1] = the resource's lease zset; ARGV = capacity, now_ms, expires_ms, lease_id.
 _CLAIM_LUA = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
@@ -260,25 +245,6 @@ if redis.call('ZSCORE', KEYS[1], ARGV[2]) then
 end
 return 1
 """
-_CLAIM = LuaScript(_CLAIM_LUA)
-_RENEW = LuaScript(_RENEW_LUA)
-
-
-def packed_by_hiredis(connection_class: type) -> type:
-    """`connection_class` (redis-py's asyncio connection for the URL's scheme), packing each
-    command with hiredis's C packer where redis-py packs in Python (its sync client already uses
-    hiredis): the largest single cost of a live-state round trip in the gateway's profile. The
-    bytes sent are the same; without hiredis the class is returned as it is."""
-    from redis.connection import HiredisRespSerializer
-    from redis.utils import HIREDIS_AVAILABLE
-
-    if not HIREDIS_AVAILABLE:
-        return connection_class
-    packer = HiredisRespSerializer()
-
-    def pack_command(self: object, *args: Any) -> list[bytes]:  # noqa: ANN401 - redis-py's EncodableT
-        return packer.pack(*args)
-    return type(f"HiredisPacked{connection_class.__name__}", (connection_class,), {"pack_command": pack_command})
 
 
 class RedisLiveState:
@@ -307,7 +273,6 @@ class RedisLiveState:
         if client is None:
             pool = self._aioredis.BlockingConnectionPool.from_url(
                 self._url, max_connections=REDIS_MAX_CONNECTIONS, timeout=REDIS_SOCKET_TIMEOUT_S, **self._timeouts)
-            pool.connection_class = packed_by_hiredis(pool.connection_class)
             client = self._aioredis.Redis(connection_pool=pool)
             self._clients[loop_id] = client
         return client
@@ -320,40 +285,13 @@ class RedisLiveState:
     def _k(self, *parts: str) -> str:
         return ":".join((self._ns, *parts))
 
-    async def script(self, script: LuaScript, keys: list[str], *args: object) -> Any:  # noqa: ANN401 - a script's reply
-        """One script, by its SHA1 (its text only if Redis has forgotten it)."""
-        client = self._client()
-        try:
-            return await client.evalsha(script.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            return await client.eval(script.text, len(keys), *keys, *args)
-
-    @staticmethod
-    def queue_script(pipe: Any, script: LuaScript, keys: list[str], *args: object) -> None:  # noqa: ANN401
-        """Queues one script on `pipe`, by its SHA1; run the pipeline with `execute`."""
-        pipe.evalsha(script.sha, len(keys), *keys, *args)
-
-    async def execute(self, pipe: Any) -> list[Any]:  # noqa: ANN401 - a redis.asyncio pipeline
-        """`pipe.execute()`, where a queued script that Redis has forgotten (NOSCRIPT: it restarted
-        or flushed its scripts) runs again by its text, right after the pipeline, each alone;
-        any other error is raised as `execute()` raises it."""
-        stack = [args for args, _ in pipe.command_stack]
-        results = await pipe.execute(raise_on_error=False)
-        for i, result in enumerate(results):
-            if isinstance(result, NoScriptError):
-                _, sha, *rest = stack[i]
-                results[i] = await self._client().eval(LuaScript.by_sha[str(sha)].text, *rest)
-        for result in results:
-            if isinstance(result, RedisError):
-                raise result
-        return list(results)
-
     @round_trip
     async def claim(self, resource: str, capacity: int, lease_s: float) -> str | None:
         now_ms = int(time.time() * 1000)
         lease_id = uuid.uuid4().hex
-        claimed = await self.script(_CLAIM, [self._k("lease", resource)], capacity, now_ms,
-                                    now_ms + int(lease_s * 1000), lease_id)
+        claimed = await self._client().eval(
+            _CLAIM_LUA, 1, self._k("lease", resource), capacity, now_ms, now_ms + int(lease_s * 1000), lease_id
+        )
         return lease_id if claimed == 1 else None
 
     @round_trip
@@ -363,8 +301,8 @@ class RedisLiveState:
         until_ms = int(time.time() * 1000) + lease_ms
         pipe = self._client().pipeline(transaction=False)
         for resource, lease_id in leases:
-            self.queue_script(pipe, _RENEW, [self._k("lease", resource)], until_ms, lease_id, lease_ms)
-        await self.execute(pipe)
+            pipe.eval(_RENEW_LUA, 1, self._k("lease", resource), until_ms, lease_id, lease_ms)
+        await pipe.execute()
 
     @round_trip
     async def release(self, resource: str, lease_id: str) -> None:

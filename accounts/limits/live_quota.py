@@ -22,18 +22,7 @@ from accounts.limits.quota import (
     lua_args,
     verdict_from_lua,
 )
-from core.live import (
-    InProcessLiveState,
-    LiveState,
-    LuaScript,
-    RedisLiveState,
-    SettlementPart,
-    guarded,
-    live_state,
-    round_trip,
-)
-
-_ADMIT = LuaScript(ADMIT_LUA)  # run by its SHA1 on Redis (core/live.py LuaScript)
+from core.live import InProcessLiveState, LiveState, RedisLiveState, SettlementPart, guarded, live_state, round_trip
 
 
 @dataclass(frozen=True)
@@ -110,12 +99,11 @@ class RedisQuota(RedisLiveState):
                          generation_name: str) -> tuple[QuotaVerdict, int]:
         pipe = self._client().pipeline(transaction=False)
         pipe.get(self._k("gen", generation_name))
-        keys, args = self._admit_keys_and_args(scopes, ask)
-        self.queue_script(pipe, _ADMIT, keys, *args)
-        generation, result = await self.execute(pipe)
+        pipe.eval(ADMIT_LUA, *self._admit_keys_and_args(scopes, ask))
+        generation, result = await pipe.execute()
         return verdict_from_lua(result), int(generation or 0)
 
-    def _admit_keys_and_args(self, scopes: list[QuotaScope], ask: QuotaAsk) -> tuple[list[str], list[int | str]]:
+    def _admit_keys_and_args(self, scopes: list[QuotaScope], ask: QuotaAsk) -> list[object]:
         keys = [
             key
             for scope in scopes
@@ -123,12 +111,11 @@ class RedisQuota(RedisLiveState):
                         self._k("tokens", scope.name, ask.day), self._k("tokens", scope.name, ask.week or "-"),
                         self._k("tokens", scope.name, ask.term or "-"))
         ]
-        return keys, lua_args(scopes, ask, int(time.time() * 1000))
+        return [len(keys), *keys, *lua_args(scopes, ask, int(time.time() * 1000))]
 
     @round_trip
     async def admit(self, scopes: list[QuotaScope], ask: QuotaAsk) -> QuotaVerdict:
-        keys, args = self._admit_keys_and_args(scopes, ask)
-        result = await self.script(_ADMIT, keys, *args)
+        result = await self._client().eval(ADMIT_LUA, *self._admit_keys_and_args(scopes, ask))
         return verdict_from_lua(result)
 
     @round_trip

@@ -14,7 +14,6 @@ from typing import Any, Protocol
 from core.live import (
     InProcessLiveState,
     LiveState,
-    LuaScript,
     RedisLiveState,
     SettlementPart,
     guarded,
@@ -56,10 +55,6 @@ FAIR_COUNTER_TTL_S = 24 * 3600.0
 # How long a slot's owner is remembered. Forgetting is safe (a slot with no owner counts as
 # foreign: no reuse), so this only bounds memory; llama-server keeps a slot's cache until reused.
 SLOT_OWNER_TTL_S = 24 * 3600.0
-
-# Run by their SHA1 on Redis (core/live.py LuaScript).
-_CLAIM_SLOT, _CONFIRM_SLOT = LuaScript(CLAIM_SLOT_LUA), LuaScript(CONFIRM_SLOT_LUA)
-_JOIN, _TURN, _ORDER, _SERVED = LuaScript(JOIN_LUA), LuaScript(TURN_LUA), LuaScript(ORDER_LUA), LuaScript(SERVED_LUA)
 
 
 @dataclass(frozen=True)
@@ -306,7 +301,7 @@ class RedisAdmission(RedisLiveState):
         if affinity is not None and conversation and affinity[1] > 0:
             keys.append(self._k("affinity", conversation))
             args += [affinity[0], int(affinity[1] * 1000)]
-        index, own, previous, restore = await self.script(_CLAIM_SLOT, keys, *args)
+        index, own, previous, restore = await self._client().eval(CLAIM_SLOT_LUA, len(keys), *keys, *args)
         if int(index) < 0:
             return None
         previous = previous.decode() if isinstance(previous, bytes) else str(previous or "")
@@ -315,8 +310,8 @@ class RedisAdmission(RedisLiveState):
 
     @round_trip
     async def confirm_slot(self, resource: str, index: int, *, student: str, conversation: str) -> None:
-        await self.script(_CONFIRM_SLOT, [self._k("slot_owners", resource)], str(index),
-                          f"{student}|{conversation}|{int(time.time() * 1000)}", int(SLOT_OWNER_TTL_S * 1000))
+        await self._client().eval(CONFIRM_SLOT_LUA, 1, self._k("slot_owners", resource), str(index),
+                                  f"{student}|{conversation}|{int(time.time() * 1000)}", int(SLOT_OWNER_TTL_S * 1000))
 
     def _fair_keys(self, line: str, policy: str) -> list[str]:
         return [self._k("fair", "wait", line), self._k("fair", "alive", line), self._k("fair", "ctr", policy, line)]
@@ -325,27 +320,27 @@ class RedisAdmission(RedisLiveState):
     async def fair_join(self, line: str, policy: str, *, request: str, student: str, weight: float,
                         cost: float, ttl_s: float, worker: int | None = None) -> None:
         now_ms = int(time.time() * 1000)
-        await self.script(_JOIN, self._fair_keys(line, policy), request, student, repr(float(weight)),
-                          now_ms, now_ms + int(ttl_s * 1000), now_ms, int(FAIR_COUNTER_TTL_S * 1000),
-                          repr(float(cost)), "" if worker is None else str(worker))
+        await self._client().eval(JOIN_LUA, 3, *self._fair_keys(line, policy), request, student, repr(float(weight)),
+                                  now_ms, now_ms + int(ttl_s * 1000), now_ms, int(FAIR_COUNTER_TTL_S * 1000),
+                                  repr(float(cost)), "" if worker is None else str(worker))
 
     @round_trip
     async def fair_turn(self, line: str, policy: str) -> str | None:
-        chosen = await self.script(_TURN, self._fair_keys(line, policy), int(time.time() * 1000))
+        chosen = await self._client().eval(TURN_LUA, 3, *self._fair_keys(line, policy), int(time.time() * 1000))
         return chosen.decode() if chosen else None
 
     @round_trip
     async def fair_order(self, line: str, policy: str, limit: int, *,
                          local: tuple[float, list[int]] | None = None) -> list[str]:
         bound, free = local if local is not None else (-1.0, [])
-        chosen = await self.script(_ORDER, self._fair_keys(line, policy), int(time.time() * 1000), limit,
-                                   repr(float(bound)), *[str(w) for w in free])
+        chosen = await self._client().eval(ORDER_LUA, 3, *self._fair_keys(line, policy), int(time.time() * 1000), limit,
+                                           repr(float(bound)), *[str(w) for w in free])
         return [request.decode() if isinstance(request, bytes) else str(request) for request in chosen or []]
 
     @round_trip
     async def fair_served(self, line: str, policy: str, *, request: str, student: str, amount: float) -> bool:
-        served = await self.script(_SERVED, self._fair_keys(line, policy), request, student,
-                                   repr(float(amount)), int(FAIR_COUNTER_TTL_S * 1000))
+        served = await self._client().eval(SERVED_LUA, 3, *self._fair_keys(line, policy), request, student,
+                                           repr(float(amount)), int(FAIR_COUNTER_TTL_S * 1000))
         return int(served) == 1
 
     @round_trip
@@ -393,8 +388,8 @@ class RedisAdmission(RedisLiveState):
         if conversation is not None:
             pipe.get(self._k("affinity", conversation))
         if fair_line:
-            self.queue_script(pipe, _TURN, self._fair_keys(fair_line, fair_policy), now_ms)
-        results = await self.execute(pipe)
+            pipe.eval(TURN_LUA, 3, *self._fair_keys(fair_line, fair_policy), now_ms)
+        results = await pipe.execute()
         counts = results[: len(worker_ids)]
         suspects = frozenset(int(s) for s in results[len(worker_ids)])
         affinity_raw = results[len(worker_ids) + 1] if conversation is not None else None

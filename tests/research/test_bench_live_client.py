@@ -35,19 +35,5 @@ def test_the_ratio_is_of_the_medians_over_rounds() -> None:
     rounds = [{"python": level(100, 1000), "hiredis": level(50, 1500)},
               {"python": level(120, 900), "hiredis": level(60, 1800)},
               {"python": level(110, 950), "hiredis": level(40, 1600)}]
-    row = compare(rounds)["1"]  # parser: hiredis over Python
+    row = compare(rounds)["1"]
     assert row["cpu_ratio"] == pytest.approx(50 / 110) and row["throughput_ratio"] == pytest.approx(1600 / 950)
-
-
-@pytest.mark.django_db
-@pytest.mark.parametrize(("comparison", "ways", "scenario"), [
-    ("scripts", {"eval", "evalsha"}, "probe-live-scripts"),
-    ("packing", {"python-pack", "hiredis-pack"}, "probe-live-packing")])
-def test_a_whole_request_runs_both_ways_side_by_side(comparison: str, ways: set, scenario: str) -> None:
-    out = StringIO()
-    call_command("bench_live_client", "--compare", comparison, "--ops", "20", "--concurrency", "1,4", "--rounds", "1",
-                 stdout=out)
-    assert "CPU per request" in out.getvalue()
-    run = BenchmarkRun.objects.get(scenario=scenario)
-    assert run.summary["op"] == "request" and set(run.summary["rounds"][0]) == ways
-    assert all(level["ops_per_s"] > 0 for way in ways for level in run.summary["rounds"][0][way].values())
