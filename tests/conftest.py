@@ -347,7 +347,7 @@ def runs_cluster(gateway, tmp_path: Path):  # noqa: ANN001, ANN201
     yield log_path
     os.killpg(process.pid, signal.SIGTERM)  # the cluster and the workers it forked
     try:
-        process.wait(timeout=5)
+        process.wait(timeout=1)
     except subprocess.TimeoutExpired:  # its sentinel waits on idle workers: nothing is left to finish
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()

@@ -41,18 +41,29 @@ def test_too_long_for_every_worker_is_a_400_in_every_dialect(gateway, worker, st
         assert answer.json()["error"]["code"] == "context_length_exceeded"
 
 
-def test_a_long_prompt_goes_to_the_worker_whose_slot_holds_it(gateway, worker, student_key, spare_llama_servers) -> None:  # noqa: ANN001
+# A prompt longer than a small worker's slot but cheap to read: the routing test's worker
+# pair is a 1,024-token slot beside a 12,288-token one, so ~1,200 tokens tell them apart (the
+# 4,400 tokens above, read by one CPU thread, were most of a minute).
+ROUTED = "tea " * 1200
+SMALL_SLOT = 1024
+
+
+def test_a_long_prompt_goes_to_the_worker_whose_slot_holds_it(
+        gateway, transactional_db, student_key, spare_llama_servers) -> None:  # noqa: ANN001
     from fleet.services import worker_register
     from inference.models import RequestLog
     from tests.conftest import wait_for
 
+    small = spare_llama_servers(slots=2, context_per_slot=SMALL_SLOT)
+    worker_register(name="it-small", base_url=small.spec.base_url, model_id=MODEL_ID, pool_name="production",
+                    slots=2, context_length=SMALL_SLOT, state="healthy", api_key=FIXTURE_WORKER_KEY)
     big = spare_llama_servers(slots=1, context_per_slot=12288)  # YaRN past the native 8,192
     worker_register(name="it-big", base_url=big.spec.base_url, model_id=MODEL_ID, pool_name="production", slots=1,
                     context_length=12288, state="healthy", api_key=FIXTURE_WORKER_KEY)
     client = openai.OpenAI(base_url=gateway.url + "/v1", api_key=student_key[1], max_retries=0, timeout=300)
     models = {m.id: m for m in client.models.list()}
     assert models[MODEL_ID].model_extra["context_length"] == 12288  # what one request can really use
-    reply = client.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": LONG}], max_tokens=4)
-    assert reply.usage.prompt_tokens > 4096
-    row = wait_for(lambda: RequestLog.objects.filter(status=200, prompt_tokens__gt=4096).first(), 10)
+    reply = client.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": ROUTED}], max_tokens=4)
+    assert reply.usage.prompt_tokens > SMALL_SLOT
+    row = wait_for(lambda: RequestLog.objects.filter(status=200, prompt_tokens__gt=SMALL_SLOT).first(), 10)
     assert row is not None and row.worker_name == "it-big"

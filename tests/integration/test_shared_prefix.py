@@ -92,7 +92,9 @@ def test_a_clique_of_k_minus_one_with_several_keys_never_confirms_a_private_syst
     right, wrong, right_s, wrong_s = [], [], [], []
     for attempt in range(TRIES):
         pin = rng.randrange(10**5, 10**6)
-        secret = (f"Note {uuid.uuid4().hex}: my locker PIN is {pin}. " + words(rng, 600))[:3 * BLOCK_CHARS + 300]
+        # Two whole blocks (~500 tokens) and a tail: enough for a hit to show in counts and time,
+        # and a third less to read per ask than three blocks (this test asks 14 times).
+        secret = (f"Note {uuid.uuid4().hex}: my locker PIN is {pin}. " + words(rng, 600))[:2 * BLOCK_CHARS + 300]
         guess_of = secret.replace(str(pin), str(pin + 1))  # the same prompt with a wrong PIN
         _, answer = ask(shared_gateway.url, victim, secret, "What is my PIN?")
         seen.append(cached(answer))
@@ -122,7 +124,7 @@ def test_a_clique_of_k_minus_one_with_several_keys_never_confirms_a_private_syst
     # ... until k students besides the requester sent it: then the whole blocks are found, not a
     # token of the tail past them, and the worker computes only the further student's own tokens.
     prompt = hit["usage"]["prompt_tokens"]
-    assert cached(hit) > 300 and abs(cached(hit) - cached(primed)) <= 8, (hit["usage"], primed["usage"])
+    assert cached(hit) > 250 and abs(cached(hit) - cached(primed)) <= 8, (hit["usage"], primed["usage"])  # 2 blocks: ~315
     assert cached(hit) < prompt - 30  # the tail past the whole blocks (~300 characters) is the student's to compute
     assert computed(hit) == prompt - cached(hit) and computed(hit) < 150, hit["timings"]
     assert hit_ratio < 0.5  # and the timing would have shown a hit

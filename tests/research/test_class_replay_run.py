@@ -19,7 +19,7 @@ PERSONA_FIELDS = {"ttft_ms", "e2e_ms", "completed", "refused", "refused_reasons"
 def test_a_short_class_replay_is_stored_with_the_workers_counts(gateway, worker) -> None:  # noqa: ANN001
     options = ReplayOptions(base_url=gateway.url + "/v1", mix={"agent": 1, "claude": 1, "codex": 1, "chat": 1,
                                                                "burst": 1},
-                            duration_s=40, scale=0.02, seed=3, policy="requests", weights=Weights(), force=True)
+                            duration_s=25, scale=0.02, seed=3, policy="requests", weights=Weights(), force=True)
     run = class_replay_run(options)
 
     assert run.kind == BenchmarkRun.Kind.CLASS_REPLAY and run.status == BenchmarkRun.Status.DONE, run.error

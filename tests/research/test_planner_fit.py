@@ -447,6 +447,7 @@ def test_slot_file_costs_are_fitted_per_token_and_refused_without_samples() -> N
         fit_slot_files([s for s in samples if s.kind == "save"])
 
 
+@pytest.mark.backend_neutral  # a real worker's slot files, timed; the rows are plain ORM writes
 def test_calibrate_worker_times_a_real_workers_slot_files(transactional_db, llama_server: str) -> None:  # noqa: ANN001
     """`--slot-files` on the real llama-server: saves and restores of three prompt sizes, timed
     by llama-server, stored as seconds per token and shown; the probe leaves the slot empty."""
