@@ -90,6 +90,16 @@ def _end_stray_database_sessions(django_db_setup, django_db_blocker) -> Iterator
 
 
 @pytest.fixture(autouse=True)
+def _no_fleet_snapshot_from_an_earlier_test() -> None:
+    """The in-process fleet snapshot lives FLEET_CACHE_TTL_S (1 s): one taken by the test before,
+    on a busy machine less than a second ago, would hide this test's workers (seen once in CI:
+    /readyz said "no healthy worker" right after a worker was registered)."""
+    from fleet import selectors
+
+    selectors._snapshot = None
+
+
+@pytest.fixture(autouse=True)
 def _drop_a_finished_tests_request_log_rows() -> Iterator[None]:
     """Rows this process buffered during a test belong to its data, rolled back at its end: the
     writer's thread must not write them during the next test, which may have no database."""
