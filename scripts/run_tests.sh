@@ -4,10 +4,11 @@
 # `backend_neutral` — dialects, the demo, the rig agent, research runs — run in the embedded
 # pass only); and the real-clients group once, on PostgreSQL + Redis. With `all`, the embedded
 # pass runs beside the PostgreSQL + Redis passes: they share nothing (SQLite against PostgreSQL,
-# in-process live state against a Redis namespace of their own), and most of a pass's time is
-# spent waiting on its worker processes, so the two together fit the machine's cores. The
-# embedded pass's output follows the others'; two of the demo's tests run after the real clients instead
-# (MOVED_TESTS), to even the two sides out. Prints how long each phase took at the end.
+# in-process live state against a Redis namespace of their own, a var directory each). Side by
+# side they keep two cores busy (99 % while both run, 2026-12-07): the run is as short as its
+# work, mostly llama-server reading test prompts, so a slow test is made to read less, not spread
+# out. The embedded pass's output follows the others'; two of the demo's tests run after the real
+# clients instead (MOVED_TESTS), to even the two sides out. Prints how long each phase took at the end.
 set -euo pipefail
 PY="${1:-.venv/bin/python}"
 WHICH="${2:-all}"
@@ -27,14 +28,17 @@ timed() {  # timed NAME COMMAND...: runs it, records its wall time and outcome
     return $rc
 }
 
+# Each pass has a var directory of its own (OCS_VAR_DIR: the stamp file of issued keys, workers'
+# key files, the embedded database): with one shared `var/`, a key issued in one pass made the
+# other's processes reload their set of key prefixes, and a test that counts those loads failed.
 embedded_pytest() {
-    env -u DATABASE_URL -u REDIS_URL OCS_ENV=test "$PY" -m pytest "$@"
+    env -u DATABASE_URL -u REDIS_URL OCS_ENV=test OCS_VAR_DIR="$PWD/var/test-embedded" "$PY" -m pytest "$@"
 }
 
 services_pytest() {
     DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}" \
     REDIS_URL="${TEST_REDIS_URL:-redis://127.0.0.1:6379/0}" \
-    OCS_LIVE_NAMESPACE="ocs-test-$$" OCS_REQUIRE_SERVICES=1 OCS_ENV=test \
+    OCS_LIVE_NAMESPACE="ocs-test-$$" OCS_REQUIRE_SERVICES=1 OCS_ENV=test OCS_VAR_DIR="$PWD/var/test-services" \
         "$PY" -m pytest "$@"
 }
 
