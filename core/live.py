@@ -253,12 +253,15 @@ class RedisLiveState:
     a TTL. Expiry uses each process's wall clock: gateway hosts are NTP-synced and leases last
     tens of seconds, so a few ms of skew does not matter."""
 
-    def __init__(self, url: str, namespace: str = "ocs") -> None:
+    def __init__(self, url: str, namespace: str = "ocs", client: str = "lean") -> None:
         import redis
         import redis.asyncio as aioredis
 
+        if client not in ("lean", "redis-py"):
+            raise ValueError(f"client must be 'lean' or 'redis-py', not {client!r}")
         self._url = url
         self._ns = namespace
+        self._lean = client == "lean"  # core/lean_redis.py; "redis-py" is redis.asyncio
         # Timeouts: a Redis that hangs must fail a request within seconds, not hold it (and its
         # slot) for as long as the kernel keeps a dead connection open.
         self._timeouts = {"socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S,
@@ -270,7 +273,13 @@ class RedisLiveState:
     def _client(self):  # noqa: ANN202 - redis.asyncio.Redis, bound to the running loop
         loop_id = id(asyncio.get_running_loop())
         client = self._clients.get(loop_id)
-        if client is None:
+        if client is None and self._lean:
+            from core.lean_redis import LeanRedis  # imports hiredis, which the other client can do without
+
+            client = LeanRedis(self._url, connect_timeout_s=REDIS_CONNECT_TIMEOUT_S,
+                               socket_timeout_s=REDIS_SOCKET_TIMEOUT_S)
+            self._clients[loop_id] = client
+        elif client is None:
             pool = self._aioredis.BlockingConnectionPool.from_url(
                 self._url, max_connections=REDIS_MAX_CONNECTIONS, timeout=REDIS_SOCKET_TIMEOUT_S, **self._timeouts)
             client = self._aioredis.Redis(connection_pool=pool)
@@ -391,7 +400,7 @@ def live_state() -> LiveState:
 
         if settings.REDIS_URL:
             backend = import_string(settings.OCS_LIVE_STATE["redis"])
-            _live_state = backend(settings.REDIS_URL, settings.OCS_LIVE_NAMESPACE)
+            _live_state = backend(settings.REDIS_URL, settings.OCS_LIVE_NAMESPACE, settings.OCS_LIVE_REDIS_CLIENT)
         else:
             _live_state = import_string(settings.OCS_LIVE_STATE["in_process"])()
     assert _live_state is not None

@@ -122,6 +122,9 @@ _redis_url = env_str("REDIS_URL")
 REDIS_URL = parse_redis_url("REDIS_URL", _redis_url) if _redis_url else None
 # Prefix of every live-state key in Redis; tests use their own so runs never see each other.
 OCS_LIVE_NAMESPACE = env_str("OCS_LIVE_NAMESPACE", "ocs") or "ocs"
+# The gateway's asyncio Redis client for the live state: "lean" (core/lean_redis.py, one pipelined
+# connection per event loop) or "redis-py" (redis.asyncio with its connection pool), kept as a fallback.
+OCS_LIVE_REDIS_CLIENT = env_choice("OCS_LIVE_REDIS_CLIENT", "lean", ("lean", "redis-py"))
 # The live state's classes, one per back end: core's mechanism composed with the apps' rules
 # (ocsweb/live.py); core.live.live_state() builds the one REDIS_URL asks for.
 OCS_LIVE_STATE = {"in_process": "ocsweb.live.SiteInProcessLiveState", "redis": "ocsweb.live.SiteRedisLiveState"}

@@ -1,5 +1,6 @@
-"""bench_live_client: the live-state round trip with hiredis and with the Python parser, side by
-side, on the real Redis (the PostgreSQL + Redis pass)."""
+"""bench_live_client: the live-state round trip with hiredis and with the Python parser, or with
+redis.asyncio and the gateway's lean client, side by side, on the real Redis (the PostgreSQL +
+Redis pass)."""
 from __future__ import annotations
 
 from io import StringIO
@@ -27,6 +28,17 @@ def test_both_parsers_run_side_by_side_and_the_run_is_stored() -> None:
     assert row["cpu_ratio"] == pytest.approx(row["hiredis"]["cpu_us_per_op"] / row["python"]["cpu_us_per_op"])
     with pytest.raises(CommandError, match="concurrency"):
         call_command("bench_live_client", "--concurrency", "x", "--no-save")
+
+
+@pytest.mark.django_db
+def test_both_clients_run_side_by_side() -> None:
+    out = StringIO()
+    call_command("bench_live_client", "--compare", "client", "--ops", "40", "--concurrency", "8", "--rounds", "1",
+                 stdout=out)
+    assert "(redis-py) →" in out.getvalue() and "(lean)" in out.getvalue()
+    run = BenchmarkRun.objects.get(scenario="probe-live-client")
+    assert run.summary["compare"] == "client" and set(run.summary["rounds"][0]) == {"redis-py", "lean"}
+    assert run.label == "live-state round trip: lean against redis-py"
 
 
 def test_the_ratio_is_of_the_medians_over_rounds() -> None:
