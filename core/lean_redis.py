@@ -27,11 +27,11 @@ import ssl
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import hiredis
+from redis.connection import parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import DataError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 
@@ -110,7 +110,7 @@ class _Protocol(asyncio.Protocol):
         while self.calls:
             call = self.calls.popleft()
             if not call.future.done():
-                call.future.set_exception(exc)
+                call.future.set_exception(_fresh(exc))
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
@@ -124,42 +124,50 @@ class LeanRedis:
     belongs to the event loop that made it; on another loop it connects again."""
 
     def __init__(self, url: str, *, connect_timeout_s: float, socket_timeout_s: float) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("redis", "rediss", "unix"):
-            raise ValueError(f"unsupported Redis URL scheme {parts.scheme!r}")
-        self._parts = parts
+        # The URL read as redis-py reads it (its sync client shares it): host, port, db, username,
+        # password, a unix socket's path, rediss:// and its ssl_cert_reqs / ssl_ca_certs.
+        self._options = parse_url(url)
+        self._tls = url.startswith("rediss://")
         self._connect_timeout_s = connect_timeout_s
         self._socket_timeout_s = socket_timeout_s
         self._protocol: _Protocol | None = None
-        self._connecting: asyncio.Future[_Protocol] | None = None
+        self._connecting: asyncio.Task[_Protocol] | None = None
 
     def _lost(self, protocol: _Protocol) -> None:
         if self._protocol is protocol:
             self._protocol = None
 
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        if not self._tls:
+            return None
+        options = self._options
+        context = ssl.create_default_context(cafile=options.get("ssl_ca_certs"))
+        if str(options.get("ssl_cert_reqs", "required")).lower() in ("none", "cert_none"):
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        return context
+
     async def _connect(self) -> _Protocol:
         loop = asyncio.get_running_loop()
-        parts = self._parts
+        options = self._options
         protocol = _Protocol(self._lost)
         try:
             async with asyncio.timeout(self._connect_timeout_s):
-                if parts.scheme == "unix":
-                    await loop.create_unix_connection(lambda: protocol, parts.path)
+                if "path" in options:
+                    await loop.create_unix_connection(lambda: protocol, options["path"])
                 else:
-                    context = ssl.create_default_context() if parts.scheme == "rediss" else None
-                    await loop.create_connection(lambda: protocol, parts.hostname or "localhost",
-                                                 parts.port or 6379, ssl=context)
+                    await loop.create_connection(lambda: protocol, options.get("host", "localhost"),
+                                                 options.get("port", 6379), ssl=self._ssl_context())
         except TimeoutError as exc:
             raise RedisTimeoutError("Timeout connecting to Redis") from exc
         except OSError as exc:
             raise RedisConnectionError(f"Error connecting to Redis: {exc}") from exc
         hello: list[tuple[Any, ...]] = []
-        if parts.password is not None:
-            user = unquote(parts.username) if parts.username else None
-            hello.append(("AUTH", user, unquote(parts.password)) if user else ("AUTH", unquote(parts.password)))
-        db = _database(parts)
-        if db:
-            hello.append(("SELECT", db))
+        if options.get("password") is not None:
+            user = options.get("username")
+            hello.append(("AUTH", user, options["password"]) if user else ("AUTH", options["password"]))
+        if options.get("db"):
+            hello.append(("SELECT", int(options["db"])))
         if hello:
             try:
                 replies = await self._send(protocol, hello)
@@ -169,39 +177,42 @@ class LeanRedis:
             refused = [reply for reply in replies if isinstance(reply, ResponseError)]
             if refused:
                 protocol.fail(RedisConnectionError(f"Redis refused AUTH / SELECT: {refused[0]}"))
-                raise protocol.lost  # type: ignore[misc]
+                raise _fresh(protocol.lost)  # type: ignore[arg-type]
         return protocol
 
     async def _connection(self) -> _Protocol:
+        loop = asyncio.get_running_loop()
         protocol = self._protocol
         if protocol is not None:
-            if protocol.loop is asyncio.get_running_loop():
+            if protocol.loop is loop:
                 return protocol
             self._protocol = None  # made on an event loop that has ended: connect on this one
-        if self._connecting is None:  # the first caller connects; the others wait for it
-            self._connecting = asyncio.get_running_loop().create_future()
-            connecting = self._connecting
-            try:
-                protocol = await self._connect()
-            except BaseException as exc:
-                connecting.set_exception(exc if isinstance(exc, Exception) else RedisConnectionError("cancelled"))
-                connecting.exception()  # retrieved: no "never retrieved" warning when nobody else waited
-                raise
-            finally:
-                self._connecting = None
-            self._protocol = protocol
-            connecting.set_result(protocol)
-            return protocol
-        return await asyncio.shield(self._connecting)
+        connecting = self._connecting
+        if connecting is None or connecting.get_loop() is not loop:
+            # A task of its own, not the first caller's: a caller that gives up (a student who
+            # closes the tab) does not fail the others waiting for the same connection.
+            connecting = self._connecting = loop.create_task(self._connect())
+            connecting.add_done_callback(self._connected)
+        return await asyncio.shield(connecting)
+
+    def _connected(self, task: asyncio.Task[_Protocol]) -> None:
+        if self._connecting is task:
+            self._connecting = None
+        if not task.cancelled() and task.exception() is None and task.result().lost is None:
+            self._protocol = task.result()
 
     async def _send(self, protocol: _Protocol, commands: list[tuple[Any, ...]]) -> list[Any]:
         if protocol.lost is not None:
-            raise protocol.lost
+            raise _fresh(protocol.lost)
+        try:  # packed before the call takes its place in the line: a bad argument must not leave one there
+            data = _pack(commands)
+        except TypeError as exc:
+            raise DataError(f"cannot send {exc}") from exc
         loop = asyncio.get_running_loop()
         call = _Call(loop.create_future(), len(commands))
         protocol.calls.append(call)
         assert protocol.transport is not None
-        protocol.transport.write(_pack(commands))
+        protocol.transport.write(data)
         timer = loop.call_later(self._socket_timeout_s, _expire, protocol, call)
         try:
             return await call.future
@@ -261,19 +272,16 @@ def _expire(protocol: _Protocol, call: _Call) -> None:
         protocol.fail(RedisTimeoutError("Timeout reading from Redis"))
 
 
+def _fresh(exc: BaseException) -> BaseException:
+    """A new exception like `exc` for each caller, so no traceback grows on a shared object."""
+    try:
+        return type(exc)(*exc.args)
+    except Exception:  # noqa: BLE001 - an exception class with another signature: share it
+        return exc
+
+
 def _score_pairs(mapping: dict[str, float]) -> list[Any]:
     return [item for member, score in mapping.items() for item in (score, member)]
-
-
-def _database(parts: Any) -> int:
-    path = parts.path.strip("/") if parts.scheme != "unix" else ""
-    if path.isdigit():
-        return int(path)
-    for pair in parts.query.split("&"):
-        key, _, value = pair.partition("=")
-        if key == "db" and value.isdigit():
-            return int(value)
-    return 0
 
 
 class LeanPipeline:

@@ -269,17 +269,19 @@ class RedisLiveState:
         self._sync = redis.Redis.from_url(url, **self._timeouts)
         self._aioredis = aioredis
         self._clients: dict[int, object] = {}
+        self._lean_client: Any = None
 
-    def _client(self):  # noqa: ANN202 - redis.asyncio.Redis, bound to the running loop
+    def _client(self):  # noqa: ANN202 - LeanRedis, or redis.asyncio.Redis bound to the running loop
+        if self._lean:  # one for every loop: it connects again on a new one, and drops the old connection
+            if self._lean_client is None:
+                from core.lean_redis import LeanRedis  # imports hiredis, which the other client can do without
+
+                self._lean_client = LeanRedis(self._url, connect_timeout_s=REDIS_CONNECT_TIMEOUT_S,
+                                              socket_timeout_s=REDIS_SOCKET_TIMEOUT_S)
+            return self._lean_client
         loop_id = id(asyncio.get_running_loop())
         client = self._clients.get(loop_id)
-        if client is None and self._lean:
-            from core.lean_redis import LeanRedis  # imports hiredis, which the other client can do without
-
-            client = LeanRedis(self._url, connect_timeout_s=REDIS_CONNECT_TIMEOUT_S,
-                               socket_timeout_s=REDIS_SOCKET_TIMEOUT_S)
-            self._clients[loop_id] = client
-        elif client is None:
+        if client is None:
             pool = self._aioredis.BlockingConnectionPool.from_url(
                 self._url, max_connections=REDIS_MAX_CONNECTIONS, timeout=REDIS_SOCKET_TIMEOUT_S, **self._timeouts)
             client = self._aioredis.Redis(connection_pool=pool)

@@ -5,6 +5,7 @@ of the test's own, so it runs once (the client does not depend on the back end).
 from __future__ import annotations
 
 import asyncio
+import gc
 import shutil
 import socket
 
@@ -12,7 +13,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import DataError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from core.lean_redis import LeanRedis
@@ -153,7 +154,7 @@ def test_a_redis_that_stops_answering_fails_every_waiting_caller_then_connects_a
         silent.close()
         with pytest.raises(RedisConnectionError):  # nothing listens now: refused, at once
             await client.get("k")
-        client._parts = client._parts._replace(netloc=f"127.0.0.1:{own_redis.port}")
+        client._options["port"] = own_redis.port  # Redis is back (here: on another port)
         assert await client.ping() is True
 
     try:
@@ -187,3 +188,52 @@ def test_a_new_event_loop_gets_a_connection_of_its_own(own_redis) -> None:  # no
     first = client._protocol
     assert asyncio.run(client.get("k")) == b"v"
     assert client._protocol is not first
+
+
+def test_an_argument_it_cannot_send_fails_its_caller_only(own_redis) -> None:  # noqa: ANN001
+    """A slip in the code (None as an argument) is a DataError, a RedisError as redis-py raises,
+    and leaves no place in the line that would take the next caller's reply."""
+    client = lean(own_redis.url, timeout_s=1.0)
+
+    async def scenario() -> None:
+        await client.set("a", "ada")
+        await client.set("b", "bob")
+        with pytest.raises(DataError):
+            await client.get(None)  # type: ignore[arg-type]
+        assert await asyncio.gather(client.get("a"), client.get("b")) == [b"ada", b"bob"]
+
+    asyncio.run(scenario())
+
+
+def test_a_caller_that_gives_up_while_connecting_does_not_fail_the_others(own_redis) -> None:  # noqa: ANN001
+    client = lean(own_redis.url)
+
+    async def scenario() -> None:
+        first = asyncio.create_task(client.ping())
+        others = [asyncio.create_task(client.ping()) for _ in range(3)]
+        await asyncio.sleep(0)  # the first has started connecting, the others wait for it
+        first.cancel()
+        assert await asyncio.gather(*others) == [True, True, True]
+
+    asyncio.run(scenario())
+
+
+def test_the_url_is_read_as_redis_py_reads_it(own_redis) -> None:  # noqa: ANN001
+    url = f"redis://127.0.0.1:{own_redis.port}/1?db=4"  # the query's db wins, in both clients
+    asyncio.run(lean(url).set("where", "here"))
+    assert redis.Redis.from_url(url).get("where") == b"here"
+    assert redis.Redis(port=own_redis.port, db=4).get("where") == b"here"
+
+
+def test_one_live_state_keeps_one_connection_across_event_loops(own_redis) -> None:  # noqa: ANN001
+    """Sync callers (pages, commands) run the live state under one asyncio.run after another:
+    the connection of an ended loop is dropped, not kept per loop."""
+    from ocsweb.live import SiteRedisLiveState
+
+    live = SiteRedisLiveState(own_redis.url, namespace="loops")
+    admin = redis.Redis.from_url(own_redis.url)
+    before = len(admin.client_list())
+    for _ in range(10):
+        asyncio.run(live.check())
+    gc.collect()
+    assert len(admin.client_list()) - before <= 2
