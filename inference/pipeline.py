@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from django.conf import settings
 
-from accounts.key_cache import KeyIdentity, StaleIdentity, note_generation, seen_generation, verify_generation
+from accounts.key_cache import StaleIdentity, note_generation, seen_generation, verify_generation
 from accounts.limits.gate import admit, charge_refusal, check_access, reservation
 from core import errors
 from core.api_http import Request, Response
@@ -28,7 +28,7 @@ from core.redact import redact
 from fleet.scheduler import conversation_key
 from fleet.selectors import ModelView
 from inference import dispatch
-from inference.admission.line import Want, drop_ahead, fair_settlement, read_ahead
+from inference.admission.line import Want, fair_settlement
 from inference.auth import authenticate
 from inference.catalogue import budget_fallback, resolve_model
 from inference.client_tools import client_tool
@@ -145,37 +145,25 @@ async def _admit_once(request: Request, protocol: Protocol, raw_key: str | None,
         raise
     request_ctx.model, request_ctx.stream, request_ctx.shape = model.public_id, call.stream, call.shape
     call, target, plan = _planned(protocol, call, model)
-    # admit (a student whose token budget is spent may be served by the fallback model), reading
-    # the load its slot's claim will need beside it
-    want = _want(request, identity, call, model)
-    read_ahead(want)
+    # admit (a student whose token budget is spent may be served by the fallback model)
     try:
         request_ctx.ticket = await admit(identity, generation=generation, reserve=reservation(
             body_bytes=call.size, max_tokens=target.max_tokens if generates else 0,
             context_length=model.context_length))
     except errors.ApiError as refused:
-        drop_ahead(want)
         model = await budget_fallback(refused, identity, model.public_id)  # or the refusal stands
         request_ctx.model, request_ctx.fallback = model.public_id, "budget"
         call, target, plan = _planned(protocol, call, model)
-        want = _want(request, identity, call, model)
         request_ctx.ticket = await admit(identity, budgets=False, reserve=reservation(
             body_bytes=call.size, max_tokens=target.max_tokens if generates else 0,
             context_length=model.context_length))
-    except BaseException:  # admitted again (StaleIdentity), Redis unavailable, the client gone
-        drop_ahead(want)
-        raise
     request_ctx.reached("admitted")
-    request_ctx.want = want
+    request_ctx.want = Want(user_id=identity.user_id, pool_id=identity.pool_id, model_id=model.public_id,
+                       conversation=conversation_key(user_id=identity.user_id, model_id=model.public_id,
+                                                     messages=list(call.opening)) if call.opening else None,
+                       prompt_bytes=call.size, weight=identity.fair_weight,
+                       pinned_worker=request.headers.get(PIN_HEADER, "")[:100] if identity.is_staff else "")
     return call, plan
-
-
-def _want(request: Request, identity: KeyIdentity, call: Call, model: ModelView) -> Want:
-    return Want(user_id=identity.user_id, pool_id=identity.pool_id, model_id=model.public_id,
-                conversation=conversation_key(user_id=identity.user_id, model_id=model.public_id,
-                                              messages=list(call.opening)) if call.opening else None,
-                prompt_bytes=call.size, weight=identity.fair_weight,
-                pinned_worker=request.headers.get(PIN_HEADER, "")[:100] if identity.is_staff else "")
 
 
 def _with_model(call: Call, model_id: str) -> Call:

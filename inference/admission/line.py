@@ -35,9 +35,9 @@ from core.lease import Lease
 from core.live import LiveStateUnavailable, Settlement, worker_resource
 from fleet.models import PoolEvent
 from fleet.scheduler import ROUTABLE_STATES, Decision, WorkerView, rank_workers
-from fleet.selectors import FleetSnapshot, fleet_snapshot
+from fleet.selectors import fleet_snapshot
 from inference.admission.fair_share import POLICIES
-from inference.admission.live import FairCharge, LiveView, admission_live
+from inference.admission.live import FairCharge, admission_live
 from inference.admission.rules import (
     affinity_hold,
     claim_order,
@@ -122,8 +122,6 @@ class Want:
     affinity_worker: int | None = None  # its conversation's worker by its last ranking (the "local" order)
     fair_policy: str = ""  # the policy its estimate was charged under ("": nothing charged yet)
     fair_charged: float = 0.0
-    # Its first claim's read of the load, started beside the admission's round trip (read_ahead).
-    ahead: asyncio.Task[tuple[tuple[object, ...], LiveView]] | None = field(default=None, repr=False)
 
     @property
     def line(self) -> str:
@@ -255,63 +253,17 @@ async def _publish_queue_depths() -> None:
     await admission_live().publish_queue(PROCESS_ID, queue_depths(), QUEUE_REPORT_TTL_S)
 
 
-def _candidates(snapshot: FleetSnapshot, want: Want) -> tuple[list[WorkerView], list[int]]:
-    workers = snapshot.workers
-    if want.pinned_worker:
-        workers = [w for w in workers if w.name == want.pinned_worker]
-    return workers, [w.id for w in workers if w.model_id == want.model_id]
-
-
-def read_ahead(want: Want) -> None:
-    """Starts reading the load `want`'s first claim will rank on, to be called just before its
-    admission's round trip: on Redis both go out in the same write on the live state's one
-    connection (core/lean_redis.py) and their replies come back together, so the first claim
-    does not wait for a round trip of its own (docs/performance.md). The first `rank` takes it
-    if it asks the same question (the same workers, conversation, line and policy); a request
-    refused before then drops it (`drop_ahead`). In process the load costs no round trip: nothing
-    to read ahead."""
-    if settings.REDIS_URL:
-        want.ahead = asyncio.get_running_loop().create_task(_read_load(want))
-        want.ahead.add_done_callback(_retrieved)
-
-
-async def _read_load(want: Want) -> tuple[tuple[object, ...], LiveView]:
-    line, policy = _line_for(want.pool_id, want.model_id).name, await active_policy()
-    _workers, ids = _candidates(await fleet_snapshot(), want)
-    view = await admission_live().view(ids, want.conversation, fair_line=line, fair_policy=policy)
-    return (tuple(ids), want.conversation, line, policy), view
-
-
-def _retrieved(task: asyncio.Task[object]) -> None:
-    if not task.cancelled():
-        task.exception()  # read by `rank` or dropped: never "exception was never retrieved"
-
-
-def drop_ahead(want: Want) -> None:
-    """The load read ahead for `want` will not be used (its admission refused it, or it was
-    admitted again): its reply, when it comes, is dropped."""
-    if want.ahead is not None:
-        want.ahead.cancel()
-        want.ahead = None
-
-
-async def _view(want: Want, ids: list[int], line: str, policy: str) -> LiveView:
-    ahead, want.ahead = want.ahead, None
-    if ahead is not None:
-        key, view = await ahead  # Redis unavailable: raised here as a fresh read would
-        if key == (tuple(ids), want.conversation, line, policy):
-            return view
-    return await admission_live().view(ids, want.conversation, fair_line=line, fair_policy=policy)
-
-
 async def rank(want: Want, *, fair: tuple[str, str] | None = None) -> tuple[Decision, str | None]:
     """The scheduler's ranking for `want`, over the fleet snapshot and the live load. With
     `fair` (line, policy), also whose turn it is in that shared line (None: nobody waits), read
-    in the same round trip (or read ahead, beside the admission: `read_ahead`)."""
+    in the same round trip."""
     snapshot = await fleet_snapshot()
-    workers, ids = _candidates(snapshot, want)
+    workers = snapshot.workers
+    if want.pinned_worker:
+        workers = [w for w in workers if w.name == want.pinned_worker]
+    ids = [w.id for w in workers if w.model_id == want.model_id]
     line, policy = fair or ("", "")
-    view = await _view(want, ids, line, policy)
+    view = await admission_live().view(ids, want.conversation, fair_line=line, fair_policy=policy)
     return rank_workers(
         workers=workers,
         busy=view.busy,

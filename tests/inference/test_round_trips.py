@@ -63,38 +63,3 @@ def test_a_request_with_a_free_slot_makes_four_round_trips(worker, student_key, 
     used = {op: n for op, n in asyncio.run(measured()).items() if op != "fair_policy"}
     assert sum(used.values()) <= BUDGET, f"{sum(used.values()):.0f} round trips: {used}"
     assert {"admit_seen", "view", "claim_slot", "finish"} >= set(used), used
-
-
-def test_the_first_claims_load_is_read_beside_the_admission(worker, student_key, monkeypatch) -> None:  # noqa: ANN001
-    """The load the slot's claim ranks on goes out while the admission's round trip is out
-    (admission.line.read_ahead): both requests are on the wire before the admission's answer
-    is back, so the claim does not wait for a round trip of its own."""
-    from core.live import live_state
-
-    _, raw = student_key
-    live, events = live_state(), []
-    for name in ("admit_seen", "view"):
-        def spy(original):  # noqa: ANN001, ANN202
-            async def wrapped(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-                events.append(f"{original.__name__} sent")
-                try:
-                    return await original(*args, **kwargs)
-                finally:
-                    events.append(f"{original.__name__} answered")
-            return wrapped
-        monkeypatch.setattr(live, name, spy(getattr(live, name)))
-
-    async def ask() -> None:
-        response = await ApiClient().apost("/v1/chat/completions", json.dumps({
-            "model": MODEL_ID, "max_tokens": 2, "messages": [{"role": "user", "content": "Say ok"}]}),
-            content_type="application/json", headers={"Authorization": f"Bearer {raw}"})
-        assert response.status_code == 200
-
-    async def twice() -> None:
-        await ask()  # the process learns the keys generation
-        events.clear()
-        await ask()
-
-    asyncio.run(twice())
-    assert events.count("view sent") == 1, events  # one read of the load, not one ahead and one after
-    assert events.index("view sent") < events.index("admit_seen answered"), events
