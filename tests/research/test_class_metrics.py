@@ -10,6 +10,8 @@ from research.class_metrics import (Turn, Weights, aggregate, busy_seconds, clas
                                     jain_windows, parse_weights, processor_sharing, service_parts, turn_from_row,
                                     turn_row, under_load)
 
+pytestmark = pytest.mark.backend_neutral  # pure: no database, no live state
+
 
 def turn(student: str, persona: str, sent: float, first: float | None, end: float, *, prompt: int = 100,
          reused: int = 0, output: int = 10, completed: bool = True, reason: str = "", wait: float = 0.0,

@@ -11,6 +11,8 @@ from research.class_personas import (PERSONA_SHAPES, Conversation, captured_body
                                      roster, scale_text)
 from research.class_replay import content_of, error_message, gateway_root, refusal_reason
 
+pytestmark = pytest.mark.backend_neutral  # pure: no database, no live state
+
 
 def conversation(persona: str, scale: float = 0.1, context: int = 100_000, seed: int = 1) -> Conversation:
     return Conversation(PERSONA_SHAPES[persona], 1, random.Random(seed), scale=scale, context_tokens=context)

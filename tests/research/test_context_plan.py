@@ -42,6 +42,7 @@ def test_a_quantized_cache_holds_more_and_a_27b_on_one_card_holds_nothing() -> N
     assert seven.fits and seven.yarn_scale_needed == 1 and seven.long_context_gpus_needed > 7
 
 
+@pytest.mark.backend_neutral  # reads a GGUF file: no database, no live state
 def test_command_prints_every_configuration_for_a_gguf(tmp_path: Path) -> None:
     out = StringIO()
     plans_path = tmp_path / "plan.json"

@@ -11,6 +11,8 @@ from research.planner.plan import ClassPlan, predict
 from research.planner.replicates import mean_report, mean_value
 from research.planner.sim import FleetPlan
 
+pytestmark = pytest.mark.backend_neutral  # pure: no database, no live state
+
 COST = CostModel(prefill_s_per_token=0.004, decode_s_per_token=0.02, decode_s_per_extra_slot=0.004,
                  request_overhead_s=0.05)
 

@@ -11,6 +11,8 @@ from fleet import scheduler
 from research.planner.cost import CostModel
 from research.planner.sim import FleetPlan, TurnShape, cached_prefix_tokens, simulate
 
+pytestmark = pytest.mark.backend_neutral  # pure: no database, no live state
+
 COST = CostModel(prefill_s_per_token=0.01, decode_s_per_token=0.1, request_overhead_s=0.5, batch_tokens=4096)
 
 

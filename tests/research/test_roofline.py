@@ -48,6 +48,7 @@ def test_bad_split_mode_and_unknown_gpu_are_plain_errors() -> None:
     assert gpu_spec("gtx1070").bandwidth_gbs == 256
 
 
+@pytest.mark.backend_neutral  # reads a GGUF file: no database, no live state
 def test_reads_the_smollm2_gguf() -> None:
     facts = read_gguf(find_default_model())
     # SmolLM2-135M's published shape.
@@ -102,6 +103,7 @@ def test_a_row_or_tensor_split_waits_for_the_slowest_share() -> None:
         split_roofline(weight_bytes=16 * GB, bandwidths_gbs=[256, 256], split_mode="layer", shares=[1, 1, 1])
 
 
+@pytest.mark.backend_neutral  # reads a GGUF file: no database, no live state
 def test_gguf_facts_travel_as_json_and_come_back_the_same() -> None:
     from fleet.gguf import GgufFacts
 
