@@ -227,14 +227,7 @@ class LeanRedis:
     async def execute(self, commands: list[tuple[Any, ...]]) -> list[Any]:
         """Sends the commands in one write, returns their replies with redis-py's shapes; raises
         the first error reply, as redis-py's pipeline does."""
-        replies = await self.execute_raw(commands)
-        out = []
-        for command, reply in zip(commands, replies):
-            if isinstance(reply, ResponseError):
-                raise reply
-            callback = _CALLBACKS.get(str(command[0]).upper())
-            out.append(callback(reply) if callback is not None else reply)
-        return out
+        return _shaped(commands, await self.execute_raw(commands))
 
     async def _one(self, *command: Any) -> Any:
         return (await self.execute([command]))[0]
@@ -270,6 +263,17 @@ class LeanRedis:
 def _expire(protocol: _Protocol, call: _Call) -> None:
     if not call.future.done():
         protocol.fail(RedisTimeoutError("Timeout reading from Redis"))
+
+
+def _shaped(commands: list[tuple[Any, ...]], replies: list[Any]) -> list[Any]:
+    """The replies as redis-py returns them for these commands; the first error reply raised."""
+    out = []
+    for command, reply in zip(commands, replies):
+        if isinstance(reply, ResponseError):
+            raise reply
+        callback = _CALLBACKS.get(str(command[0]).upper())
+        out.append(callback(reply) if callback is not None else reply)
+    return out
 
 
 def _fresh(exc: BaseException) -> BaseException:
@@ -312,13 +316,7 @@ class LeanPipeline:
             raise ResponseError("the transaction was aborted")
         if isinstance(results, ResponseError):
             raise results
-        out = []
-        for command, reply in zip(commands, results):
-            if isinstance(reply, ResponseError):
-                raise reply
-            callback = _CALLBACKS.get(str(command[0]).upper())
-            out.append(callback(reply) if callback is not None else reply)
-        return out
+        return _shaped(commands, results)
 
     def eval(self, script: str, numkeys: int, *keys_and_args: Any) -> LeanPipeline:
         return self._add("EVAL", script, numkeys, *keys_and_args)
