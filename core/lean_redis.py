@@ -254,11 +254,6 @@ class LeanRedis:
     async def zrem(self, name: str, *members: str) -> int:
         return await self._one("ZREM", name, *members)
 
-    async def aclose(self) -> None:
-        protocol, self._protocol = self._protocol, None
-        if protocol is not None and protocol.transport is not None:
-            protocol.transport.close()
-
 
 def _expire(protocol: _Protocol, call: _Call) -> None:
     if not call.future.done():
@@ -271,7 +266,7 @@ def _shaped(commands: list[tuple[Any, ...]], replies: list[Any]) -> list[Any]:
     for command, reply in zip(commands, replies):
         if isinstance(reply, ResponseError):
             raise reply
-        callback = _CALLBACKS.get(str(command[0]).upper())
+        callback = _CALLBACKS.get(command[0])  # this module names every command in capitals
         out.append(callback(reply) if callback is not None else reply)
     return out
 

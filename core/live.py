@@ -261,23 +261,24 @@ class RedisLiveState:
             raise ValueError(f"client must be 'lean' or 'redis-py', not {client!r}")
         self._url = url
         self._ns = namespace
-        self._lean = client == "lean"  # core/lean_redis.py; "redis-py" is redis.asyncio
         # Timeouts: a Redis that hangs must fail a request within seconds, not hold it (and its
         # slot) for as long as the kernel keeps a dead connection open.
         self._timeouts = {"socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S,
                           "socket_timeout": REDIS_SOCKET_TIMEOUT_S}
         self._sync = redis.Redis.from_url(url, **self._timeouts)
         self._aioredis = aioredis
-        self._clients: dict[int, object] = {}
+        self._clients: dict[int, object] = {}  # redis.asyncio's, one per event loop
+        # core/lean_redis.py's, one for every loop: it connects again on a new one and drops the old
+        # connection. Imported here, not at the top: it needs hiredis, which redis-py can do without.
         self._lean_client: Any = None
+        if client == "lean":
+            from core.lean_redis import LeanRedis
+
+            self._lean_client = LeanRedis(url, connect_timeout_s=REDIS_CONNECT_TIMEOUT_S,
+                                          socket_timeout_s=REDIS_SOCKET_TIMEOUT_S)
 
     def _client(self):  # noqa: ANN202 - LeanRedis, or redis.asyncio.Redis bound to the running loop
-        if self._lean:  # one for every loop: it connects again on a new one, and drops the old connection
-            if self._lean_client is None:
-                from core.lean_redis import LeanRedis  # imports hiredis, which the other client can do without
-
-                self._lean_client = LeanRedis(self._url, connect_timeout_s=REDIS_CONNECT_TIMEOUT_S,
-                                              socket_timeout_s=REDIS_SOCKET_TIMEOUT_S)
+        if self._lean_client is not None:
             return self._lean_client
         loop_id = id(asyncio.get_running_loop())
         client = self._clients.get(loop_id)

@@ -56,7 +56,7 @@ async def main():
         await asyncio.gather(*(one() for _ in range(level)))
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         out[str(level)] = {"cpu_us_per_op": cpu / ops * 1e6, "ops_per_s": ops / wall}
-    print(json.dumps({"hiredis": bool(redis.utils.HIREDIS_AVAILABLE), "lean": live._lean, "levels": out}))
+    print(json.dumps({"hiredis": bool(redis.utils.HIREDIS_AVAILABLE), "lean": live._lean_client is not None, "levels": out}))
 
 asyncio.run(main())
 """
