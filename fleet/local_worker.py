@@ -340,6 +340,10 @@ class LlamaServerProcess:
         # it stops, so a restarted worker starts with none (a stale file is never restored).
         self._remove_slot_dir()
         self.slot_dir = Path(tempfile.mkdtemp(prefix="ocs-slots-"))
+        # A session of its own, away from a terminal's Ctrl-C: whoever started it stops it with one
+        # SIGTERM (stop()). Signalled by both, llama-server took the second signal as "terminating
+        # immediately", crashed in its exit handlers and ran gdb for a backtrace, which held up the
+        # demo's stop on a loaded machine (2026-12-07).
         self.process = subprocess.Popen(
             self.spec.command(binary, slot_dir=self.slot_dir),
             stdout=log,
@@ -347,6 +351,7 @@ class LlamaServerProcess:
             stdin=subprocess.DEVNULL,
             env=env,
             preexec_fn=die_with_parent,
+            start_new_session=True,
         )
         return self
 

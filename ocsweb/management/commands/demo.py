@@ -58,6 +58,7 @@ DEMO_RIG = "demo-rig"
 DEMO_WORKER_PREFIX = "demo-worker-"
 REHEARSAL_RIG = "rehearsal-rig"
 REHEARSAL_WORKERS = 2  # x 4 cards: the layout docs/rig.example.toml describes
+STOP_WITHIN_S = 30.0  # Ctrl-C to the prompt: what is still running then is killed
 CLUSTERS = ("tasks", "runs")  # django-q2 clusters: a process group each, stopped as a whole
 # (slots, tokens per slot)
 PROFILES = {"default": (4, PER_SLOT_CONTEXT), "agents": (1, 4 * NATIVE_CONTEXT)}
@@ -206,29 +207,54 @@ class Command(BaseCommand):
                         logs = Path(settings.VAR_DIR) / REHEARSAL_RIG / "logs" if name == "rig agent" else log_dir
                         raise CommandError(f"the {name} exited with code {process.returncode}; see {logs}")
         finally:
-            self._say("stopping…")
-            stop.set()
-            if agent_thread is not None:
-                agent_thread.join(timeout=30)  # the agent stops its workers and reports them stopped
-            if rig_agent is not None:
-                # First, while the gateway still answers: it stops its workers and reports them stopped.
-                self._signal("rig agent", rig_agent, signal.SIGTERM)
-                try:
-                    rig_agent.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    self._signal("rig agent", rig_agent, signal.SIGKILL)
-                    rig_agent.wait()
-            for name, process in reversed(children):
-                self._signal(name, process, signal.SIGTERM)
-            for name, process in children:
-                try:
-                    # The task cluster only runs idempotent sweeps: no need to wait for its slow
-                    # graceful stop.
-                    process.wait(timeout=5 if name in CLUSTERS else 15)
-                except subprocess.TimeoutExpired:
+            self._stop_all(stop, agent_thread, rig_agent, children)
+
+    def _stop_all(self, stop: threading.Event, agent_thread: threading.Thread | None,
+                  rig_agent: subprocess.Popen[bytes] | None, children: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
+        """Stops everything within STOP_WITHIN_S: the workers first (the agent reports them stopped
+        while the gateway still answers), then the children, the gateway last. A part that has not
+        stopped by its share of the time is killed, and the last line says which."""
+        started = time.monotonic()
+        deadline = started + STOP_WITHIN_S
+
+        def left(cap: float) -> float:
+            return max(0.0, min(cap, deadline - time.monotonic()))
+
+        self._say("stopping…")
+        stop.set()
+        killed: list[str] = []
+        if agent_thread is not None:
+            agent_thread.join(timeout=left(20))  # the agent stops its workers and reports them stopped
+            if agent_thread.is_alive():  # its llama-servers die with this process (die_with_parent)
+                killed.append("the workers")
+        if rig_agent is not None:
+            self._signal("rig agent", rig_agent, signal.SIGTERM)
+            try:
+                rig_agent.wait(timeout=left(20))
+            except subprocess.TimeoutExpired:
+                self._signal("rig agent", rig_agent, signal.SIGKILL)
+                rig_agent.wait()
+                killed.append("the rig agent")
+        for name, process in reversed(children):
+            self._signal(name, process, signal.SIGTERM)
+        # All at once: each gets its own bound from now. The task clusters only run idempotent
+        # sweeps: after 5 s their slow graceful stop is cut short, as planned, not reported.
+        signalled = time.monotonic()
+        running = list(children)
+        while running:
+            for name, process in list(running):
+                bound = 5 if name in CLUSTERS else 15
+                if process.poll() is not None:
+                    running.remove((name, process))
+                elif time.monotonic() - signalled > bound or left(bound) == 0:
                     self._signal(name, process, signal.SIGKILL)
                     process.wait()
-            self._say("stopped")
+                    running.remove((name, process))
+                    if name not in CLUSTERS:
+                        killed.append(f"the {name}")
+            time.sleep(0.05)
+        self._say(f"stopped in {time.monotonic() - started:.1f} s"
+                  + (f" ({', '.join(killed)} killed: not stopped in time)" if killed else ""))
 
     def _spawn(self, args: list[str], log_path: Path, env: dict[str, str] | None = None,
                cwd: Path | None = None) -> subprocess.Popen[bytes]:
