@@ -22,10 +22,6 @@ def _fresh_counters(settings, monkeypatch) -> list[float]:  # noqa: ANN001
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
                                    "LOCATION": "login-throttle-tests"}}
     cache.clear()
-    # The hash of a failed guess is not what is tested here; MD5 keeps 60 of them fast. The
-    # personas' PBKDF2 hashes still verify (second in the list).
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher",
-                                 "django.contrib.auth.hashers.PBKDF2PasswordHasher"]
     waits: list[float] = []
     monkeypatch.setattr(login_throttle, "sleep", waits.append)
     return waits

@@ -116,6 +116,21 @@ def test_production_refuses_to_start_without_secret_key_or_hosts(tmp_path: Path)
     assert ok.returncode == 0, ok.stderr
 
 
+def test_only_the_test_suite_trades_the_password_hash_for_speed(tmp_path: Path) -> None:
+    """The suite hashes with MD5 (ocsweb/settings.py); a school's passwords never are."""
+    read = "import django; django.setup(); from django.conf import settings; print(settings.PASSWORD_HASHERS[0])"
+    hashers = {}
+    for env in ({"OCS_ENV": "production", "OCS_SECRET_KEY": "x" * 40, "OCS_ALLOWED_HOSTS": "ai.school.example"},
+                {"OCS_ENV": "development"}, {"OCS_ENV": "test"}):
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("OCS_", "DATABASE_URL", "REDIS_URL"))}
+        result = subprocess.run([sys.executable, "-c", read], cwd=ROOT, capture_output=True, text=True,
+                                env={**clean, **env, "OCS_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "ocsweb.settings"})
+        hashers[env["OCS_ENV"]] = result.stdout.strip()
+    assert hashers == {"production": "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+                       "development": "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+                       "test": "django.contrib.auth.hashers.MD5PasswordHasher"}
+
+
 def test_check_deploy_is_clean_under_production_settings(tmp_path: Path) -> None:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OCS_", "DATABASE_URL", "REDIS_URL"))}
     clean.update(OCS_ENV="production", OCS_SECRET_KEY="k" * 20 + "Q7!x" * 10, OCS_ALLOWED_HOSTS="ai.school.example",
