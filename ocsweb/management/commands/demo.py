@@ -212,7 +212,7 @@ class Command(BaseCommand):
     def _stop_all(self, stop: threading.Event, agent_thread: threading.Thread | None,
                   rig_agent: subprocess.Popen[bytes] | None, children: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
         """Stops everything within STOP_WITHIN_S: the workers first (the agent reports them stopped
-        while the gateway still answers), then the children, the gateway last. A part that has not
+        while the gateway still answers), then the children, signalled together. A part that has not
         stopped by its share of the time is killed, and the last line says which."""
         started = time.monotonic()
         deadline = started + STOP_WITHIN_S
