@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,14 @@ from tests.conftest import MODEL_ID, ROOT, wait_for
 pytestmark = [pytest.mark.integration, pytest.mark.backend_neutral]  # once, in the embedded pass
 
 
-_OUTPUT: dict[int, queue.Queue[str | None]] = {}  # each demo's printed lines, read by one thread per demo
+# Each demo's printed lines, read by one thread per demo (a pid can come back; a process object cannot).
+_OUTPUT: weakref.WeakKeyDictionary[subprocess.Popen[str], queue.Queue[str | None]] = weakref.WeakKeyDictionary()
 
 
 def _output(process: subprocess.Popen[str]) -> queue.Queue[str | None]:
-    if process.pid not in _OUTPUT:
-        found: queue.Queue[str | None] = _OUTPUT.setdefault(process.pid, queue.Queue())
+    if process not in _OUTPUT:
+        found: queue.Queue[str | None] = queue.Queue()
+        _OUTPUT[process] = found
 
         def pump() -> None:
             for line in process.stdout:
@@ -38,7 +41,7 @@ def _output(process: subprocess.Popen[str]) -> queue.Queue[str | None]:
             found.put(None)
 
         threading.Thread(target=pump, daemon=True).start()
-    return _OUTPUT[process.pid]
+    return _OUTPUT[process]
 
 
 def _read_until(process: subprocess.Popen[str], marker: str, timeout_s: float) -> list[str]:
