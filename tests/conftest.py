@@ -56,14 +56,22 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _clean_live_namespace() -> Iterator[None]:
-    """Redis keys of an earlier, killed run must not leak slot leases into this one."""
-    if settings.REDIS_URL:
-        import redis
+    """Redis keys of an earlier, killed run must not leak slot leases into this one; and the run
+    leaves the shared Redis as it found it (its keys, and its tests' own `NAMESPACE-xxxx` ones,
+    would otherwise sit there for up to a week of TTL)."""
 
-        client = redis.Redis.from_url(settings.REDIS_URL)
-        for key in client.scan_iter(f"{settings.OCS_LIVE_NAMESPACE}:*"):
-            client.delete(key)
+    def clean() -> None:
+        if settings.REDIS_URL:
+            import redis
+
+            client = redis.Redis.from_url(settings.REDIS_URL)
+            for pattern in (f"{settings.OCS_LIVE_NAMESPACE}:*", f"{settings.OCS_LIVE_NAMESPACE}-*"):
+                for key in client.scan_iter(pattern, count=1000):
+                    client.delete(key)
+
+    clean()
     yield
+    clean()
 
 
 @pytest.fixture(scope="session", autouse=True)
