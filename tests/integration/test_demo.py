@@ -430,7 +430,11 @@ def test_demo_stopped_with_ctrl_c_or_killed_and_started_again_serves_its_first_r
     assert left == "healthy"  # what the killed run left behind
     # A new port: the killed run's gateway is still shutting down on the old one.
     _first_request_after_start(env, free_port())
-    # The worker had one signal to stop on, the agent's: a terminal's Ctrl-C never reached it. Given
-    # both, llama-server crashed in its exit handlers and ran gdb for a backtrace, which held up the
-    # demo's stop past a minute on a loaded CI machine.
-    assert "Received second interrupt" not in (tmp_path / "logs" / "demo-worker-1.log").read_text()
+    # Stopped with Ctrl-C (the first and the last run), the worker had one signal to stop on, the
+    # agent's: the terminal's never reached it. Given both, llama-server crashed in its exit handlers
+    # and ran gdb for a backtrace, which held up the demo's stop past a minute on a loaded CI machine.
+    # (The killed run's worker may get its die-with-parent signal more than once: the kernel sends it
+    # again each time the dying demo's threads hand the orphan on to one another. It ends either way.)
+    runs = (tmp_path / "logs" / "demo-worker-1.log").read_text().split("llama_server: initializing")[1:]
+    assert len(runs) == 3
+    assert "Received second interrupt" not in runs[0] + runs[2]
