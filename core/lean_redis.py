@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -33,6 +34,8 @@ from redis.connection import parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from core.live import LAST_TRIP
 
 
 def _pairs_to_dict(reply: Any) -> Any:
@@ -58,12 +61,13 @@ _CALLBACKS: dict[str, Callable[[Any], Any]] = {
 class _Call:
     """One caller's place in the connection's line: how many replies it waits for."""
 
-    __slots__ = ("future", "expected", "replies")
+    __slots__ = ("future", "expected", "replies", "answered")
 
     def __init__(self, future: asyncio.Future[list[Any]], expected: int) -> None:
         self.future = future
         self.expected = expected
         self.replies: list[Any] = []
+        self.answered = 0.0  # when its last reply arrived (time.perf_counter)
 
 
 class _Protocol(asyncio.Protocol):
@@ -96,6 +100,7 @@ class _Protocol(asyncio.Protocol):
             call.replies.append(reply)
             if len(call.replies) == call.expected:
                 calls.popleft()
+                call.answered = time.perf_counter()
                 if not call.future.done():
                     call.future.set_result(call.replies)
 
@@ -212,12 +217,15 @@ class LeanRedis:
         call = _Call(loop.create_future(), len(commands))
         protocol.calls.append(call)
         assert protocol.transport is not None
+        sent = time.perf_counter()
         protocol.transport.write(data)
         timer = loop.call_later(self._socket_timeout_s, _expire, protocol, call)
         try:
-            return await call.future
+            replies = await call.future
         finally:
             timer.cancel()
+        LAST_TRIP.set((call.answered - sent, time.perf_counter() - call.answered))  # core/live.py round_trip
+        return replies
 
     async def execute_raw(self, commands: list[tuple[Any, ...]]) -> list[Any]:
         """Sends the commands in one write and returns Redis's replies as they came (an error

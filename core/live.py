@@ -26,11 +26,12 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ParamSpec, Protocol, TypeVar
 from urllib.parse import urlsplit
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Histogram
 from redis.exceptions import RedisError
 
 
@@ -66,18 +67,42 @@ def _describe(url: str, exc: BaseException) -> str:
 # one pipeline): counted here, so /metrics (and `bench_gateway`) can say what a request costs.
 ROUND_TRIPS = Counter("ocs_live_state_round_trips", "Round trips to the shared live state (Redis), by operation",
                       ["op"])
+# Where the caller's last round trip's time went, set by the lean client (core/lean_redis.py), in
+# seconds: (`reply`: from the write until the reply's last byte was handed to this process: the
+# network, Redis, and the wait for a core to run either and for this event loop to read the
+# socket; `resume`: from there until the waiting coroutine ran again, the event loop coming round
+# to it past everything else ready to run).
+LAST_TRIP: ContextVar[tuple[float, float]] = ContextVar("ocs_live_last_trip")
+NO_TRIP = (0.0, 0.0)
+# And how long each took as its caller saw it (part "all": from the call to the caller running
+# again), and with the lean client (LAST_TRIP above) in which part: "reply" (waiting
+# for Redis's answer to reach the process) and "resume" (waiting for the event loop to run the
+# caller again). docs/performance.md, "First come, first served".
+ROUND_TRIP_SECONDS = Histogram("ocs_live_state_round_trip_seconds",
+                               "A live-state round trip's time, by operation and part (all, reply, resume)",
+                               ["op", "part"], buckets=(0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                        0.1, 0.25, 1.0))
 
 
 def round_trip(method: Callable[_P, Awaitable[_T]]) -> Callable[_P, Coroutine[Any, Any, _T]]:
     counted = ROUND_TRIPS.labels(method.__name__)
+    timed, replied, resumed = (ROUND_TRIP_SECONDS.labels(method.__name__, part) for part in ("all", "reply", "resume"))
 
     @functools.wraps(method)
     async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _T:
         counted.inc()
+        started = time.perf_counter()
+        LAST_TRIP.set(NO_TRIP)
         try:
-            return await method(*args, **kwargs)
+            result = await method(*args, **kwargs)
         except (RedisError, OSError) as exc:
             raise LiveStateUnavailable(_describe(args[0]._url, exc)) from exc  # type: ignore[attr-defined]
+        timed.observe(time.perf_counter() - started)
+        trip = LAST_TRIP.get()
+        if trip is not NO_TRIP:
+            replied.observe(trip[0])
+            resumed.observe(trip[1])
+        return result
     return wrapper
 
 

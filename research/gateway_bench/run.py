@@ -135,25 +135,39 @@ def _get(url: str, timeout_s: float = 1.0) -> tuple[int, dict[str, str]]:
 ROUND_TRIP_METRIC = "ocs_live_state_round_trips_total{"
 STEP_SUM_METRIC = 'ocs_request_step_seconds_sum{step="'
 STEP_COUNT_METRIC = 'ocs_request_step_seconds_count{step="'
+TRIP_SUM_METRIC = 'ocs_live_state_round_trip_seconds_sum{op="'
+TRIP_COUNT_METRIC = 'ocs_live_state_round_trip_seconds_count{op="'
+TRIP_PREFIX = "trip "  # step_ms's keys for the round trips' times: "trip <op> <part>" (core/live.py round_trip)
 
 
 @dataclass(frozen=True)
 class GatewayCounters:
     """What the gateway processes' /metrics said at one moment, summed over processes: round
     trips to Redis, and per request step (inference/request_context.py STEPS) the seconds spent
-    reaching it and how many requests did."""
+    reaching it and how many requests did; per operation and part of the Redis round trips, the
+    seconds and how many trips."""
 
     round_trips: float
     step_seconds: dict[str, float]
     step_counts: dict[str, float]
+    # per (operation, part) of the live state's round trips (core/live.py ROUND_TRIP_SECONDS)
+    trip_seconds: dict[tuple[str, str], float] = field(default_factory=dict)
+    trip_counts: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def step_ms_since(self, before: GatewayCounters) -> dict[str, float]:
-        """Mean milliseconds per request spent reaching each step between `before` and now."""
+        """Mean milliseconds per request spent reaching each step between `before` and now; then,
+        as "trip <operation> <part>", the mean milliseconds of each operation's Redis round trips
+        (part "all", and with the lean client "reply" and "resume")."""
         means: dict[str, float] = {}
         for step, count in self.step_counts.items():
             requests = count - before.step_counts.get(step, 0.0)
             if requests > 0:
                 means[step] = 1000 * (self.step_seconds[step] - before.step_seconds.get(step, 0.0)) / requests
+        for (op, part), count in self.trip_counts.items():
+            trips = count - before.trip_counts.get((op, part), 0.0)
+            if trips > 0:
+                seconds = self.trip_seconds[(op, part)] - before.trip_seconds.get((op, part), 0.0)
+                means[f"{TRIP_PREFIX}{op} {part}"] = 1000 * seconds / trips
         return means
 
 
@@ -161,11 +175,20 @@ def _step_of(line: str, prefix: str) -> str:
     return line[len(prefix):line.index('"', len(prefix))]
 
 
+def _op_part(line: str, prefix: str) -> tuple[str, str]:
+    """(op, part) of a `…{op="view",part="reply"} 1.5` line."""
+    op = _step_of(line, prefix)
+    rest = line[len(prefix) + len(op):]
+    return op, rest[rest.index('part="') + 6:rest.index('"', rest.index('part="') + 6)]
+
+
 def gateway_counters(ports: list[int]) -> GatewayCounters | None:
     """The gateway processes' counters so far (their /metrics); None if one cannot be read."""
     trips = 0.0
     seconds: defaultdict[str, float] = defaultdict(float)
     counts: defaultdict[str, float] = defaultdict(float)
+    trip_seconds: defaultdict[tuple[str, str], float] = defaultdict(float)
+    trip_counts: defaultdict[tuple[str, str], float] = defaultdict(float)
     for port in ports:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
@@ -179,7 +202,12 @@ def gateway_counters(ports: list[int]) -> GatewayCounters | None:
                 seconds[_step_of(line, STEP_SUM_METRIC)] += float(line.rsplit(" ", 1)[1])
             elif line.startswith(STEP_COUNT_METRIC):
                 counts[_step_of(line, STEP_COUNT_METRIC)] += float(line.rsplit(" ", 1)[1])
-    return GatewayCounters(round_trips=trips, step_seconds=dict(seconds), step_counts=dict(counts))
+            elif line.startswith(TRIP_SUM_METRIC):
+                trip_seconds[_op_part(line, TRIP_SUM_METRIC)] += float(line.rsplit(" ", 1)[1])
+            elif line.startswith(TRIP_COUNT_METRIC):
+                trip_counts[_op_part(line, TRIP_COUNT_METRIC)] += float(line.rsplit(" ", 1)[1])
+    return GatewayCounters(round_trips=trips, step_seconds=dict(seconds), step_counts=dict(counts),
+                           trip_seconds=dict(trip_seconds), trip_counts=dict(trip_counts))
 
 
 def wait_answering(url: str, process: subprocess.Popen[bytes], log: Path | None,

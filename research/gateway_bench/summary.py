@@ -308,11 +308,27 @@ def step_lines(levels: Sequence[LevelStats]) -> list[str]:
     the step before it (or arrival), median over rounds."""
     lines = []
     for level in levels:
-        steps = level.step_ms
+        steps = {step: ms for step, ms in level.step_ms.items() if not step.startswith("trip ")}
+        trips: dict[str, dict[str, float]] = {}
+        for key, ms in level.step_ms.items():
+            if key.startswith("trip "):
+                op, part = key[len("trip "):].rsplit(" ", 1)
+                trips.setdefault(op, {})[part] = ms
         if steps:
             lines.append(f"  steps, {level.target} (mean ms from the step before): "
                          + ", ".join(f"{step} {_fmt(ms, '.2f')}" for step, ms in steps.items()))
+        if trips:
+            lines.append(f"  Redis round trips, {level.target} (mean ms each = waiting for the reply + for the event "
+                         "loop + the rest): " + ", ".join(_trip(op, parts) for op, parts in trips.items()))
     return lines
+
+
+def _trip(op: str, parts: dict[str, float]) -> str:
+    whole = parts.get("all", math.nan)
+    if "reply" not in parts or "resume" not in parts:
+        return f"{op} {_fmt(whole, '.2f')}"
+    rest = whole - parts["reply"] - parts["resume"]
+    return f"{op} {_fmt(whole, '.2f')} = {parts['reply']:.2f} + {parts['resume']:.2f} + {rest:.2f}"
 
 
 def ratio_lines(measured: Sequence[Ratio]) -> list[str]:

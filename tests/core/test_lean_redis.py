@@ -8,6 +8,7 @@ import asyncio
 import gc
 import shutil
 import socket
+import time
 
 import pytest
 import redis
@@ -237,3 +238,72 @@ def test_one_live_state_keeps_one_connection_across_event_loops(own_redis) -> No
         asyncio.run(live.check())
     gc.collect()
     assert len(admin.client_list()) - before <= 2
+
+
+class _Wire(asyncio.Transport):
+    """A connection that keeps what is written, so a test says when Redis's reply arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = b""
+
+    def write(self, data: bytes) -> None:  # type: ignore[override]
+        self.written += data
+
+    def is_closing(self) -> bool:
+        return False
+
+
+def _trip_totals(op: str) -> dict[str, tuple[float, float]]:
+    """(seconds, trips) so far of `op`'s round trips, by part (core/live.py ROUND_TRIP_SECONDS)."""
+    from core.live import ROUND_TRIP_SECONDS
+    sums, counts = {}, {}
+    for metric in ROUND_TRIP_SECONDS.collect():
+        for sample in metric.samples:
+            if sample.labels["op"] == op and sample.name.endswith("_sum"):
+                sums[sample.labels["part"]] = sample.value
+            elif sample.labels["op"] == op and sample.name.endswith("_count"):
+                counts[sample.labels["part"]] = sample.value
+    return {part: (sums[part], counts[part]) for part in sums}
+
+
+def test_a_round_trip_is_timed_apart_waiting_for_redis_and_for_the_event_loop() -> None:
+    """Where a live-state round trip's time went, for docs/performance.md: a slow Redis shows in
+    `reply`, a busy gateway (its loop running other work after the reply came) in `resume`, each
+    under the live state's operation that made the trip."""
+    from core.lean_redis import _Protocol
+    from core.live import round_trip
+
+    class Live:
+        _url = "redis://127.0.0.1:1/0"
+
+        def __init__(self, protocol: _Protocol) -> None:
+            self.client, self.protocol = lean(self._url), protocol
+
+        @round_trip
+        async def timed_ping(self) -> list[object]:
+            return await self.client._send(self.protocol, [("PING",)])
+
+    async def trip(*, redis_s: float, busy_s: float) -> None:
+        protocol = _Protocol(lambda _: None)
+        protocol.connection_made(_Wire())
+        pending = asyncio.ensure_future(Live(protocol).timed_ping())
+        await asyncio.sleep(0)  # written; waiting for the reply
+        await asyncio.sleep(redis_s)
+        protocol.data_received(b"+PONG\r\n")
+        time.sleep(busy_s)  # the loop is busy with other requests before it resumes this one
+        assert await pending == [b"PONG"]
+
+    def added(after: dict[str, tuple[float, float]], start: dict[str, tuple[float, float]], part: str) -> float:
+        assert after[part][1] == start.get(part, (0.0, 0.0))[1] + 1  # one trip observed in each part
+        return after[part][0] - start.get(part, (0.0, 0.0))[0]
+
+    before = _trip_totals("timed_ping")
+    asyncio.run(trip(redis_s=0.05, busy_s=0.0))
+    slow_redis = _trip_totals("timed_ping")
+    asyncio.run(trip(redis_s=0.0, busy_s=0.05))
+    busy_loop = _trip_totals("timed_ping")
+
+    assert added(slow_redis, before, "reply") >= 0.05 > added(slow_redis, before, "resume")
+    assert added(busy_loop, slow_redis, "resume") >= 0.05 > added(busy_loop, slow_redis, "reply")
+    assert added(busy_loop, slow_redis, "all") >= 0.05

@@ -191,6 +191,32 @@ def test_step_times_are_the_mean_per_request_between_two_scrapes() -> None:
     assert step_lines([level]) == ["  steps, gateway uvicorn x1 (mean ms from the step before): admitted 2.00"]
 
 
+def test_the_redis_round_trips_are_timed_by_operation_and_printed_under_the_steps() -> None:
+    before = GatewayCounters(round_trips=0.0, step_seconds={"admitted": 0.1}, step_counts={"admitted": 10},
+                             trip_seconds={("view", "all"): 0.05, ("view", "reply"): 0.02, ("view", "resume"): 0.02},
+                             trip_counts={("view", "all"): 10, ("view", "reply"): 10, ("view", "resume"): 10})
+    after = GatewayCounters(round_trips=40.0, step_seconds={"admitted": 0.3}, step_counts={"admitted": 20},
+                            trip_seconds={("view", "all"): 0.09, ("view", "reply"): 0.04, ("view", "resume"): 0.03,
+                                          ("finish", "all"): 0.01},
+                            trip_counts={("view", "all"): 20, ("view", "reply"): 20, ("view", "resume"): 20,
+                                         ("finish", "all"): 4})
+    means = after.step_ms_since(before)
+    assert means == pytest.approx({"admitted": 20.0, "trip view all": 4.0, "trip view reply": 2.0,
+                                   "trip view resume": 1.0, "trip finish all": 2.5})
+    level = LevelStats("replay", 32, "gateway uvicorn x1",
+                       (replace(_level("gateway uvicorn x1", (6.0, 9.0, 97.0)).rounds[0], step_ms=tuple(means.items())),))
+    assert step_lines([level]) == [
+        "  steps, gateway uvicorn x1 (mean ms from the step before): admitted 20.00",
+        "  Redis round trips, gateway uvicorn x1 (mean ms each = waiting for the reply + for the event loop + the rest): "
+        "view 4.00 = 2.00 + 1.00 + 1.00, finish 2.50"]
+
+
+def test_the_metrics_lines_of_a_round_trips_operation_and_part_are_read() -> None:
+    from research.gateway_bench.run import TRIP_SUM_METRIC, _op_part
+    assert _op_part('ocs_live_state_round_trip_seconds_sum{op="admit_seen",part="resume"} 1.5',
+                    TRIP_SUM_METRIC) == ("admit_seen", "resume")
+
+
 def test_percentile_interpolates_between_ranks() -> None:
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert percentile([5.0], 99) == 5.0
