@@ -7,6 +7,7 @@ from typing import TypedDict
 class GatewaySettings(TypedDict):
     SLOT_LEASE_S: float
     QUEUE_MAX_WAIT_S: float
+    ADMISSION_AT_ONCE: int
     FAIR_POLICY: str
     DEFAULT_REQUESTS_PER_MINUTE: int
     DEFAULT_TOKENS_PER_DAY: int

@@ -28,6 +28,7 @@ from core.redact import redact
 from fleet.scheduler import conversation_key
 from fleet.selectors import ModelView
 from inference import dispatch
+from inference.admission.first_come import first_come
 from inference.admission.line import Want, fair_settlement
 from inference.auth import authenticate
 from inference.catalogue import budget_fallback, resolve_model
@@ -85,7 +86,8 @@ async def serve(request: Request, protocol: Protocol, *, raw_key: str | None,
     response: Response
     try:
         # authenticate, check, admit (again, from the database, if a key or a limit changed meanwhile)
-        call, plan = await _admitted(request, protocol, raw_key, request_ctx, generates=generates)
+        async with first_come("admission"):  # in order of arrival, a few at a time
+            call, plan = await _admitted(request, protocol, raw_key, request_ctx, generates=generates)
         # choose and claim a worker, relay
         if not generates:
             status, content = await dispatch.forward_light(path=plan.path, body=plan.body, request_ctx=request_ctx)

@@ -178,6 +178,9 @@ OCS: GatewaySettings = {
     "SLOT_LEASE_S": env_float("OCS_SLOT_LEASE_S", 30.0, minimum=1.0),
     # How long a request waits for a free slot before it is refused with 429.
     "QUEUE_MAX_WAIT_S": env_float("OCS_QUEUE_MAX_WAIT_S", 30.0, minimum=0.0),
+    # Requests of one gateway process in their admission at once, and in their first slot claim;
+    # the others wait in order of arrival (inference/admission/first_come.py). 0: no bound.
+    "ADMISSION_AT_ONCE": env_int("OCS_ADMISSION_AT_ONCE", 8, minimum=0),
     # Who is served next while every slot is busy (inference/admission/fair_share.py): "tokens" (least weighted
     # token service first) or "requests" (round-robin). The live key fair:policy overrides it.
     "FAIR_POLICY": env_choice("OCS_FAIR_POLICY", DEFAULT_POLICY, POLICIES),

@@ -37,6 +37,7 @@ from fleet.models import PoolEvent
 from fleet.scheduler import ROUTABLE_STATES, Decision, WorkerView, rank_workers
 from fleet.selectors import fleet_snapshot
 from inference.admission.fair_share import POLICIES
+from inference.admission.first_come import first_come
 from inference.admission.live import FairCharge, admission_live
 from inference.admission.rules import (
     affinity_hold,
@@ -360,7 +361,8 @@ async def _acquire(want: Want) -> Slot:
     live = admission_live()
     policy = await active_policy()
     if not line.waiters:  # nobody waits here; whether anyone waits elsewhere is read with the load
-        slot = await try_claim(want, fair=(line.name, policy))
+        async with first_come("claim"):  # in order of arrival, a few at a time
+            slot = await try_claim(want, fair=(line.name, policy))
         if slot is not None:
             return slot
     waiter = _Waiter(want=want, future=asyncio.get_running_loop().create_future())
