@@ -86,7 +86,7 @@ ROUND_TRIP_SECONDS = Histogram("ocs_live_state_round_trip_seconds",
 
 def round_trip(method: Callable[_P, Awaitable[_T]]) -> Callable[_P, Coroutine[Any, Any, _T]]:
     counted = ROUND_TRIPS.labels(method.__name__)
-    timed, replied, resumed = (ROUND_TRIP_SECONDS.labels(method.__name__, part) for part in ("all", "reply", "resume"))
+    timers: list[Any] = []  # (all, reply, resume), made at the first trip: /metrics lists only operations used
 
     @functools.wraps(method)
     async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _T:
@@ -97,11 +97,13 @@ def round_trip(method: Callable[_P, Awaitable[_T]]) -> Callable[_P, Coroutine[An
             result = await method(*args, **kwargs)
         except (RedisError, OSError) as exc:
             raise LiveStateUnavailable(_describe(args[0]._url, exc)) from exc  # type: ignore[attr-defined]
-        timed.observe(time.perf_counter() - started)
+        if not timers:
+            timers.extend(ROUND_TRIP_SECONDS.labels(method.__name__, part) for part in ("all", "reply", "resume"))
+        timers[0].observe(time.perf_counter() - started)
         trip = LAST_TRIP.get()
         if trip is not NO_TRIP:
-            replied.observe(trip[0])
-            resumed.observe(trip[1])
+            timers[1].observe(trip[0])
+            timers[2].observe(trip[1])
         return result
     return wrapper
 

@@ -63,3 +63,28 @@ def test_a_request_with_a_free_slot_makes_four_round_trips(worker, student_key, 
     used = {op: n for op, n in asyncio.run(measured()).items() if op != "fair_policy"}
     assert sum(used.values()) <= BUDGET, f"{sum(used.values()):.0f} round trips: {used}"
     assert {"admit_seen", "view", "claim_slot", "finish"} >= set(used), used
+
+
+def test_each_round_trip_before_the_worker_is_timed_in_both_its_waits(worker, student_key) -> None:  # noqa: ANN001
+    """/metrics says how long each operation's round trips took, and with the lean client whether
+    the time went waiting for Redis (`reply`) or for the gateway's event loop (`resume`)."""
+    _, raw = student_key
+
+    def timed() -> dict[tuple[str, str], float]:
+        return {(s.labels["op"], s.labels["part"]): s.value for metric in REGISTRY.collect()
+                if metric.name == "ocs_live_state_round_trip_seconds" for s in metric.samples
+                if s.name.endswith("_count")}
+
+    async def ask() -> None:
+        response = await ApiClient().apost("/v1/chat/completions", json.dumps({
+            "model": MODEL_ID, "max_tokens": 2, "messages": [{"role": "user", "content": "Say ok"}]}),
+            content_type="application/json", headers={"Authorization": f"Bearer {raw}"})
+        assert response.status_code == 200
+
+    before = timed()
+    asyncio.run(ask())
+    after = timed()
+    parts = ("all", "reply", "resume") if settings.OCS_LIVE_REDIS_CLIENT == "lean" else ("all",)
+    for op in ("view", "claim_slot", "finish"):
+        for part in parts:
+            assert after.get((op, part), 0) > before.get((op, part), 0), (op, part)
