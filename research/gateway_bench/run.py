@@ -24,10 +24,12 @@ import time
 import urllib.error
 import urllib.request
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from fleet.local_worker import (
     LaunchOptions,
@@ -132,11 +134,6 @@ def _get(url: str, timeout_s: float = 1.0) -> tuple[int, dict[str, str]]:
         return exc.code, {}
 
 
-ROUND_TRIP_METRIC = "ocs_live_state_round_trips_total{"
-STEP_SUM_METRIC = 'ocs_request_step_seconds_sum{step="'
-STEP_COUNT_METRIC = 'ocs_request_step_seconds_count{step="'
-TRIP_SUM_METRIC = 'ocs_live_state_round_trip_seconds_sum{op="'
-TRIP_COUNT_METRIC = 'ocs_live_state_round_trip_seconds_count{op="'
 TRIP_PREFIX = "trip "  # step_ms's keys for the round trips' times: "trip <op> <part>" (core/live.py round_trip)
 
 
@@ -171,43 +168,41 @@ class GatewayCounters:
         return means
 
 
-def _step_of(line: str, prefix: str) -> str:
-    return line[len(prefix):line.index('"', len(prefix))]
-
-
-def _op_part(line: str, prefix: str) -> tuple[str, str]:
-    """(op, part) of a `…{op="view",part="reply"} 1.5` line."""
-    op = _step_of(line, prefix)
-    rest = line[len(prefix) + len(op):]
-    return op, rest[rest.index('part="') + 6:rest.index('"', rest.index('part="') + 6)]
-
-
-def gateway_counters(ports: list[int]) -> GatewayCounters | None:
-    """The gateway processes' counters so far (their /metrics); None if one cannot be read."""
+def counters_of(texts: Iterable[str]) -> GatewayCounters:
+    """The counters of the gateway processes whose /metrics texts these are, summed."""
     trips = 0.0
     seconds: defaultdict[str, float] = defaultdict(float)
     counts: defaultdict[str, float] = defaultdict(float)
     trip_seconds: defaultdict[tuple[str, str], float] = defaultdict(float)
     trip_counts: defaultdict[tuple[str, str], float] = defaultdict(float)
+    for text in texts:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                name, labels = sample.name, sample.labels
+                if name == "ocs_live_state_round_trips_total":
+                    trips += sample.value
+                elif name == "ocs_request_step_seconds_sum":
+                    seconds[labels["step"]] += sample.value
+                elif name == "ocs_request_step_seconds_count":
+                    counts[labels["step"]] += sample.value
+                elif name == "ocs_live_state_round_trip_seconds_sum":
+                    trip_seconds[(labels["op"], labels["part"])] += sample.value
+                elif name == "ocs_live_state_round_trip_seconds_count":
+                    trip_counts[(labels["op"], labels["part"])] += sample.value
+    return GatewayCounters(round_trips=trips, step_seconds=dict(seconds), step_counts=dict(counts),
+                           trip_seconds=dict(trip_seconds), trip_counts=dict(trip_counts))
+
+
+def gateway_counters(ports: list[int]) -> GatewayCounters | None:
+    """The gateway processes' counters so far (their /metrics); None if one cannot be read."""
+    texts = []
     for port in ports:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-                text = response.read().decode()
+                texts.append(response.read().decode())
         except (OSError, urllib.error.URLError):
             return None
-        for line in text.splitlines():
-            if line.startswith(ROUND_TRIP_METRIC):
-                trips += float(line.rsplit(" ", 1)[1])
-            elif line.startswith(STEP_SUM_METRIC):
-                seconds[_step_of(line, STEP_SUM_METRIC)] += float(line.rsplit(" ", 1)[1])
-            elif line.startswith(STEP_COUNT_METRIC):
-                counts[_step_of(line, STEP_COUNT_METRIC)] += float(line.rsplit(" ", 1)[1])
-            elif line.startswith(TRIP_SUM_METRIC):
-                trip_seconds[_op_part(line, TRIP_SUM_METRIC)] += float(line.rsplit(" ", 1)[1])
-            elif line.startswith(TRIP_COUNT_METRIC):
-                trip_counts[_op_part(line, TRIP_COUNT_METRIC)] += float(line.rsplit(" ", 1)[1])
-    return GatewayCounters(round_trips=trips, step_seconds=dict(seconds), step_counts=dict(counts),
-                           trip_seconds=dict(trip_seconds), trip_counts=dict(trip_counts))
+    return counters_of(texts)
 
 
 def wait_answering(url: str, process: subprocess.Popen[bytes], log: Path | None,

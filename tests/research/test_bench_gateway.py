@@ -211,10 +211,21 @@ def test_the_redis_round_trips_are_timed_by_operation_and_printed_under_the_step
         "view 4.00 = 2.00 + 1.00 + 1.00, finish 2.50"]
 
 
-def test_the_metrics_lines_of_a_round_trips_operation_and_part_are_read() -> None:
-    from research.gateway_bench.run import TRIP_SUM_METRIC, _op_part
-    assert _op_part('ocs_live_state_round_trip_seconds_sum{op="admit_seen",part="resume"} 1.5',
-                    TRIP_SUM_METRIC) == ("admit_seen", "resume")
+def test_the_metrics_of_each_gateway_process_are_read_and_summed() -> None:
+    from research.gateway_bench.run import counters_of
+    first = ('ocs_live_state_round_trips_total{op="view"} 3.0\n'
+             'ocs_request_step_seconds_sum{step="admitted"} 0.5\n'
+             'ocs_request_step_seconds_count{step="admitted"} 10.0\n'
+             'ocs_live_state_round_trip_seconds_sum{op="admit_seen",part="resume"} 1.5\n'
+             'ocs_live_state_round_trip_seconds_count{op="admit_seen",part="resume"} 6.0\n')
+    second = ('ocs_live_state_round_trips_total{op="finish"} 2.0\n'
+              'ocs_live_state_round_trip_seconds_sum{part="resume",op="admit_seen"} 0.5\n'  # labels in any order
+              'ocs_live_state_round_trip_seconds_count{part="resume",op="admit_seen"} 4.0\n')
+    counters = counters_of([first, second])
+    assert counters.round_trips == 5.0
+    assert counters.step_seconds == {"admitted": 0.5} and counters.step_counts == {"admitted": 10.0}
+    assert counters.trip_seconds == {("admit_seen", "resume"): 2.0}
+    assert counters.trip_counts == {("admit_seen", "resume"): 10.0}
 
 
 def test_percentile_interpolates_between_ranks() -> None:
