@@ -159,11 +159,12 @@ _TASKS = ({"name": OCS_LIVE_NAMESPACE, "workers": env_int("OCS_Q_WORKERS", 1, mi
            "max_attempts": 1, "scheduler": False})
 
 if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
-    }
     # Under the live namespace, so two installations (or test runs) sharing one Redis never share
-    # sign-in counters or probe results.
+    # the fleet page's pushes, sign-in counters or probe results.
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                    "CONFIG": {"hosts": [REDIS_URL], "prefix": f"{OCS_LIVE_NAMESPACE}-asgi"}}
+    }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
                           "KEY_PREFIX": OCS_LIVE_NAMESPACE}}
     Q_CLUSTER = {**_TASKS, "redis": REDIS_URL}  # its name keeps the task queue under the namespace

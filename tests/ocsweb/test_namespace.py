@@ -1,5 +1,6 @@
 """Two installations sharing one Redis under different OCS_LIVE_NAMESPACE values cross nowhere:
-live state, the cache (sign-in counters, probe results) and the task queue are all under it."""
+live state, the cache (sign-in counters, probe results), the channel layer (the fleet page's live
+pushes) and the task queue are all under it."""
 from __future__ import annotations
 
 import json
@@ -16,7 +17,8 @@ def redis_settings(namespace: str, var_dir: Path) -> dict[str, object]:
            "OCS_VAR_DIR": str(var_dir), "DJANGO_SETTINGS_MODULE": "ocsweb.settings", "OCS_ENV": "test"}
     read = subprocess.run(
         [sys.executable, "-c", "import json, ocsweb.settings as s; print(json.dumps({'live': s.OCS_LIVE_NAMESPACE, "
-                               "'cache': s.CACHES['default'].get('KEY_PREFIX'), 'queue': s.Q_CLUSTER['name']}))"],
+                               "'cache': s.CACHES['default'].get('KEY_PREFIX'), 'queue': s.Q_CLUSTER['name'], "
+                               "'channels': s.CHANNEL_LAYERS['default']['CONFIG']['prefix']}))"],
         cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=60)
     return dict(json.loads(read.stdout))
 
@@ -24,5 +26,5 @@ def redis_settings(namespace: str, var_dir: Path) -> dict[str, object]:
 def test_each_installation_keeps_its_cache_and_task_queue_under_its_namespace(tmp_path: Path) -> None:
     school = redis_settings("ocs-school", tmp_path)
     lab = redis_settings("ocs-lab", tmp_path)
-    assert school == {"live": "ocs-school", "cache": "ocs-school", "queue": "ocs-school"}
-    assert lab == {"live": "ocs-lab", "cache": "ocs-lab", "queue": "ocs-lab"}
+    assert school == {"live": "ocs-school", "cache": "ocs-school", "queue": "ocs-school", "channels": "ocs-school-asgi"}
+    assert lab == {"live": "ocs-lab", "cache": "ocs-lab", "queue": "ocs-lab", "channels": "ocs-lab-asgi"}
