@@ -47,6 +47,8 @@ class StreamResult:
     ttft_ms: float | None = None
     content_chunks: int = 0
     error: str = ""
+    last_token_ms: float | None = None  # from writing the request to its last content chunk
+    end_ms: float | None = None  # from writing the request to the end of the response's body
 
 
 @dataclass
@@ -55,6 +57,10 @@ class RoundResult:
 
     duration_s: float
     ttft_ms: list[float] = field(default_factory=list)
+    # Per completed request: its last content chunk, and the wait from there to the end of the
+    # response (the server's work after the answer, which a closed-loop client waits for too).
+    last_token_ms: list[float] = field(default_factory=list)
+    after_last_token_ms: list[float] = field(default_factory=list)
     completions: int = 0
     content_chunks: int = 0
     errors: int = 0
@@ -66,6 +72,9 @@ class RoundResult:
             self.content_chunks += result.content_chunks
             if result.ttft_ms is not None:
                 self.ttft_ms.append(result.ttft_ms)
+            if result.last_token_ms is not None and result.end_ms is not None:
+                self.last_token_ms.append(result.last_token_ms)
+                self.after_last_token_ms.append(result.end_ms - result.last_token_ms)
         else:
             self.errors += 1
             if len(self.error_samples) < ERROR_SAMPLES:
@@ -202,12 +211,14 @@ async def _read_answer(pool: ConnectionPool, connection: Connection, head: bytes
             if event.startswith(b"data: {"):
                 if CONTENT.search(event):
                     result.content_chunks += 1
+                    result.last_token_ms = (time.perf_counter() - started) * 1000
                     if result.ttft_ms is None:
-                        result.ttft_ms = (time.perf_counter() - started) * 1000
+                        result.ttft_ms = result.last_token_ms
                 elif b'"error"' in event and not error:
                     error = "error event: " + event[6:200].decode(errors="replace")
             elif event.startswith(b"data: [DONE]"):
                 done = True
+    result.end_ms = (time.perf_counter() - started) * 1000
     if reusable:
         pool.release(connection)
     else:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import importlib.metadata
 import importlib.util
+import math
 import os
 import platform
 import secrets
@@ -51,6 +52,7 @@ from research.gateway_bench.summary import (
     Report,
     RoundStats,
     RssGrowth,
+    answer_lines,
     check_goals,
     goal_lines,
     level_table,
@@ -276,6 +278,19 @@ def cpu_seconds(pids: list[int]) -> float:
             continue
         ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat(5))
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu_seconds() -> tuple[float, float]:
+    """(busy, stolen): CPU seconds all of this machine's cores have spent so far on anything but
+    idling and waiting for I/O, and those its hypervisor gave to other machines (steal), from
+    /proc/stat; (NaN, NaN) where there is none."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return math.nan, math.nan
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / tick, steal / tick
 
 
 def rss_mb(pid: int) -> float:
@@ -599,16 +614,19 @@ class BenchRun:
         its requests spent reaching each step."""
         await warm_up(target, streams=streams)
         cpu_before = cpu_seconds(pids) if pids else 0.0
+        machine_before = machine_cpu_seconds()
         counters_before = gateway_counters(ports) if ports else None
         measured = await run_round(target, streams=streams, duration_s=self.options.duration_s, warm=False)
         cpu = cpu_seconds(pids) - cpu_before if pids else None
+        machine = [after - before for after, before in zip(machine_cpu_seconds(), machine_before)]
         counters_after = gateway_counters(ports) if counters_before is not None and ports else None
         trips, step_ms = None, {}
         if counters_before is not None and counters_after is not None:
             if self.backend.redis_url:
                 trips = counters_after.round_trips - counters_before.round_trips
             step_ms = counters_after.step_ms_since(counters_before)
-        return RoundStats.of(measured, server_cpu_s=cpu, live_round_trips=trips, step_ms=step_ms)
+        return RoundStats.of(measured, server_cpu_s=cpu, live_round_trips=trips, step_ms=step_ms,
+                             machine_cpu_s=(machine[0], machine[1], os.cpu_count() or 1))
 
     async def _measure(self, key: str) -> None:
         options = self.options
@@ -638,7 +656,7 @@ class BenchRun:
                             f"{upstream.name} upstream, {streams} concurrent stream{'s' if streams > 1 else ''} "
                             f"(median of {options.rounds} rounds of {options.duration_s:g} s)")):
                         self.say(line)
-                    for line in step_lines(levels):
+                    for line in answer_lines(levels) + step_lines(levels):
                         self.say(line)
                     for level in levels:
                         for stats in level.rounds:

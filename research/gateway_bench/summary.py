@@ -61,11 +61,21 @@ class RoundStats:
     # The gateway processes' mean milliseconds per request from the step before (or arrival) to
     # each step (their /metrics, ocs_request_step_seconds), in the steps' order; empty for others.
     step_ms: tuple[tuple[str, float], ...] = ()
+    # Per completed request, p50: from writing it to its last content chunk, and from there to
+    # the end of the response (what the server still does once the answer is out).
+    last_token_p50_ms: float = math.nan
+    after_last_token_p50_ms: float = math.nan
+    # The whole machine during the round (every process, the load generator's too), in % of all
+    # its cores: busy, and stolen by the hypervisor for other machines. NaN where unmeasured.
+    machine_busy_percent: float = math.nan
+    machine_steal_percent: float = math.nan
 
     @classmethod
     def of(cls, measured: RoundResult, *, server_cpu_s: float | None = None,
-           live_round_trips: float | None = None, step_ms: dict[str, float] | None = None) -> RoundStats:
+           live_round_trips: float | None = None, step_ms: dict[str, float] | None = None,
+           machine_cpu_s: tuple[float, float, int] | None = None) -> RoundStats:
         seconds = measured.duration_s or math.nan
+        busy, stolen, cores = machine_cpu_s or (math.nan, math.nan, 1)
         return cls(
             ttft_p50_ms=percentile(measured.ttft_ms, 50), ttft_p99_ms=percentile(measured.ttft_ms, 99),
             completions_per_s=measured.completions / seconds, chunks_per_s=measured.content_chunks / seconds,
@@ -75,6 +85,9 @@ class RoundStats:
             live_round_trips_per_request=(live_round_trips / measured.completions
                                           if live_round_trips and measured.completions else math.nan),
             step_ms=tuple((step_ms or {}).items()),
+            last_token_p50_ms=percentile(measured.last_token_ms, 50),
+            after_last_token_p50_ms=percentile(measured.after_last_token_ms, 50),
+            machine_busy_percent=100 * busy / (seconds * cores), machine_steal_percent=100 * stolen / (seconds * cores),
         )
 
 
@@ -116,6 +129,22 @@ class LevelStats:
         return _median([r.live_round_trips_per_request for r in self.rounds])
 
     @property
+    def machine_busy_percent(self) -> float:
+        return _median([r.machine_busy_percent for r in self.rounds])
+
+    @property
+    def machine_steal_percent(self) -> float:
+        return _median([r.machine_steal_percent for r in self.rounds])
+
+    @property
+    def last_token_p50_ms(self) -> float:
+        return _median([r.last_token_p50_ms for r in self.rounds])
+
+    @property
+    def after_last_token_p50_ms(self) -> float:
+        return _median([r.after_last_token_p50_ms for r in self.rounds])
+
+    @property
     def step_ms(self) -> dict[str, float]:
         """Each step's mean milliseconds (from the step before), median over the rounds."""
         steps = list(dict.fromkeys(step for r in self.rounds for step, _ in r.step_ms))
@@ -128,12 +157,20 @@ class LevelStats:
                 "errors": self.errors, "server_cpu_percent": _number(self.server_cpu_percent),
                 "live_round_trips_per_request": _number(self.live_round_trips_per_request),
                 "step_ms": {step: _number(ms) for step, ms in self.step_ms.items()},
+                "last_token_p50_ms": _number(self.last_token_p50_ms),
+                "after_last_token_p50_ms": _number(self.after_last_token_p50_ms),
+                "machine_busy_percent": _number(self.machine_busy_percent),
+                "machine_steal_percent": _number(self.machine_steal_percent),
                 "rounds": [{"ttft_p50_ms": _number(r.ttft_p50_ms), "ttft_p99_ms": _number(r.ttft_p99_ms),
                             "completions_per_s": _number(r.completions_per_s),
                             "chunks_per_s": _number(r.chunks_per_s), "completions": r.completions,
                             "errors": r.errors, "duration_s": round(r.duration_s, 3),
                             "server_cpu_percent": _number(r.server_cpu_percent),
                             "live_round_trips_per_request": _number(r.live_round_trips_per_request),
+                            "last_token_p50_ms": _number(r.last_token_p50_ms),
+                            "after_last_token_p50_ms": _number(r.after_last_token_p50_ms),
+                            "machine_busy_percent": _number(r.machine_busy_percent),
+                            "machine_steal_percent": _number(r.machine_steal_percent),
                             "error_samples": list(r.error_samples)} for r in self.rounds]}
 
 
@@ -293,13 +330,16 @@ def _streams(count: int) -> str:
 def level_table(levels: Sequence[LevelStats], *, heading: str) -> list[str]:
     width = max([len(level.target) for level in levels] + [len("target")])
     lines = [heading, f"  {'target':<{width}}  {'TTFT p50 ms':>11}  {'TTFT p99 ms':>11}  {'completions/s':>13}  "
-                      f"{'chunks/s':>9}  {'errors':>6}  {'server CPU %':>13}  {'Redis trips/req':>15}"]
+                      f"{'chunks/s':>9}  {'errors':>6}  {'server CPU %':>13}  {'Redis trips/req':>15}  "
+                      f"{'machine busy / stolen %':>23}"]
     for level in levels:
         cpu = "" if math.isnan(level.server_cpu_percent) else f"{level.server_cpu_percent:.0f}"
         trips = "" if math.isnan(level.live_round_trips_per_request) else f"{level.live_round_trips_per_request:.2f}"
+        machine = ("" if math.isnan(level.machine_busy_percent)
+                   else f"{level.machine_busy_percent:.0f} / {level.machine_steal_percent:.0f}")
         lines.append(f"  {level.target:<{width}}  {_fmt(level.ttft_p50_ms, '.2f'):>11}  "
                      f"{_fmt(level.ttft_p99_ms, '.2f'):>11}  {_fmt(level.completions_per_s, '.2f'):>13}  "
-                     f"{_fmt(level.chunks_per_s, '.1f'):>9}  {level.errors:>6}  {cpu:>13}  {trips:>15}")
+                     f"{_fmt(level.chunks_per_s, '.1f'):>9}  {level.errors:>6}  {cpu:>13}  {trips:>15}  {machine:>23}")
     return lines
 
 
@@ -321,6 +361,15 @@ def step_lines(levels: Sequence[LevelStats]) -> list[str]:
             lines.append(f"  Redis round trips, {level.target} (mean ms each = waiting for the reply + for the event "
                          "loop + the rest): " + ", ".join(_trip(op, parts) for op, parts in trips.items()))
     return lines
+
+
+def answer_lines(levels: Sequence[LevelStats]) -> list[str]:
+    """Each target's whole answer, p50 per request, median over rounds: its last token, and the
+    wait from there to the response's end, which a closed-loop stream waits for before its next
+    request (so it counts in completions/s as much as the first token does)."""
+    parts = [f"{level.target} {_fmt(level.last_token_p50_ms, '.1f')} + {_fmt(level.after_last_token_p50_ms, '.2f')}"
+             for level in levels if not math.isnan(level.last_token_p50_ms)]
+    return ["  whole answer p50 ms (to the last token + from it to the response's end): " + ", ".join(parts)] if parts else []
 
 
 def _trip(op: str, parts: dict[str, float]) -> str:

@@ -28,6 +28,7 @@ from research.gateway_bench.summary import (
     REFERENCE,
     LevelStats,
     RoundStats,
+    answer_lines,
     check_goals,
     goal_lines,
     percentile,
@@ -108,7 +109,40 @@ def test_load_generator_counts_every_chunk_on_reused_connections(replay: str) ->
     assert timed.errors == 0 and timed.completions > 2
     assert timed.content_chunks == TOKENS * timed.completions
     assert len(timed.ttft_ms) == timed.completions and all(t > 0 for t in timed.ttft_ms)
+    assert len(timed.last_token_ms) == len(timed.after_last_token_ms) == timed.completions
+    assert all(last >= first for last, first in zip(timed.last_token_ms, timed.ttft_ms))
+    assert all(after >= 0 for after in timed.after_last_token_ms)
     assert (counted.completions, counted.errors) == (7, 0)
+
+
+def test_the_wait_after_the_last_token_is_measured_apart_from_the_answer() -> None:
+    """A server that keeps the response open for 0.3 s after its answer and [DONE] (as a gateway
+    settling a request would): the wait shows after the last token, not in it."""
+    async def slow_end(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(2)  # the body: {}
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        for event in (b'data: {"choices":[{"delta":{"content":"a"}}]}\n\n', b"data: [DONE]\n\n"):
+            writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+        await writer.drain()
+        await asyncio.sleep(0.3)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def one() -> RoundResult:
+        server = await asyncio.start_server(slow_end, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        target = ChatTarget(DIRECT, [Endpoint("127.0.0.1", port)], body={})
+        try:
+            return await run_requests(target, concurrency=1, requests=1)
+        finally:
+            target.close()
+            server.close()
+
+    measured = asyncio.run(one())
+    assert measured.completions == 1
+    assert measured.last_token_ms[0] < 250 <= measured.after_last_token_ms[0]
 
 
 def test_a_refused_request_is_an_error_with_its_status(replay: str) -> None:
@@ -189,6 +223,18 @@ def test_step_times_are_the_mean_per_request_between_two_scrapes() -> None:
                    for ms in (1.0, 3.0, 2.0))
     level = LevelStats("replay", 32, "gateway uvicorn x1", rounds)
     assert step_lines([level]) == ["  steps, gateway uvicorn x1 (mean ms from the step before): admitted 2.00"]
+
+
+def test_the_whole_answer_is_printed_as_its_last_token_and_the_wait_after_it() -> None:
+    levels = [LevelStats("replay", 32, name, tuple(
+        replace(_level(name, (6.0, 9.0, 97.0)).rounds[0], last_token_p50_ms=last, after_last_token_p50_ms=after)
+        for last, after in rounds)) for name, rounds in (
+            ("direct", [(320.0, 0.01), (322.0, 0.03), (321.0, 0.02)]),
+            ("gateway uvicorn x1", [(330.0, 0.6), (331.0, 0.7), (329.0, 0.5)]))]
+    assert answer_lines(levels) == ["  whole answer p50 ms (to the last token + from it to the response's end): "
+                                    "direct 321.0 + 0.02, gateway uvicorn x1 330.0 + 0.60"]
+    assert levels[1].as_dict()["after_last_token_p50_ms"] == pytest.approx(0.6)
+    assert answer_lines([_level("direct", (6.0, 9.0, 97.0))]) == []  # rounds that measured no answer
 
 
 def test_the_redis_round_trips_are_timed_by_operation_and_printed_under_the_steps() -> None:
