@@ -1,0 +1,109 @@
+"""The PostgreSQL + Redis gateway judged against the embedded one from pairs of bench_gateway
+reports (research/gateway_bench/backends.py, manage.py judge_backends)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from research.gateway_bench.backends import judge
+from research.models import BenchmarkRun
+
+pytestmark = pytest.mark.backend_neutral
+
+
+def _level(streams: int, target: str, *, p50: float, p99: float, rate: float, cpu: float | None = None,
+           errors: int = 0) -> dict[str, Any]:
+    return {"upstream": "replay", "streams": streams, "target": target, "ttft_p50_ms": p50, "ttft_p99_ms": p99,
+            "completions_per_s": rate, "chunks_per_s": rate * 64, "errors": errors, "server_cpu_percent": cpu}
+
+
+def _report(backend: str, *, hop32: float = 100.0, gw32: float = 95.0, p50: float = 8.0, p99: float = 15.0,
+            cpu32: float = 20.0, gw128: float = 350.0, x2_128: float | None = None, errors: int = 0) -> dict[str, Any]:
+    levels = [
+        _level(32, "reference hop", p50=7.0, p99=9.0, rate=hop32, cpu=10.0),
+        _level(32, "gateway uvicorn x1", p50=7.0 + p50, p99=9.0 + p99, rate=gw32, cpu=cpu32, errors=errors),
+        _level(128, "reference hop", p50=11.0, p99=20.0, rate=390.0, cpu=35.0),
+        _level(128, "gateway uvicorn x1", p50=40.0, p99=120.0, rate=gw128, cpu=75.0),
+    ]
+    if x2_128 is not None:
+        levels.append(_level(128, "gateway uvicorn x2", p50=30.0, p99=90.0, rate=x2_128, cpu=80.0))
+    return {"setup": {"backend": backend, "tokens": 64}, "levels": levels}
+
+
+REDIS = "PostgreSQL, database ocs_bench_1 made for this run; Redis, namespace bench-1"
+EMBEDDED = "embedded default (SQLite in a temporary OCS_VAR_DIR, live state in process)"
+
+
+def test_each_target_is_taken_against_the_reference_hop_of_its_own_run() -> None:
+    # The embedded run's machine was 10 % faster (its hop too): the gateways' own costs are equal.
+    redis = _report(REDIS, hop32=90.0, gw32=85.5, p50=9.0, p99=30.0, cpu32=25.0, gw128=340.0, x2_128=360.0)
+    embedded = _report(EMBEDDED, hop32=100.0, gw32=95.0, p50=8.0, p99=15.0, cpu32=20.0, gw128=350.0)
+    judged = {item.target.name: item for item in judge([(redis, embedded)])}
+    assert judged["32 streams: TTFT added p50, PostgreSQL + Redis − embedded"].figures == (pytest.approx(1.0),)
+    assert judged["32 streams: TTFT added p99, PostgreSQL + Redis − embedded"].figures == (pytest.approx(15.0),)
+    assert judged["32 streams: completions/s, PostgreSQL + Redis ÷ embedded"].figures == (pytest.approx(1.0),)
+    assert judged["128 streams: completions/s, PostgreSQL + Redis ÷ embedded"].figures == (pytest.approx(340 / 350),)
+    # CPU per chunk, each gateway's ÷ its hop's: (25 / 85.5) / (10 / 90) against (20 / 95) / (10 / 100)
+    cpu = judged["32 streams: CPU per chunk, PostgreSQL + Redis ÷ embedded"].figures[0]
+    assert cpu == pytest.approx((25.0 / 85.5) / (10.0 / 90.0) / ((20.0 / 95.0) / (10.0 / 100.0)))
+    assert cpu == pytest.approx(1.25)
+    assert judged["128 streams: completions/s, 2 processes ÷ 1 (PostgreSQL + Redis)"].figures == (
+        pytest.approx(360 / 340),)
+    assert [item.verdict for item in judged.values()] == ["met", "met", "met", "met", "not met", "met", "met"]
+
+
+def test_a_target_met_in_one_pair_and_not_the_other_says_so_and_a_missing_level_is_not_met() -> None:
+    embedded = _report(EMBEDDED)
+    slow_start = _report(REDIS, p50=14.0, x2_128=360.0)  # 6 ms behind at p50
+    no_x2 = _report(REDIS, x2_128=None, errors=2)
+    judged = {item.target.name: item for item in judge([(slow_start, embedded), (no_x2, embedded)])}
+    assert judged["32 streams: TTFT added p50, PostgreSQL + Redis − embedded"].verdict == "met in 1 of 2"
+    two = judged["128 streams: completions/s, 2 processes ÷ 1 (PostgreSQL + Redis)"]
+    assert two.met == (True, False) and two.as_dict()["figures"][1] is None
+    assert judged["errors, both runs"].figures == (0.0, 2.0)
+    assert "met in 1 of 2" in judged["errors, both runs"].line()
+
+
+def test_pairs_in_the_wrong_order_are_refused() -> None:
+    with pytest.raises(ValueError, match="PostgreSQL \\+ Redis report, then an embedded one"):
+        judge([(_report(EMBEDDED), _report(REDIS))])
+
+
+@pytest.mark.django_db
+def test_the_command_prints_the_verdicts_and_stores_the_pairs_as_a_probe_run(tmp_path: Path, client: Any,
+                                                                           admin_user: Any) -> None:
+    files = []
+    for name, report in (("pg.json", _report(REDIS, gw32=90.25, x2_128=360.0)), ("emb.json", _report(EMBEDDED))):
+        (tmp_path / name).write_text(json.dumps(report))
+        files.append(str(tmp_path / name))
+    out = []
+
+    class Out:
+        def write(self, text: str) -> None:
+            out.append(text)
+
+        def flush(self) -> None:
+            pass
+
+    call_command("judge_backends", *files, stdout=Out())
+    text = "".join(out)
+    assert "32 streams: completions/s, PostgreSQL + Redis ÷ embedded: 0.950× (target ≥ 0.97): not met" in text
+    run = BenchmarkRun.objects.get(scenario="probe-backends")
+    assert run.kind == BenchmarkRun.Kind.PROBE and len(run.summary["pairs"]) == 1
+    assert f"stored as run {run.pk}" in text
+    client.force_login(admin_user)
+    page = client.get(f"/research/runs/{run.pk}/").content.decode()
+    assert "32 streams: completions/s, PostgreSQL + Redis ÷ embedded" in page and "not met" in page
+
+    with pytest.raises(CommandError, match="in pairs"):
+        call_command("judge_backends", files[0], stdout=Out())
+    with pytest.raises(CommandError, match="cannot be judged"):
+        call_command("judge_backends", files[1], files[0], "--no-save", stdout=Out())
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(CommandError, match="not a bench_gateway --json report"):
+        call_command("judge_backends", str(tmp_path / "bad.json"), files[1], stdout=Out())
+    assert BenchmarkRun.objects.filter(scenario="probe-backends").count() == 1
