@@ -334,6 +334,7 @@ class OpenStream:
                     # Output relayed is charged as it streams, every STREAM_CHARGE_TOKENS, once the
                     # answer goes on past it: not at its last token, where the end's settlement
                     # (one round trip, at once) charges it all; that was a round trip per answer.
+                    # The charge goes out with the process's other streams' (admission/streamed.py).
                     due = self.usage.usage.relayed_tokens - self.charged_tokens >= STREAM_CHARGE_TOKENS
                     self.usage.feed(chunk)
                     self._note_error(chunk)

@@ -10,7 +10,8 @@ release in this process, or every POLL_INTERVAL_S for releases elsewhere and exp
 A waiter whose process dies drops out of the line within WAITING_TTL_S. Claiming itself is
 atomic in live state, so several processes share slots correctly. Every served request charges
 its student's counter an estimate when it leaves the line, its output every STREAM_CHARGE_TOKENS
-while it streams (`charge_streamed`), and is settled to its real token counts when it ends
+while it streams (`charge_streamed`, sent with the process's other streams' charges:
+inference/admission/streamed.py), and is settled to its real token counts when it ends
 (`share_correction`, sent by the pipeline's end() with the rest of the end). While a classmate
 waits, a student holding their share of the model's slots lets the classmate have the next one
 (`over_share`, checked by the pump before it claims).
@@ -58,6 +59,7 @@ from inference.admission.rules import (
     wait_deadline,
     wait_left_s,
 )
+from inference.admission.streamed import streamed_charges
 from inference.prometheus import LANE_CLAIMS, QUEUE_WAIT
 
 log = logging.getLogger("ocs.admission")
@@ -213,24 +215,17 @@ async def share_correction(want: Want, *, computed_prompt_tokens: int, output_to
 
 async def charge_streamed(want: Want, *, output_tokens: int) -> None:
     """Charge output relayed while the answer still streams (every STREAM_CHARGE_TOKENS): the
-    student's running streams weigh on their turn while classmates wait. What is charged here is
-    counted in `want.fair_charged`, so the end's settlement adds only the rest. A live state that
-    cannot be reached skips it: the end settles the whole cost."""
+    student's running streams weigh on their turn while classmates wait. Sent with the process's
+    other streams' charges within FLUSH_S (inference/admission/streamed.py), counted in
+    `want.fair_charged` once taken, so the end's settlement adds only the rest."""
     policy = want.fair_policy or await active_policy()
-    amount = streamed_charge(policy, output_tokens=output_tokens, weight=want.weight)
-    if amount <= 0:
-        return
-    try:
-        await admission_live().fair_charge(want.line, policy, student=str(want.user_id), amount=amount)
-    except LiveStateUnavailable:
-        log.warning("could not charge user %s's streamed output; the end settles it", want.user_id)
-        return
-    want.fair_policy, want.fair_charged = policy, want.fair_charged + amount
+    streamed_charges().add(want, policy, streamed_charge(policy, output_tokens=output_tokens, weight=want.weight))
 
 
 async def fair_settlement(want: Want, *, computed_prompt_tokens: int, output_tokens: int) -> Settlement:
     """A served request's fair-share correction (share_correction) as its part of the request's
     Settlement, which LiveState.finish applies with the rest in one round trip."""
+    await streamed_charges().settled(want)  # its streamed charges taken or dropped, none on their way
     policy, amount = await share_correction(want, computed_prompt_tokens=computed_prompt_tokens,
                                             output_tokens=output_tokens)
     return Settlement(parts=(FairCharge(line=want.line, policy=policy, student=str(want.user_id), amount=amount),))

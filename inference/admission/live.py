@@ -104,6 +104,8 @@ class AdmissionLiveState(LiveState, Protocol):
     async def fair_leave(self, line: str, request: str) -> None: ...
     async def fair_renew(self, line: str, requests: list[str], ttl_s: float) -> None: ...
     async def fair_charge(self, line: str, policy: str, *, student: str, amount: float) -> None: ...
+    # Many charges in one round trip (inference/admission/streamed.py: what a process's streams relayed).
+    async def fair_charges(self, charges: list[FairCharge]) -> None: ...
     async def fair_policy(self) -> str | None: ...
     def set_fair_policy(self, policy: str | None) -> None: ...
     async def view(self, worker_ids: list[int], conversation: str | None, *, fair_line: str = "",
@@ -224,6 +226,10 @@ class InProcessAdmission(InProcessLiveState):
         with self._lock:
             counters = self._fair_counters.setdefault((policy, line), {})
             counters[student] = counters.get(student, 0.0) + amount
+
+    async def fair_charges(self, charges: list[FairCharge]) -> None:
+        for part in charges:
+            await self.fair_charge(part.line, part.policy, student=part.student, amount=part.amount)
 
     async def fair_policy(self) -> str | None:
         return self._fair_policy
@@ -362,6 +368,18 @@ class RedisAdmission(RedisLiveState):
         pipe = self._client().pipeline(transaction=False)
         pipe.hincrbyfloat(key, student, float(amount))
         pipe.pexpire(key, int(FAIR_COUNTER_TTL_S * 1000))
+        await pipe.execute()
+
+    @round_trip
+    async def fair_charges(self, charges: list[FairCharge]) -> None:
+        pipe = self._client().pipeline(transaction=False)
+        keys = set()
+        for part in charges:
+            key = self._k("fair", "ctr", part.policy, part.line)
+            pipe.hincrbyfloat(key, part.student, float(part.amount))
+            keys.add(key)
+        for key in keys:
+            pipe.pexpire(key, int(FAIR_COUNTER_TTL_S * 1000))
         await pipe.execute()
 
     @round_trip

@@ -87,7 +87,7 @@ def test_one_decorator_guards_every_teacher_page() -> None:
 # defines its rules again.
 ADMISSION = ROOT / "inference" / "admission"
 ADMISSION_MODULES = {"__init__.py", "fair_share.py", "first_come.py", "line.py", "live.py", "rules.py",
-                     "shared_prefix.py", "slot_files.py", "slot_owners.py"}
+                     "shared_prefix.py", "slot_files.py", "slot_owners.py", "streamed.py"}
 ADMISSION_DEFINITIONS = re.compile(
     r"^\s*(?:async\s+)?def\s+(claim_slot|confirm_slot|fair_join|fair_turn|fair_order|fair_served|fair_leave|"
     r"fair_renew|fair_charge|pick_slot|handover|acquire_slot|try_claim|prefix_senders|set_affinity)\b"
