@@ -79,11 +79,12 @@ class BenchmarkRun(models.Model):
     class Kind(models.TextChoices):
         LEVEL = "level", "Load level"
         CLASS_REPLAY = "class-replay", "Class replay"
-        PROBE = "probe", "Share probe"
+        PROBE = "probe", "Probe"
 
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.LEVEL, db_index=True,
                             help_text="class-replay: `summary` is the replay's JSON (research/class_metrics.py); "
-                                      "probe: `manage.py share_probe`'s JSON (`scenario` names the probe).")
+                                      "probe: a probe command's JSON (`scenario` names the probe: share_probe, "
+                                      "bench_live_client, judge_backends).")
     experiment = models.ForeignKey(Experiment, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
 
     class BaselineKind(models.TextChoices):

@@ -89,10 +89,11 @@ def test_the_command_prints_the_verdicts_and_stores_the_pairs_as_a_probe_run(tmp
         def flush(self) -> None:
             pass
 
+    stored = BenchmarkRun.objects.filter(scenario="probe-backends").count()  # the migrated ones
     call_command("judge_backends", *files, stdout=Out())
     text = "".join(out)
     assert "32 streams: completions/s, PostgreSQL + Redis ÷ embedded: 0.950× (target ≥ 0.97): not met" in text
-    run = BenchmarkRun.objects.get(scenario="probe-backends")
+    run = BenchmarkRun.objects.filter(scenario="probe-backends").latest("id")
     assert run.kind == BenchmarkRun.Kind.PROBE and len(run.summary["pairs"]) == 1
     assert f"stored as run {run.pk}" in text
     client.force_login(admin_user)
@@ -106,4 +107,18 @@ def test_the_command_prints_the_verdicts_and_stores_the_pairs_as_a_probe_run(tmp
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(CommandError, match="not a bench_gateway --json report"):
         call_command("judge_backends", str(tmp_path / "bad.json"), files[1], stdout=Out())
-    assert BenchmarkRun.objects.filter(scenario="probe-backends").count() == 1
+    assert BenchmarkRun.objects.filter(scenario="probe-backends").count() == stored + 1
+
+
+@pytest.mark.django_db
+def test_the_stored_pairs_verdicts_follow_from_their_own_reports() -> None:
+    """The judged runs of docs/performance.md ("Judged in pairs") are rows in every database
+    (migration 0020), and their verdicts are what judge() makes of the reports stored with them."""
+    runs = {run.group: run for run in BenchmarkRun.objects.filter(scenario="probe-backends")}
+    assert {"backends-2026-12-07-746ed6b", "backends-2026-12-07-streamed"} <= set(runs)
+    for run in runs.values():
+        pairs = [(pair["redis"], pair["embedded"]) for pair in run.summary["pairs"]]
+        assert [item.as_dict() for item in judge(pairs)] == run.summary["judged"]
+    streamed = runs["backends-2026-12-07-streamed"].summary["pairs"]
+    assert all(level["live_round_trips_per_request"] < 4.5 for pair in streamed for level in pair["redis"]["levels"]
+               if level["streams"] == 32 and level["target"].startswith("gateway"))  # the charges' trip went
