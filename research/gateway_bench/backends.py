@@ -116,7 +116,8 @@ class Judged:
 
     def as_dict(self) -> dict[str, object]:
         return {"target": self.target.name, "bound": self.target.bound, "verdict": self.verdict,
-                "figures": [None if math.isnan(f) else round(f, 4) for f in self.figures], "met": list(self.met)}
+                "figures": [None if math.isnan(f) else round(f, 4) for f in self.figures], "met": list(self.met),
+                "shown": [_fmt(f, self.target.unit) for f in self.figures]}
 
 
 def _fmt(value: float, unit: str) -> str:
