@@ -47,7 +47,7 @@ class StreamedCharges:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._pending: dict[int, _Pending] = {}  # by id(want): the entry keeps its want alive
-        self._sending: dict[int, asyncio.Future[None]] = {}  # by id(want): the flush carrying its charge
+        self._sending: dict[int, list[asyncio.Future[None]]] = {}  # by id(want): the flushes carrying its charges
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -68,10 +68,9 @@ class StreamedCharges:
 
     async def settled(self, want: Want) -> None:
         """Before the want's request settles its end: its charges not sent are dropped (the
-        settlement charges the whole cost), and a flush carrying one is waited for."""
+        settlement charges the whole cost), and the flushes carrying any are waited for."""
         self._pending.pop(id(want), None)
-        sending = self._sending.get(id(want))
-        if sending is not None:
+        for sending in list(self._sending.get(id(want), ())):
             await asyncio.shield(sending)
 
     def _flush(self) -> None:
@@ -83,7 +82,7 @@ class StreamedCharges:
         batch, self._pending = self._pending, {}
         done: asyncio.Future[None] = self._loop.create_future()
         for key in batch:
-            self._sending[key] = done
+            self._sending.setdefault(key, []).append(done)
         task = self._loop.create_task(self._send(batch, done))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -104,8 +103,11 @@ class StreamedCharges:
                 want.fair_policy, want.fair_charged = entry.policy, want.fair_charged + entry.amount
         finally:
             for key in batch:
-                if self._sending.get(key) is done:
-                    del self._sending[key]
+                flushes = self._sending.get(key, [])
+                if done in flushes:
+                    flushes.remove(done)
+                if not flushes:
+                    self._sending.pop(key, None)
             done.set_result(None)
 
 

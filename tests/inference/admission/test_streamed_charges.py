@@ -106,6 +106,31 @@ def test_a_students_counter_ends_at_the_real_cost_however_the_end_falls(live: An
     assert asyncio.run(scenario()) == pytest.approx(charge(POLICY, computed_prompt_tokens=10, output_tokens=64))
 
 
+@pytest.mark.parametrize("live", BACKENDS, indirect=True)
+def test_an_end_waits_for_every_flush_carrying_its_charges_whichever_is_answered_first(live: Any) -> None:  # noqa: ANN401
+    real = live.fair_charges
+    delays = [0.5, 0.05]  # the first flush is answered after the second
+
+    async def uneven(charges: list[FairCharge]) -> None:
+        await asyncio.sleep(delays.pop(0) if delays else 0)
+        await real(charges)
+
+    live.fair_charges = uneven
+
+    async def scenario() -> float:
+        want = _want(9)
+        await line.charge_streamed(want, output_tokens=33)
+        await asyncio.sleep(streamed.FLUSH_S + 0.05)  # the first flush is on its way
+        await line.charge_streamed(want, output_tokens=33)
+        await asyncio.sleep(streamed.FLUSH_S + 0.05)  # and the second
+        settlement = await fair_settlement(want, computed_prompt_tokens=0, output_tokens=80)
+        await live.finish(settlement)
+        await asyncio.sleep(0.6)
+        return _counter(live, "9")
+
+    assert asyncio.run(scenario()) == pytest.approx(charge(POLICY, computed_prompt_tokens=0, output_tokens=80))
+
+
 @pytest.mark.parametrize("live", ["in-process"], indirect=True)
 def test_a_policy_change_mid_answer_sends_what_was_charged_under_the_old_one(live: Any) -> None:  # noqa: ANN401
     async def scenario() -> Want:
