@@ -102,8 +102,11 @@ def _measured(run: Any, uuids: dict[tuple[str, int], str]) -> dict[str, Any]:
 
 
 def _load_runs(limit: int) -> list[BenchmarkFact]:
-    """Finished runs, newest first, each with the (rig, GPU index) of its GPU samples."""
-    runs = list(BenchmarkRun.objects.filter(status="done").select_related("worker__rig")
+    """Finished runs, newest first, each with the (rig, GPU index) of its GPU samples. Probes
+    (the fair share's, the live-state client's, the two back ends judged) measure the gateway's
+    own workings, not the workers: left out."""
+    runs = list(BenchmarkRun.objects.filter(status="done").exclude(kind=BenchmarkRun.Kind.PROBE)
+                .select_related("worker__rig")
                 .order_by("-started_at", "-id")[:limit])
     sampled: dict[int, set[tuple[str, int]]] = {}
     for run_id, rig, index in GpuSample.objects.filter(run__in=runs).values_list("run_id", "rig", "gpu_index"):
