@@ -91,6 +91,24 @@ class RoundStats:
         )
 
 
+# The figures a round measures that a level gives as their median over its rounds (NaNs left out).
+MEDIANS = ("ttft_p50_ms", "ttft_p99_ms", "completions_per_s", "chunks_per_s", "server_cpu_percent",
+           "live_round_trips_per_request", "last_token_p50_ms", "after_last_token_p50_ms", "machine_busy_percent",
+           "machine_steal_percent")
+
+
+class _MedianOfRounds:
+    """A LevelStats figure: the median over its rounds of the RoundStats field of the same name."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        if name not in MEDIANS:
+            raise TypeError(f"{name} is not one of MEDIANS")
+        self.name = name
+
+    def __get__(self, level: LevelStats, owner: type | None = None) -> float:
+        return _median([getattr(r, self.name) for r in level.rounds])
+
+
 @dataclass(frozen=True)
 class LevelStats:
     """One target at one upstream and concurrency: medians over its rounds."""
@@ -100,49 +118,20 @@ class LevelStats:
     target: str
     rounds: tuple[RoundStats, ...]
 
-    @property
-    def ttft_p50_ms(self) -> float:
-        return _median([r.ttft_p50_ms for r in self.rounds])
-
-    @property
-    def ttft_p99_ms(self) -> float:
-        return _median([r.ttft_p99_ms for r in self.rounds])
-
-    @property
-    def completions_per_s(self) -> float:
-        return _median([r.completions_per_s for r in self.rounds])
-
-    @property
-    def chunks_per_s(self) -> float:
-        return _median([r.chunks_per_s for r in self.rounds])
+    ttft_p50_ms = _MedianOfRounds()
+    ttft_p99_ms = _MedianOfRounds()
+    completions_per_s = _MedianOfRounds()
+    chunks_per_s = _MedianOfRounds()
+    server_cpu_percent = _MedianOfRounds()
+    live_round_trips_per_request = _MedianOfRounds()
+    last_token_p50_ms = _MedianOfRounds()
+    after_last_token_p50_ms = _MedianOfRounds()
+    machine_busy_percent = _MedianOfRounds()
+    machine_steal_percent = _MedianOfRounds()
 
     @property
     def errors(self) -> int:
         return sum(r.errors for r in self.rounds)
-
-    @property
-    def server_cpu_percent(self) -> float:
-        return _median([r.server_cpu_percent for r in self.rounds])
-
-    @property
-    def live_round_trips_per_request(self) -> float:
-        return _median([r.live_round_trips_per_request for r in self.rounds])
-
-    @property
-    def machine_busy_percent(self) -> float:
-        return _median([r.machine_busy_percent for r in self.rounds])
-
-    @property
-    def machine_steal_percent(self) -> float:
-        return _median([r.machine_steal_percent for r in self.rounds])
-
-    @property
-    def last_token_p50_ms(self) -> float:
-        return _median([r.last_token_p50_ms for r in self.rounds])
-
-    @property
-    def after_last_token_p50_ms(self) -> float:
-        return _median([r.after_last_token_p50_ms for r in self.rounds])
 
     @property
     def step_ms(self) -> dict[str, float]:
@@ -152,25 +141,10 @@ class LevelStats:
 
     def as_dict(self) -> dict[str, object]:
         return {"upstream": self.upstream, "streams": self.streams, "target": self.target,
-                "ttft_p50_ms": _number(self.ttft_p50_ms), "ttft_p99_ms": _number(self.ttft_p99_ms),
-                "completions_per_s": _number(self.completions_per_s), "chunks_per_s": _number(self.chunks_per_s),
-                "errors": self.errors, "server_cpu_percent": _number(self.server_cpu_percent),
-                "live_round_trips_per_request": _number(self.live_round_trips_per_request),
+                **{name: _number(getattr(self, name)) for name in MEDIANS}, "errors": self.errors,
                 "step_ms": {step: _number(ms) for step, ms in self.step_ms.items()},
-                "last_token_p50_ms": _number(self.last_token_p50_ms),
-                "after_last_token_p50_ms": _number(self.after_last_token_p50_ms),
-                "machine_busy_percent": _number(self.machine_busy_percent),
-                "machine_steal_percent": _number(self.machine_steal_percent),
-                "rounds": [{"ttft_p50_ms": _number(r.ttft_p50_ms), "ttft_p99_ms": _number(r.ttft_p99_ms),
-                            "completions_per_s": _number(r.completions_per_s),
-                            "chunks_per_s": _number(r.chunks_per_s), "completions": r.completions,
+                "rounds": [{**{name: _number(getattr(r, name)) for name in MEDIANS}, "completions": r.completions,
                             "errors": r.errors, "duration_s": round(r.duration_s, 3),
-                            "server_cpu_percent": _number(r.server_cpu_percent),
-                            "live_round_trips_per_request": _number(r.live_round_trips_per_request),
-                            "last_token_p50_ms": _number(r.last_token_p50_ms),
-                            "after_last_token_p50_ms": _number(r.after_last_token_p50_ms),
-                            "machine_busy_percent": _number(r.machine_busy_percent),
-                            "machine_steal_percent": _number(r.machine_steal_percent),
                             "error_samples": list(r.error_samples)} for r in self.rounds]}
 
 
