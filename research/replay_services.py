@@ -263,12 +263,13 @@ def replay_json(run: BenchmarkRun) -> dict[str, Any]:
     return {"run_id": run.pk, **{key: value for key, value in run.summary.items() if key != "requests"}}
 
 
-def probe_record(*, name: str, base_url: str, model: CatalogModel, result: dict[str, Any],
-                 label: str = "") -> BenchmarkRun:
-    """Stores one `manage.py share_probe` result as a run (kind probe, `scenario` its name)."""
+def probe_record(*, name: str, base_url: str, model: str, result: dict[str, Any], label: str = "",
+                 output_tokens: int = 0) -> BenchmarkRun:
+    """Stores one probe's result as a run (kind probe, `scenario` "probe-<name>"): `manage.py
+    share_probe`'s, bench_live_client's, judge_backends'. `model`: the model's public id, if any."""
     now = timezone.now()
     return BenchmarkRun.objects.create(
         kind=BenchmarkRun.Kind.PROBE, group=new_group(), scenario=f"probe-{name}", label=label or f"{name} probe",
-        target=BenchmarkRun.Target.GATEWAY, base_url=base_url, model=model.public_id, prompt_tokens=0,
-        output_tokens=0, requests=0, status=BenchmarkRun.Status.DONE, ended_at=now, summary=result,
+        target=BenchmarkRun.Target.GATEWAY, base_url=base_url, model=model, prompt_tokens=0,
+        output_tokens=output_tokens, requests=0, status=BenchmarkRun.Status.DONE, ended_at=now, summary=result,
     )

@@ -25,10 +25,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils import timezone
 
-from research.models import BenchmarkRun
-from research.services import new_group
+from research.replay_services import probe_record
 
 # Per comparison: (the baseline, the candidate); each name is a child's variant.
 MODES = {"parser": ("python", "hiredis"), "client": ("redis-py", "lean")}
@@ -132,10 +130,6 @@ class Command(BaseCommand):
         result = {"compare": mode, "ops": options["ops"], "rounds": rounds, "table": table,
                   "load_average": os.getloadavg()}
         if not options["no_save"]:
-            now = timezone.now()
-            run = BenchmarkRun.objects.create(
-                kind=BenchmarkRun.Kind.PROBE, group=new_group(), scenario="probe-live-client",
-                label=(f"live-state round trip: {candidate} against {baseline}"), target=BenchmarkRun.Target.GATEWAY,
-                base_url=url.split("@")[-1], model="", prompt_tokens=0, output_tokens=0, requests=0,
-                status=BenchmarkRun.Status.DONE, ended_at=now, summary=result)
+            run = probe_record(name="live-client", base_url=url.split("@")[-1], model="", result=result,
+                               label=f"live-state round trip: {candidate} against {baseline}")
             self.stdout.write(f"stored as run {run.pk}: /research/runs/{run.pk}/")

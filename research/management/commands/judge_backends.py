@@ -13,15 +13,13 @@ in the database this command is configured with, unless --no-save.
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils import timezone
 
 from research.gateway_bench.backends import judge
-from research.models import BenchmarkRun
+from research.replay_services import probe_record
 
 
 class Command(BaseCommand):
@@ -53,13 +51,9 @@ class Command(BaseCommand):
             self.stdout.write(item.line())
         if options["no_save"]:
             return
-        now = timezone.now()
-        run = BenchmarkRun.objects.create(
-            kind=BenchmarkRun.Kind.PROBE, group=f"backends-{uuid.uuid4().hex[:10]}", scenario="probe-backends",
+        run = probe_record(
+            name="backends", base_url="", model="bench-replay", output_tokens=int(reports[0]["setup"].get("tokens", 0)),
             label=f"PostgreSQL + Redis against embedded, {len(pairs)} pair(s) of bench_gateway runs",
-            target=BenchmarkRun.Target.GATEWAY, base_url="", model="bench-replay", prompt_tokens=0,
-            output_tokens=int(reports[0]["setup"].get("tokens", 0)), requests=0,
-            status=BenchmarkRun.Status.DONE, ended_at=now,
-            summary={"judged": [item.as_dict() for item in judged],
-                     "pairs": [{"redis": redis, "embedded": embedded} for redis, embedded in pairs]})
+            result={"judged": [item.as_dict() for item in judged],
+                    "pairs": [{"redis": redis, "embedded": embedded} for redis, embedded in pairs]})
         self.stdout.write(f"stored as run {run.pk}: /research/runs/{run.pk}/")

@@ -77,7 +77,7 @@ class Command(BaseCommand):
         finally:
             replay_keys_revoke([key for _, key, _ in issued])
         report = {"probe": options["probe"], "model": model.public_id, **result}
-        run = probe_record(name=options["probe"], base_url=url, model=model, result=report, label=options["label"])
+        run = probe_record(name=options["probe"], base_url=url, model=model.public_id, result=report, label=options["label"])
         self.stdout.write(json.dumps(report, indent=2))
         self.stdout.write(f"stored as run {run.pk}: /research/runs/{run.pk}/")
 
@@ -119,7 +119,7 @@ class Command(BaseCommand):
         finally:
             replay_keys_revoke([key for _, key, _ in issued])
         report["verdict"] = quiet_probe.verdict(report, bound=QUIET_BOUND)
-        run = probe_record(name="quiet", base_url=url, model=model, result=report,
+        run = probe_record(name="quiet", base_url=url, model=model.public_id, result=report,
                            label=options["label"] or f"quiet student, {len(lanes)} lane worker(s)")
         self.stdout.write(json.dumps(report, indent=2))
         self.stdout.write(f"stored as run {run.pk}: /research/runs/{run.pk}/")
