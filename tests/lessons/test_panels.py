@@ -94,6 +94,17 @@ def test_measurement_panel_without_research_runs_says_so(client, student) -> Non
     assert 'id="benchmark-none"' in client.get("/lessons/measurement/").content.decode()
 
 
+def test_a_probe_is_not_a_measurement_of_the_workers(client, student) -> None:  # noqa: ANN001
+    """A probe (share_probe, bench_live_client, judge_backends) measures the gateway's own workings
+    and has no tokens/s: the lessons' measurement panel never shows one as the latest run."""
+    from research.replay_services import probe_record
+
+    probe_record(name="backends", base_url="", model="bench-replay", result={"judged": []})
+    assert research_bridge.latest_benchmark() is None
+    client.force_login(student)
+    assert 'id="benchmark-none"' in client.get("/lessons/measurement/").content.decode()
+
+
 def test_measurement_panel_shows_the_latest_run_beside_its_roofline(client, student, monkeypatch) -> None:  # noqa: ANN001
     run = BenchmarkFact(run_id=7, scenario="baseline", model="gemma-27b-q4km", finished_at=timezone.now(),
                         ttft_ms_p50=1800.0, generation_rate=12.5, prompt_eval_rate=10.85,

@@ -5,10 +5,13 @@ embedded one, from pairs of `bench_gateway --json` reports (research/gateway_ben
         (with DATABASE_URL and REDIS_URL set)
     manage.py bench_gateway --upstream replay --streams 1,32,128 --embedded --servers uvicorn --json emb.json
     manage.py judge_backends pg.json emb.json [pg2.json emb2.json ...] [--no-save]
+    manage.py judge_backends --stored [--no-save]
 
 Prints each target's figure in each pair and whether it was met (in every pair, in some, in
 none), and stores the pairs' reports and the verdicts as a probe run (`/research/runs/<id>/`)
-in the database this command is configured with, unless --no-save.
+in the database this command is configured with, unless --no-save. `--stored` judges again the
+pairs kept in the repository (research/data/backends_judged.json: docs/performance.md, "Judged
+in pairs"), one probe run per set of pairs.
 """
 from __future__ import annotations
 
@@ -18,8 +21,16 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from research.gateway_bench.backends import judge
+from research.gateway_bench.backends import Report, judge
 from research.replay_services import probe_record
+
+STORED = Path(__file__).resolve().parents[2] / "data" / "backends_judged.json"
+
+
+def stored_pairs(path: Path = STORED) -> list[tuple[str, list[tuple[Report, Report]]]]:
+    """(label, pairs) of each set of pairs kept in the repository."""
+    return [(entry["label"], [(pair["redis"], pair["embedded"]) for pair in entry["summary"]["pairs"]])
+            for entry in json.loads(path.read_text())]
 
 
 class Command(BaseCommand):
@@ -27,11 +38,19 @@ class Command(BaseCommand):
             "bench_gateway --json reports: PostgreSQL + Redis first, then embedded, in each pair.")
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("reports", nargs="+", help="pg.json emb.json [pg2.json emb2.json ...]")
+        parser.add_argument("reports", nargs="*", help="pg.json emb.json [pg2.json emb2.json ...]")
+        parser.add_argument("--stored", action="store_true",
+                            help="Judge the pairs kept in research/data/backends_judged.json instead.")
         parser.add_argument("--no-save", action="store_true", help="Print only; store no probe run.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        paths = options["reports"]
+        if options["stored"] == bool(options["reports"]):
+            raise CommandError("give pairs of reports, or --stored")
+        sets = stored_pairs() if options["stored"] else [("", self._pairs(options["reports"]))]
+        for label, pairs in sets:
+            self._judge(pairs, label=label, save=not options["no_save"])
+
+    def _pairs(self, paths: list[str]) -> list[tuple[Report, Report]]:
         if len(paths) % 2:
             raise CommandError("give the reports in pairs: a PostgreSQL + Redis report, then an embedded one")
         reports = []
@@ -40,20 +59,24 @@ class Command(BaseCommand):
                 reports.append(json.loads(Path(path).read_text()))
             except (OSError, ValueError) as exc:
                 raise CommandError(f"{path}: not a bench_gateway --json report ({exc})") from None
-        pairs = list(zip(reports[::2], reports[1::2]))
+        return list(zip(reports[::2], reports[1::2]))
+
+    def _judge(self, pairs: list[tuple[Report, Report]], *, label: str, save: bool) -> None:
         try:
             judged = judge(pairs)
         except (ValueError, KeyError, TypeError) as exc:
             raise CommandError(f"these reports cannot be judged: {exc}") from None
+        if label:
+            self.stdout.write(label)
         self.stdout.write(f"PostgreSQL + Redis (1 process) against embedded, {len(pairs)} pair"
                           f"{'s' if len(pairs) > 1 else ''} of runs, each gateway against its own run's reference hop:")
         for item in judged:
             self.stdout.write(item.line())
-        if options["no_save"]:
+        if not save:
             return
         run = probe_record(
-            name="backends", base_url="", model="bench-replay", output_tokens=int(reports[0]["setup"].get("tokens", 0)),
-            label=f"PostgreSQL + Redis against embedded, {len(pairs)} pair(s) of bench_gateway runs",
+            name="backends", base_url="", model="bench-replay", output_tokens=int(pairs[0][0]["setup"].get("tokens", 0)),
+            label=label or f"PostgreSQL + Redis against embedded, {len(pairs)} pair(s) of bench_gateway runs",
             result={"judged": [item.as_dict() for item in judged],
                     "pairs": [{"redis": redis, "embedded": embedded} for redis, embedded in pairs]})
         self.stdout.write(f"stored as run {run.pk}: /research/runs/{run.pk}/")
