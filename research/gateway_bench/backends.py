@@ -1,5 +1,7 @@
 """The production back end against the embedded one: issue 53's targets, judged from pairs of
-`bench_gateway --json` reports (one on PostgreSQL + Redis with `--processes 1,2`, one `--embedded`).
+`bench_gateway --json` reports (one on PostgreSQL + Redis with `--processes 1,2`, one `--embedded`),
+or from one report of `--processes 1,2 --beside-embedded`, where both back ends ran in the same
+rounds (`beside_pair` splits it into the same pair, with one hop and one machine for both).
 
 Each gateway is first taken against the reference hop of its own run (the same bare Python hop, in
 the same rounds), so a pair of runs made minutes apart compares the gateways' own costs, not the
@@ -26,6 +28,26 @@ from typing import Any
 Report = dict[str, Any]  # a bench_gateway report as its --json writes it
 
 ONE, TWO, HOP = "gateway uvicorn x1", "gateway uvicorn x2", "reference hop"
+BESIDE = ONE + " embedded"  # run.py's name for the embedded gateway measured beside PostgreSQL + Redis
+
+
+def has_beside(report: Report) -> bool:
+    """Whether the report measured the embedded gateway in the same rounds (`--beside-embedded`)."""
+    return any(level["target"] == BESIDE for level in report["levels"])
+
+
+def beside_pair(report: Report) -> tuple[Report, Report]:
+    """One `--beside-embedded` report as a (PostgreSQL + Redis, embedded) pair: the same report
+    without the embedded gateway, and the same report with only it, under the name `judge` reads
+    (direct and the hops are shared: measured in the same rounds)."""
+    if not has_beside(report):
+        raise ValueError("this report has no embedded gateway measured beside (bench_gateway --beside-embedded)")
+    gateways = {level["target"] for level in report["levels"] if level["target"].startswith("gateway")}
+    shared = [level for level in report["levels"] if level["target"] not in gateways]
+    redis = {**report, "levels": [level for level in report["levels"] if level["target"] != BESIDE]}
+    embedded = {**report, "setup": {**report["setup"], "backend": report["setup"]["beside"]},
+                "levels": shared + [{**level, "target": ONE} for level in report["levels"] if level["target"] == BESIDE]}
+    return redis, embedded
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,10 @@ never touches the database of whoever runs it.
 Back ends: the embedded default (a temporary OCS_VAR_DIR with SQLite, live state in process)
 unless DATABASE_URL / REDIS_URL are set (and --embedded is not given). With PostgreSQL the bench
 creates a database of its own and drops it at the end; with Redis it uses a live-state namespace
-of its own and deletes its keys at the end. Several gateway processes need both.
+of its own and deletes its keys at the end. Several gateway processes need both. With
+`beside_embedded` (PostgreSQL + Redis only), one embedded gateway per server runs too, on a
+temporary SQLite and live state in its process, and is measured in the same rounds: the two back
+ends compared side by side, against the same direct and reference-hop rounds.
 """
 from __future__ import annotations
 
@@ -71,6 +74,7 @@ VERSIONED = ("django", "daphne", "twisted", "uvicorn", "uvloop", "httptools", "g
 RSS_CONCURRENCY = 32
 RSS_WARM_UP_REQUESTS = 500
 START_TIMEOUT_S = 60.0
+EMBEDDED_SUFFIX = " embedded"  # the name's end of an embedded gateway measured beside PostgreSQL + Redis
 Say = Callable[[str], None]
 
 
@@ -88,6 +92,7 @@ class BenchOptions:
     embedded: bool = False
     reference: bool = True  # measure the reference hop in the same rounds
     consumer_hop: bool = False  # and the same hop as a Channels AsyncHttpConsumer (consumer_hop.py)
+    beside_embedded: bool = False  # also one embedded gateway per server, in the same rounds
 
     def levels(self, upstream: str) -> tuple[int, ...]:
         return self.streams or DEFAULT_STREAMS[upstream]
@@ -102,10 +107,13 @@ class GatewayGroup:
     ports: list[int]
     logs: list[Path]
     server_header: str = ""
+    key: str = ""  # the bench student's API key in this group's database
+    embedded: bool = False  # the embedded gateway measured beside the bench's back end
+    live_redis: bool = False  # its live state is on Redis (its round trips are counted)
 
     @property
     def name(self) -> str:
-        return f"gateway {self.server} x{len(self.ports)}"
+        return f"gateway {self.server} x{len(self.ports)}{EMBEDDED_SUFFIX if self.embedded else ''}"
 
     @property
     def endpoints(self) -> list[Endpoint]:
@@ -293,6 +301,19 @@ def machine_cpu_seconds() -> tuple[float, float]:
     return (user + nice + system + irq + softirq) / tick, steal / tick
 
 
+SERVICES = ("redis-server", "postgres")  # the back end's processes (their name in /proc/<pid>/comm)
+
+
+def service_pids() -> list[int]:
+    """Every redis-server and postgres process on this machine now (PostgreSQL's backends too)."""
+    found = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        with contextlib.suppress(OSError, ValueError):
+            if comm.read_text().strip() in SERVICES:
+                found.append(int(comm.parent.name))
+    return found
+
+
 def rss_mb(pid: int) -> float:
     """VmRSS of a live process, in MB (2**20 bytes); NaN if it is gone."""
     try:
@@ -433,6 +454,7 @@ class BenchRun:
         self.stack = contextlib.ExitStack()
         self.var_dir = Path(self.stack.enter_context(tempfile.TemporaryDirectory(prefix="ocs-bench-")))
         self.backend = Backend(embedded=options.embedded, var_dir=self.var_dir, say=say)
+        self.beside: Backend | None = None  # the embedded back end measured beside it
         self.upstreams: list[Upstream] = []
         self.gateways: list[GatewayGroup] = []
 
@@ -461,9 +483,12 @@ class BenchRun:
             self._start_reference_hops()
         env = self.backend.env(**gateway_limits(max_streams))
         key = prepare_database(env, self.upstreams)
-        self._start_gateways(env)
+        self._start_gateways(env, key=key, live_redis=bool(self.backend.redis_url))
+        if options.beside_embedded:
+            self._start_beside(max_streams)
         self.report.setup = {
             "backend": self.backend.describe(),
+            **({"beside": self.beside.describe()} if self.beside is not None else {}),
             "upstreams": [{"name": u.name, "url": u.base_url, "model": u.model, "slots": u.slots,
                            "reference_hop_port": u.hop_port or None,
                            "consumer_hop_port": u.consumer_hop_port or None} for u in self.upstreams],
@@ -474,6 +499,8 @@ class BenchRun:
             "client": "raw asyncio HTTP/1.1, " + ("uvloop" if importlib.util.find_spec("uvloop") else "asyncio loop"),
         }
         self.say(f"back end: {self.backend.describe()}")
+        if self.beside is not None:
+            self.say(f"beside it, in the same rounds: {self.beside.describe()}")
         for upstream in self.upstreams:
             self.say(f"upstream {upstream.name}: {upstream.base_url} ({upstream.slots} slots, model {upstream.model})"
                      + (f"; its reference hop on port {upstream.hop_port}" if upstream.hop_port else ""))
@@ -488,7 +515,7 @@ class BenchRun:
             self.note("no gateway could be started: nothing to compare")
             return
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
-            runner.run(self._measure(key))
+            runner.run(self._measure())
         measured = self.report.ratios()
         self.say("")
         for line in ratio_lines(measured):
@@ -555,21 +582,34 @@ class BenchRun:
             return None
         return process, port
 
-    def _start_gateways(self, env: dict[str, str]) -> None:
+    def _start_beside(self, max_streams: int) -> None:
+        """The embedded back end, one gateway process per server, measured in the same rounds."""
+        if not self.backend.multi_process:
+            self.note("--beside-embedded needs REDIS_URL and a PostgreSQL DATABASE_URL: nothing to compare beside")
+            return
+        var_dir = self.var_dir / "embedded"
+        var_dir.mkdir()
+        self.beside = Backend(embedded=True, var_dir=var_dir, say=self.say)
+        env = self.beside.env(**gateway_limits(max_streams))
+        self._start_gateways(env, key=prepare_database(env, self.upstreams), live_redis=False, embedded=True)
+
+    def _start_gateways(self, env: dict[str, str], *, key: str, live_redis: bool, embedded: bool = False) -> None:
         for server in self.options.servers:
             if importlib.util.find_spec(SERVER_MODULES[server]) is None:
-                self.note(f"{server} is not installed: skipped")
+                if not embedded:
+                    self.note(f"{server} is not installed: skipped")
                 continue
-            for count in self.options.processes:
+            for count in (1,) if embedded else self.options.processes:
                 if count > 1 and not self.backend.multi_process:
                     self.note(f"{server} x{count} skipped: several gateway processes need REDIS_URL and a "
                               "PostgreSQL DATABASE_URL (the embedded default runs one)")
                     continue
-                group = GatewayGroup(server=server, processes=[], ports=[], logs=[])
+                group = GatewayGroup(server=server, processes=[], ports=[], logs=[], key=key, embedded=embedded,
+                                     live_redis=live_redis)
                 try:
                     for index in range(count):
                         port = free_port()
-                        log = self.var_dir / f"gateway-{server}-x{count}-{index}.log"
+                        log = self.var_dir / f"gateway-{server}-x{count}{'-embedded' if embedded else ''}-{index}.log"
                         process = subprocess.Popen(
                             server_command(server, port), cwd=ROOT, stdin=subprocess.DEVNULL,
                             env={**env, "OCS_GATEWAY_PROCESSES": str(count),
@@ -594,10 +634,10 @@ class BenchRun:
         return {"model": upstream.model, "messages": PROMPT, "stream": True, "max_tokens": self.options.tokens,
                 **upstream.extra_body}
 
-    def _targets(self, upstream: Upstream, key: str) -> tuple[ChatTarget, list[ChatTarget]]:
+    def _targets(self, upstream: Upstream) -> tuple[ChatTarget, list[ChatTarget]]:
         body = self._body(upstream)
         direct = ChatTarget(DIRECT, [Endpoint.parse(upstream.base_url)], body=body)
-        gateways = [ChatTarget(group.name, group.endpoints, body=body, api_key=key) for group in self.gateways]
+        gateways = [ChatTarget(group.name, group.endpoints, body=body, api_key=group.key) for group in self.gateways]
         return direct, gateways
 
     def _hops(self, upstream: Upstream) -> list[tuple[ChatTarget, list[int]]]:
@@ -608,32 +648,36 @@ class BenchRun:
                 for name, process, port in hops if process is not None]
 
     async def _measured_round(self, target: ChatTarget, streams: int, pids: list[int] | None,
-                              ports: list[int] | None = None) -> RoundStats:
+                              group: GatewayGroup | None = None) -> RoundStats:
         """Warm up, then one round; with `pids`, the CPU those processes used during it; with
-        `ports` (gateway processes), the round trips to Redis they made during it and the mean time
-        its requests spent reaching each step."""
+        `group` (its gateway processes), the round trips to Redis they made during it and the mean
+        time its requests spent reaching each step."""
+        ports = group.ports if group is not None else None
         await warm_up(target, streams=streams)
         cpu_before = cpu_seconds(pids) if pids else 0.0
         machine_before = machine_cpu_seconds()
+        services_before = cpu_seconds(service_pids())
         counters_before = gateway_counters(ports) if ports else None
         measured = await run_round(target, streams=streams, duration_s=self.options.duration_s, warm=False)
         cpu = cpu_seconds(pids) - cpu_before if pids else None
         machine = [after - before for after, before in zip(machine_cpu_seconds(), machine_before)]
+        services = cpu_seconds(service_pids()) - services_before  # a backend that ended meanwhile: left out
         counters_after = gateway_counters(ports) if counters_before is not None and ports else None
         trips, step_ms = None, {}
         if counters_before is not None and counters_after is not None:
-            if self.backend.redis_url:
+            if group is not None and group.live_redis:
                 trips = counters_after.round_trips - counters_before.round_trips
             step_ms = counters_after.step_ms_since(counters_before)
         return RoundStats.of(measured, server_cpu_s=cpu, live_round_trips=trips, step_ms=step_ms,
-                             machine_cpu_s=(machine[0], machine[1], os.cpu_count() or 1))
+                             machine_cpu_s=(machine[0], machine[1], os.cpu_count() or 1),
+                             services_cpu_s=max(0.0, services))
 
-    async def _measure(self, key: str) -> None:
+    async def _measure(self) -> None:
         options = self.options
         for upstream in self.upstreams:
             if upstream.name not in options.upstreams:
                 continue
-            direct, gateways = self._targets(upstream, key)
+            direct, gateways = self._targets(upstream)
             hops = self._hops(upstream)
             try:
                 for streams in options.levels(upstream.name):
@@ -646,8 +690,7 @@ class BenchRun:
                             for hop, hop_pids in hops:
                                 results[hop.name].append(await self._measured_round(hop, streams, hop_pids))
                             pids = [pid for process in group.processes for pid in process_tree(process.pid)]
-                            results[gateway.name].append(await self._measured_round(gateway, streams, pids,
-                                                                                    group.ports))
+                            results[gateway.name].append(await self._measured_round(gateway, streams, pids, group))
                     levels = [LevelStats(upstream.name, streams, name, tuple(rounds))
                               for name, rounds in results.items()]
                     self.report.levels += levels
@@ -666,11 +709,11 @@ class BenchRun:
                 for target in (direct, *(hop for hop, _ in hops), *gateways):
                     target.close()
         if options.rss_requests:
-            await self._measure_rss(key)
+            await self._measure_rss()
 
-    async def _measure_rss(self, key: str) -> None:
+    async def _measure_rss(self) -> None:
         replay = next(u for u in self.upstreams if u.name == "replay")
-        _, gateways = self._targets(replay, key)
+        _, gateways = self._targets(replay)
         for group, target in zip(self.gateways, gateways):
             warm = await run_requests(target, concurrency=RSS_CONCURRENCY, requests=RSS_WARM_UP_REQUESTS)
             pids = [pid for process in group.processes for pid in process_tree(process.pid)]

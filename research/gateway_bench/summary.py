@@ -69,11 +69,15 @@ class RoundStats:
     # its cores: busy, and stolen by the hypervisor for other machines. NaN where unmeasured.
     machine_busy_percent: float = math.nan
     machine_steal_percent: float = math.nan
+    # Every redis-server and postgres process on the machine during the round, in % of one core:
+    # the back end's own work, on the same cores as the gateway here (on other machines in
+    # production: RDS, and Redis where it is managed). NaN where unmeasured.
+    services_cpu_percent: float = math.nan
 
     @classmethod
     def of(cls, measured: RoundResult, *, server_cpu_s: float | None = None,
            live_round_trips: float | None = None, step_ms: dict[str, float] | None = None,
-           machine_cpu_s: tuple[float, float, int] | None = None) -> RoundStats:
+           machine_cpu_s: tuple[float, float, int] | None = None, services_cpu_s: float | None = None) -> RoundStats:
         seconds = measured.duration_s or math.nan
         busy, stolen, cores = machine_cpu_s or (math.nan, math.nan, 1)
         return cls(
@@ -88,13 +92,14 @@ class RoundStats:
             last_token_p50_ms=percentile(measured.last_token_ms, 50),
             after_last_token_p50_ms=percentile(measured.after_last_token_ms, 50),
             machine_busy_percent=100 * busy / (seconds * cores), machine_steal_percent=100 * stolen / (seconds * cores),
+            services_cpu_percent=math.nan if services_cpu_s is None else 100 * services_cpu_s / seconds,
         )
 
 
 # The figures a round measures that a level gives as their median over its rounds (NaNs left out).
 MEDIANS = ("ttft_p50_ms", "ttft_p99_ms", "completions_per_s", "chunks_per_s", "server_cpu_percent",
            "live_round_trips_per_request", "last_token_p50_ms", "after_last_token_p50_ms", "machine_busy_percent",
-           "machine_steal_percent")
+           "machine_steal_percent", "services_cpu_percent")
 
 
 class _MedianOfRounds:
@@ -128,6 +133,7 @@ class LevelStats:
     after_last_token_p50_ms = _MedianOfRounds()
     machine_busy_percent = _MedianOfRounds()
     machine_steal_percent = _MedianOfRounds()
+    services_cpu_percent = _MedianOfRounds()
 
     @property
     def errors(self) -> int:
@@ -305,15 +311,16 @@ def level_table(levels: Sequence[LevelStats], *, heading: str) -> list[str]:
     width = max([len(level.target) for level in levels] + [len("target")])
     lines = [heading, f"  {'target':<{width}}  {'TTFT p50 ms':>11}  {'TTFT p99 ms':>11}  {'completions/s':>13}  "
                       f"{'chunks/s':>9}  {'errors':>6}  {'server CPU %':>13}  {'Redis trips/req':>15}  "
-                      f"{'machine busy / stolen %':>23}"]
+                      f"{'machine busy / stolen %':>23}  {'Redis + PG CPU %':>16}"]
     for level in levels:
         cpu = "" if math.isnan(level.server_cpu_percent) else f"{level.server_cpu_percent:.0f}"
         trips = "" if math.isnan(level.live_round_trips_per_request) else f"{level.live_round_trips_per_request:.2f}"
         machine = ("" if math.isnan(level.machine_busy_percent)
                    else f"{level.machine_busy_percent:.0f} / {level.machine_steal_percent:.0f}")
+        services = "" if math.isnan(level.services_cpu_percent) else f"{level.services_cpu_percent:.1f}"
         lines.append(f"  {level.target:<{width}}  {_fmt(level.ttft_p50_ms, '.2f'):>11}  "
                      f"{_fmt(level.ttft_p99_ms, '.2f'):>11}  {_fmt(level.completions_per_s, '.2f'):>13}  "
-                     f"{_fmt(level.chunks_per_s, '.1f'):>9}  {level.errors:>6}  {cpu:>13}  {trips:>15}  {machine:>23}")
+                     f"{_fmt(level.chunks_per_s, '.1f'):>9}  {level.errors:>6}  {cpu:>13}  {trips:>15}  {machine:>23}  {services:>16}")
     return lines
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from research.gateway_bench.backends import judge
-from research.management.commands.judge_backends import STORED
+from research.gateway_bench.backends import BESIDE, ONE, beside_pair, has_beside, judge
+from research.management.commands.judge_backends import STORED, stored_pairs
 from research.models import BenchmarkRun
 
 pytestmark = pytest.mark.backend_neutral
@@ -75,6 +75,37 @@ def test_pairs_in_the_wrong_order_are_refused() -> None:
         judge([(_report(EMBEDDED), _report(REDIS))])
 
 
+def test_a_report_with_the_embedded_gateway_beside_is_a_pair_by_itself(tmp_path: Path) -> None:
+    # Both back ends in the same rounds: one direct / hop measurement, two gateways beside it.
+    redis = _report(REDIS, gw32=90.0, p50=9.0, cpu32=24.0, x2_128=360.0)
+    embedded_levels = [level for level in _report(EMBEDDED, gw32=95.0, p50=8.0, cpu32=20.0)["levels"]
+                       if level["target"] == ONE]
+    both = {**redis, "setup": {**redis["setup"], "beside": EMBEDDED},
+            "levels": redis["levels"] + [{**level, "target": BESIDE} for level in embedded_levels]}
+    assert has_beside(both) and not has_beside(redis)
+    as_pair = beside_pair(both)
+    alone = [item.as_dict() for item in judge([(redis, _report(EMBEDDED, gw32=95.0, p50=8.0, cpu32=20.0))])]
+    assert [item.as_dict() for item in judge([as_pair])] == alone
+    assert {level["target"] for level in as_pair[0]["levels"]} == {"reference hop", ONE, "gateway uvicorn x2"}
+    assert {level["target"] for level in as_pair[1]["levels"]} == {"reference hop", ONE}
+    with pytest.raises(ValueError, match="beside"):
+        beside_pair(redis)
+
+    # The command takes it alone, or beside pairs of separate runs.
+    (tmp_path / "both.json").write_text(json.dumps(both))
+    (tmp_path / "pg.json").write_text(json.dumps(redis))
+    (tmp_path / "emb.json").write_text(json.dumps(_report(EMBEDDED, gw32=95.0, p50=8.0, cpu32=20.0)))
+    out = io.StringIO()
+    call_command("judge_backends", str(tmp_path / "both.json"), str(tmp_path / "pg.json"), str(tmp_path / "emb.json"),
+                 "--no-save", stdout=out)
+    assert "2 pairs of runs" in out.getvalue()
+    assert "32 streams: completions/s, PostgreSQL + Redis ÷ embedded: 0.947×, 0.947× (target ≥ 0.97): not met" \
+        in out.getvalue()
+    with pytest.raises(CommandError, match="in pairs"):
+        call_command("judge_backends", str(tmp_path / "both.json"), str(tmp_path / "pg.json"), "--no-save",
+                     stdout=io.StringIO())
+
+
 @pytest.mark.django_db
 def test_the_command_prints_the_verdicts_and_stores_the_pairs_as_a_probe_run(tmp_path: Path, client: Any,
                                                                            admin_user: Any) -> None:
@@ -117,10 +148,15 @@ def test_the_stored_pairs_are_judged_again_from_their_own_reports() -> None:
     (research/data/backends_judged.json) with their verdicts, which are what judge() makes of the
     reports kept with them; `judge_backends --stored` prints and stores them again."""
     entries = json.loads(STORED.read_text())
-    assert {e["group"] for e in entries} == {"backends-2026-12-07-746ed6b", "backends-2026-12-07-streamed"}
-    for entry in entries:
-        pairs = [(pair["redis"], pair["embedded"]) for pair in entry["summary"]["pairs"]]
+    assert {e["group"] for e in entries} == {"backends-2026-12-07-746ed6b", "backends-2026-12-07-streamed",
+                                             "backends-2026-12-08-same-rounds"}
+    for entry, (label, pairs) in zip(entries, stored_pairs()):
+        assert label == entry["label"] and len(pairs) == 3
         assert [item.as_dict() for item in judge(pairs)] == entry["summary"]["judged"]
+    same_rounds = next(e for e in entries if e["group"].endswith("same-rounds"))["summary"]
+    verdicts = {item["target"]: item["verdict"] for item in same_rounds["judged"]}
+    assert verdicts["32 streams: CPU per chunk, PostgreSQL + Redis ÷ embedded"] == "met"
+    assert verdicts["128 streams: completions/s, PostgreSQL + Redis ÷ embedded"] == "not met"
     streamed = next(e for e in entries if e["group"].endswith("streamed"))["summary"]["pairs"]
     assert all(level["live_round_trips_per_request"] < 4.5 for pair in streamed for level in pair["redis"]["levels"]
                if level["streams"] == 32 and level["target"].startswith("gateway"))  # the charges' trip went

@@ -3,6 +3,7 @@
     manage.py bench_gateway                                  # replay upstream, daphne and uvicorn
     manage.py bench_gateway --upstream both --streams 1,4    # also a real llama-server (SmolLM2)
     manage.py bench_gateway --processes 1,2,4                # needs REDIS_URL and a PostgreSQL DATABASE_URL
+    manage.py bench_gateway --processes 1,2 --beside-embedded    # and the embedded gateway in the same rounds
     manage.py bench_gateway --rss-requests 10000 --json out.json
 
 Starts its own upstream, database and gateway processes (research/gateway_bench/run.py) and
@@ -11,6 +12,7 @@ never touches the database this command itself is configured with.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,10 @@ class Command(BaseCommand):
                                  "(0: skip; 10000 is the check).")
         parser.add_argument("--embedded", action="store_true",
                             help="Ignore DATABASE_URL / REDIS_URL: a temporary SQLite, live state in process.")
+        parser.add_argument("--beside-embedded", action="store_true",
+                            help="With DATABASE_URL (PostgreSQL) and REDIS_URL: also one embedded gateway per server "
+                                 "(temporary SQLite, live state in process), measured in the same rounds; "
+                                 "`manage.py judge_backends` judges the two back ends from this one report.")
         parser.add_argument("--no-reference", action="store_true",
                             help="Leave out the reference hop (a bare pass-through on the same server and upstream "
                                  "client, measured in the same rounds as direct and the gateway).")
@@ -74,6 +80,13 @@ class Command(BaseCommand):
             raise CommandError("--rounds and --tokens must be at least 1, --duration positive, --token-ms not negative")
         if options["rss_requests"] < 0:
             raise CommandError("--rss-requests must not be negative")
+        if options["beside_embedded"] and options["embedded"]:
+            raise CommandError("--beside-embedded measures the embedded gateway beside PostgreSQL + Redis: "
+                               "leave out --embedded")
+        if options["beside_embedded"] and not (os.environ.get("REDIS_URL") and os.environ.get(
+                "DATABASE_URL", "").startswith(("postgres://", "postgresql://"))):
+            raise CommandError("--beside-embedded needs REDIS_URL and a PostgreSQL DATABASE_URL: the embedded "
+                               "gateway is measured beside that back end")
         bench = BenchOptions(
             upstreams=UPSTREAMS[options["upstream"]],
             streams=_positive_ints("--streams", options["streams"]) if options["streams"] else None,
@@ -83,6 +96,7 @@ class Command(BaseCommand):
             rss_requests=options["rss_requests"], embedded=options["embedded"],
             reference=not options["no_reference"],
             consumer_hop=options["consumer_hop"] and not options["no_reference"],
+            beside_embedded=options["beside_embedded"],
         )
 
         def say(line: str) -> None:

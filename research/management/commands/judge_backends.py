@@ -5,9 +5,13 @@ embedded one, from pairs of `bench_gateway --json` reports (research/gateway_ben
         (with DATABASE_URL and REDIS_URL set)
     manage.py bench_gateway --upstream replay --streams 1,32,128 --embedded --servers uvicorn --json emb.json
     manage.py judge_backends pg.json emb.json [pg2.json emb2.json ...] [--no-save]
+    manage.py bench_gateway --upstream replay --streams 1,32,128 --processes 1,2 --servers uvicorn \
+        --beside-embedded --json both.json          (with DATABASE_URL and REDIS_URL set)
+    manage.py judge_backends both.json [both2.json ...]
     manage.py judge_backends --stored [--no-save]
 
-Prints each target's figure in each pair and whether it was met (in every pair, in some, in
+A report made with --beside-embedded is a pair by itself (both back ends in the same rounds);
+other reports come in pairs. Prints each target's figure in each pair and whether it was met (in every pair, in some, in
 none), and stores the pairs' reports and the verdicts as a probe run (`/research/runs/<id>/`)
 in the database this command is configured with, unless --no-save. `--stored` judges again the
 pairs kept in the repository (research/data/backends_judged.json: docs/performance.md, "Judged
@@ -21,15 +25,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from research.gateway_bench.backends import Report, judge
+from research.gateway_bench.backends import Report, beside_pair, has_beside, judge
 from research.replay_services import probe_record
 
 STORED = Path(__file__).resolve().parents[2] / "data" / "backends_judged.json"
 
 
 def stored_pairs(path: Path = STORED) -> list[tuple[str, list[tuple[Report, Report]]]]:
-    """(label, pairs) of each set of pairs kept in the repository."""
-    return [(entry["label"], [(pair["redis"], pair["embedded"]) for pair in entry["summary"]["pairs"]])
+    """(label, pairs) of each set of pairs kept in the repository: a pair is two runs' reports
+    ("redis", "embedded") or one --beside-embedded report ("same_rounds")."""
+    return [(entry["label"], [beside_pair(pair["same_rounds"]) if "same_rounds" in pair
+                              else (pair["redis"], pair["embedded"]) for pair in entry["summary"]["pairs"]])
             for entry in json.loads(path.read_text())]
 
 
@@ -38,7 +44,8 @@ class Command(BaseCommand):
             "bench_gateway --json reports: PostgreSQL + Redis first, then embedded, in each pair.")
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("reports", nargs="*", help="pg.json emb.json [pg2.json emb2.json ...]")
+        parser.add_argument("reports", nargs="*",
+                            help="pg.json emb.json [...], or a --beside-embedded report (a pair by itself)")
         parser.add_argument("--stored", action="store_true",
                             help="Judge the pairs kept in research/data/backends_judged.json instead.")
         parser.add_argument("--no-save", action="store_true", help="Print only; store no probe run.")
@@ -51,15 +58,28 @@ class Command(BaseCommand):
             self._judge(pairs, label=label, save=not options["no_save"])
 
     def _pairs(self, paths: list[str]) -> list[tuple[Report, Report]]:
-        if len(paths) % 2:
-            raise CommandError("give the reports in pairs: a PostgreSQL + Redis report, then an embedded one")
         reports = []
         for path in paths:
             try:
                 reports.append(json.loads(Path(path).read_text()))
             except (OSError, ValueError) as exc:
                 raise CommandError(f"{path}: not a bench_gateway --json report ({exc})") from None
-        return list(zip(reports[::2], reports[1::2]))
+        pairs, waiting = [], []
+        try:
+            for report in reports:
+                if has_beside(report):
+                    pairs.append(beside_pair(report))
+                else:
+                    waiting.append(report)
+                    if len(waiting) == 2:
+                        pairs.append((waiting[0], waiting[1]))
+                        waiting = []
+        except (KeyError, TypeError) as exc:
+            raise CommandError(f"not a bench_gateway --json report ({exc})") from None
+        if waiting:
+            raise CommandError("give the reports in pairs: a PostgreSQL + Redis report, then an embedded one "
+                               "(a --beside-embedded report is a pair by itself)")
+        return pairs
 
     def _judge(self, pairs: list[tuple[Report, Report]], *, label: str, save: bool) -> None:
         try:
