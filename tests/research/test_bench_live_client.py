@@ -49,3 +49,15 @@ def test_the_ratio_is_of_the_medians_over_rounds() -> None:
               {"python": level(110, 950), "hiredis": level(40, 1600)}]
     row = compare(rounds)["1"]
     assert row["cpu_ratio"] == pytest.approx(50 / 110) and row["throughput_ratio"] == pytest.approx(1600 / 950)
+
+
+@pytest.mark.django_db
+def test_the_floor_is_a_bare_ping_beside_the_read_of_the_load() -> None:
+    out = StringIO()
+    call_command("bench_live_client", "--compare", "floor", "--ops", "200", "--concurrency", "8", "--rounds", "1",
+                 stdout=out)
+    assert "(ping) →" in out.getvalue() and "(lean)" in out.getvalue()
+    run = BenchmarkRun.objects.get(scenario="probe-live-client")
+    assert run.summary["compare"] == "floor" and set(run.summary["rounds"][0]) == {"ping", "lean"}
+    # A PING carries none of the read's work (a pipeline of five commands, one a Lua script): cheaper.
+    assert run.summary["table"]["8"]["cpu_ratio"] > 1

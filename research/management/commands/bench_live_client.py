@@ -1,9 +1,11 @@
 """`manage.py bench_live_client`: what one live-state round trip costs the gateway's process on
 Redis, two ways side by side: `--compare parser`, redis.asyncio with its C reply parser (hiredis)
 and with its pure-Python one; `--compare client`, redis.asyncio (with hiredis) against the
-gateway's own client (core/lean_redis.py, OCS_LIVE_REDIS_CLIENT).
+gateway's own client (core/lean_redis.py, OCS_LIVE_REDIS_CLIENT); `--compare floor`, a bare PING
+through the lean client (the least a round trip can cost the process: a write, a read, a wake-up)
+against the gateway's read of the load through it.
 
-    manage.py bench_live_client [--compare parser|client] [--ops 2000] [--concurrency 1,64] [--rounds 2] [--no-save]
+    manage.py bench_live_client [--compare parser|client|floor] [--ops 2000] [--concurrency 1,64] [--rounds 2] [--no-save]
 
 Each round runs, in two child processes one after the other (with `parser`, hiredis blocked from
 import in one), the gateway's own read of the load (`view`: busy slots of two workers, the suspects, the
@@ -29,7 +31,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from research.replay_services import probe_record
 
 # Per comparison: (the baseline, the candidate); each name is a child's variant.
-MODES = {"parser": ("python", "hiredis"), "client": ("redis-py", "lean")}
+MODES = {"parser": ("python", "hiredis"), "client": ("redis-py", "lean"), "floor": ("ping", "lean")}
+LEAN_VARIANTS = ("lean", "ping")  # the children that talk through core/lean_redis.py
 
 CHILD = r"""
 import asyncio, json, os, sys, time
@@ -41,7 +44,13 @@ import redis.utils
 from ocsweb.live import SiteRedisLiveState
 
 async def main():
-    live = SiteRedisLiveState(sys.argv[2], sys.argv[3], "lean" if sys.argv[1] == "lean" else "redis-py")
+    live = SiteRedisLiveState(sys.argv[2], sys.argv[3], "lean" if sys.argv[1] in ("lean", "ping") else "redis-py")
+    if sys.argv[1] == "ping":  # the floor: one bare command, none of the live state's work around it
+        async def op():
+            await live._lean_client.execute_raw([("PING",)])
+    else:
+        async def op():
+            await live.view([1, 2], "conv", fair_line="1:m", fair_policy="tokens")
     ops, levels, out = int(sys.argv[4]), [int(c) for c in sys.argv[5].split(",")], {}
     await live.view([1, 2], "conv", fair_line="1:m", fair_policy="tokens")  # connect, load the script
     for level in levels:
@@ -49,7 +58,7 @@ async def main():
         async def one():
             while left[0] > 0:
                 left[0] -= 1
-                await live.view([1, 2], "conv", fair_line="1:m", fair_policy="tokens")
+                await op()
         cpu, wall = time.process_time(), time.perf_counter()
         await asyncio.gather(*(one() for _ in range(level)))
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
@@ -68,7 +77,7 @@ def run_child(variant: str, url: str, namespace: str, ops: int, levels: str) -> 
     result = json.loads(done.stdout.strip().splitlines()[-1])
     if result["hiredis"] != (variant != "python"):
         raise CommandError(f"the {variant} child ran with hiredis={result['hiredis']}: is hiredis installed?")
-    if result["lean"] != (variant == "lean"):
+    if result["lean"] != (variant in LEAN_VARIANTS):
         raise CommandError(f"the {variant} child ran with the lean client={result['lean']}")
     return result["levels"]
 
@@ -96,7 +105,8 @@ class Command(BaseCommand):
         parser.add_argument("--redis-url", default=None, help="Default: REDIS_URL.")
         parser.add_argument("--compare", choices=sorted(MODES), default="parser",
                             help="parser: hiredis against redis-py's Python parser (default); "
-                                 "client: the gateway's lean client against redis.asyncio.")
+                                 "client: the gateway's lean client against redis.asyncio; "
+                                 "floor: the lean client's bare PING against its read of the load.")
         parser.add_argument("--ops", type=int, default=2000, help="Round trips per level and round (default 2000).")
         parser.add_argument("--concurrency", default="1,64", help="Callers at once (default 1,64).")
         parser.add_argument("--rounds", type=int, default=2, help="Rounds, each running both parsers (default 2).")
