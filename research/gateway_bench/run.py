@@ -276,16 +276,23 @@ def process_tree(pid: int) -> list[int]:
     return found
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU time the processes have used so far (those still alive)."""
-    ticks = 0
+def cpu_split(pids: list[int]) -> tuple[float, float]:
+    """(user, system): the CPU seconds the processes have used so far (those still alive) running
+    their own code, and in the kernel on their behalf (system calls: sockets, epoll)."""
+    user = system = 0
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat(5))
-    return ticks / os.sysconf("SC_CLK_TCK")
+        user, system = user + int(fields[11]), system + int(fields[12])  # utime, stime (fields 14, 15 of stat(5))
+    tick = os.sysconf("SC_CLK_TCK")
+    return user / tick, system / tick
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time the processes have used so far (those still alive)."""
+    return sum(cpu_split(pids))
 
 
 def machine_cpu_seconds() -> tuple[float, float]:
@@ -304,14 +311,20 @@ def machine_cpu_seconds() -> tuple[float, float]:
 SERVICES = ("redis-server", "postgres")  # the back end's processes (their name in /proc/<pid>/comm)
 
 
-def service_pids() -> list[int]:
-    """Every redis-server and postgres process on this machine now (PostgreSQL's backends too)."""
-    found = []
+def service_pids() -> dict[str, list[int]]:
+    """Every redis-server and postgres process on this machine now (PostgreSQL's backends too), by name."""
+    found: dict[str, list[int]] = {name: [] for name in SERVICES}
     for comm in Path("/proc").glob("[0-9]*/comm"):
         with contextlib.suppress(OSError, ValueError):
-            if comm.read_text().strip() in SERVICES:
-                found.append(int(comm.parent.name))
+            name = comm.read_text().strip()
+            if name in found:
+                found[name].append(int(comm.parent.name))
     return found
+
+
+def service_cpu_seconds() -> dict[str, float]:
+    """The CPU seconds each service's processes alive now have used so far."""
+    return {name: cpu_seconds(pids) for name, pids in service_pids().items()}
 
 
 def rss_mb(pid: int) -> float:
@@ -654,23 +667,25 @@ class BenchRun:
         time its requests spent reaching each step."""
         ports = group.ports if group is not None else None
         await warm_up(target, streams=streams)
-        cpu_before = cpu_seconds(pids) if pids else 0.0
+        cpu_before = cpu_split(pids) if pids else (0.0, 0.0)
         machine_before = machine_cpu_seconds()
-        services_before = cpu_seconds(service_pids())
+        services_before = service_cpu_seconds()
         counters_before = gateway_counters(ports) if ports else None
         measured = await run_round(target, streams=streams, duration_s=self.options.duration_s, warm=False)
-        cpu = cpu_seconds(pids) - cpu_before if pids else None
+        user, system = (after - before for after, before in zip(cpu_split(pids), cpu_before)) if pids else (0.0, 0.0)
         machine = [after - before for after, before in zip(machine_cpu_seconds(), machine_before)]
-        services = cpu_seconds(service_pids()) - services_before  # a backend that ended meanwhile: left out
+        # A process that ended meanwhile (a PostgreSQL backend) is left out: never below zero.
+        services = {name: max(0.0, seconds - services_before[name]) for name, seconds in service_cpu_seconds().items()}
         counters_after = gateway_counters(ports) if counters_before is not None and ports else None
         trips, step_ms = None, {}
         if counters_before is not None and counters_after is not None:
             if group is not None and group.live_redis:
                 trips = counters_after.round_trips - counters_before.round_trips
             step_ms = counters_after.step_ms_since(counters_before)
-        return RoundStats.of(measured, server_cpu_s=cpu, live_round_trips=trips, step_ms=step_ms,
+        return RoundStats.of(measured, server_cpu_s=user + system if pids else None,
+                             server_system_s=system if pids else None, live_round_trips=trips, step_ms=step_ms,
                              machine_cpu_s=(machine[0], machine[1], os.cpu_count() or 1),
-                             services_cpu_s=max(0.0, services))
+                             redis_cpu_s=services["redis-server"], postgres_cpu_s=services["postgres"])
 
     async def _measure(self) -> None:
         options = self.options

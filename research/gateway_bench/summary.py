@@ -55,6 +55,7 @@ class RoundStats:
     duration_s: float
     error_samples: tuple[str, ...] = ()
     server_cpu_percent: float = math.nan  # the gateway processes' CPU time ÷ round time; NaN for direct
+    server_system_percent: float = math.nan  # the part of it spent in the kernel (system calls)
     # Round trips the gateway processes made to Redis during the round (their /metrics), per
     # completed request; NaN where there is no Redis (direct, the reference hop, the embedded default).
     live_round_trips_per_request: float = math.nan
@@ -69,15 +70,17 @@ class RoundStats:
     # its cores: busy, and stolen by the hypervisor for other machines. NaN where unmeasured.
     machine_busy_percent: float = math.nan
     machine_steal_percent: float = math.nan
-    # Every redis-server and postgres process on the machine during the round, in % of one core:
-    # the back end's own work, on the same cores as the gateway here (on other machines in
-    # production: RDS, and Redis where it is managed). NaN where unmeasured.
-    services_cpu_percent: float = math.nan
+    # Every redis-server, and every postgres, process on the machine during the round, in % of
+    # one core: the back end's own work, on the same cores as the gateway here (on other machines
+    # in production: RDS, and Redis where it is managed). NaN where unmeasured.
+    redis_cpu_percent: float = math.nan
+    postgres_cpu_percent: float = math.nan
 
     @classmethod
-    def of(cls, measured: RoundResult, *, server_cpu_s: float | None = None,
+    def of(cls, measured: RoundResult, *, server_cpu_s: float | None = None, server_system_s: float | None = None,
            live_round_trips: float | None = None, step_ms: dict[str, float] | None = None,
-           machine_cpu_s: tuple[float, float, int] | None = None, services_cpu_s: float | None = None) -> RoundStats:
+           machine_cpu_s: tuple[float, float, int] | None = None, redis_cpu_s: float | None = None,
+           postgres_cpu_s: float | None = None) -> RoundStats:
         seconds = measured.duration_s or math.nan
         busy, stolen, cores = machine_cpu_s or (math.nan, math.nan, 1)
         return cls(
@@ -86,20 +89,22 @@ class RoundStats:
             completions=measured.completions, errors=measured.errors, duration_s=measured.duration_s,
             error_samples=tuple(measured.error_samples),
             server_cpu_percent=math.nan if server_cpu_s is None else 100 * server_cpu_s / seconds,
+            server_system_percent=math.nan if server_system_s is None else 100 * server_system_s / seconds,
             live_round_trips_per_request=(live_round_trips / measured.completions
                                           if live_round_trips and measured.completions else math.nan),
             step_ms=tuple((step_ms or {}).items()),
             last_token_p50_ms=percentile(measured.last_token_ms, 50),
             after_last_token_p50_ms=percentile(measured.after_last_token_ms, 50),
             machine_busy_percent=100 * busy / (seconds * cores), machine_steal_percent=100 * stolen / (seconds * cores),
-            services_cpu_percent=math.nan if services_cpu_s is None else 100 * services_cpu_s / seconds,
+            redis_cpu_percent=math.nan if redis_cpu_s is None else 100 * redis_cpu_s / seconds,
+            postgres_cpu_percent=math.nan if postgres_cpu_s is None else 100 * postgres_cpu_s / seconds,
         )
 
 
 # The figures a round measures that a level gives as their median over its rounds (NaNs left out).
 MEDIANS = ("ttft_p50_ms", "ttft_p99_ms", "completions_per_s", "chunks_per_s", "server_cpu_percent",
-           "live_round_trips_per_request", "last_token_p50_ms", "after_last_token_p50_ms", "machine_busy_percent",
-           "machine_steal_percent", "services_cpu_percent")
+           "server_system_percent",           "live_round_trips_per_request", "last_token_p50_ms", "after_last_token_p50_ms", "machine_busy_percent",
+           "machine_steal_percent", "redis_cpu_percent", "postgres_cpu_percent")
 
 
 class _MedianOfRounds:
@@ -128,12 +133,14 @@ class LevelStats:
     completions_per_s = _MedianOfRounds()
     chunks_per_s = _MedianOfRounds()
     server_cpu_percent = _MedianOfRounds()
+    server_system_percent = _MedianOfRounds()
     live_round_trips_per_request = _MedianOfRounds()
     last_token_p50_ms = _MedianOfRounds()
     after_last_token_p50_ms = _MedianOfRounds()
     machine_busy_percent = _MedianOfRounds()
     machine_steal_percent = _MedianOfRounds()
-    services_cpu_percent = _MedianOfRounds()
+    redis_cpu_percent = _MedianOfRounds()
+    postgres_cpu_percent = _MedianOfRounds()
 
     @property
     def errors(self) -> int:
@@ -311,13 +318,14 @@ def level_table(levels: Sequence[LevelStats], *, heading: str) -> list[str]:
     width = max([len(level.target) for level in levels] + [len("target")])
     lines = [heading, f"  {'target':<{width}}  {'TTFT p50 ms':>11}  {'TTFT p99 ms':>11}  {'completions/s':>13}  "
                       f"{'chunks/s':>9}  {'errors':>6}  {'server CPU %':>13}  {'Redis trips/req':>15}  "
-                      f"{'machine busy / stolen %':>23}  {'Redis + PG CPU %':>16}"]
+                      f"{'machine busy / stolen %':>23}  {'Redis / PG CPU %':>16}"]
     for level in levels:
         cpu = "" if math.isnan(level.server_cpu_percent) else f"{level.server_cpu_percent:.0f}"
         trips = "" if math.isnan(level.live_round_trips_per_request) else f"{level.live_round_trips_per_request:.2f}"
         machine = ("" if math.isnan(level.machine_busy_percent)
                    else f"{level.machine_busy_percent:.0f} / {level.machine_steal_percent:.0f}")
-        services = "" if math.isnan(level.services_cpu_percent) else f"{level.services_cpu_percent:.1f}"
+        services = ("" if math.isnan(level.redis_cpu_percent)
+                    else f"{level.redis_cpu_percent:.1f} / {level.postgres_cpu_percent:.1f}")
         lines.append(f"  {level.target:<{width}}  {_fmt(level.ttft_p50_ms, '.2f'):>11}  "
                      f"{_fmt(level.ttft_p99_ms, '.2f'):>11}  {_fmt(level.completions_per_s, '.2f'):>13}  "
                      f"{_fmt(level.chunks_per_s, '.1f'):>9}  {level.errors:>6}  {cpu:>13}  {trips:>15}  {machine:>23}  {services:>16}")
@@ -350,7 +358,13 @@ def answer_lines(levels: Sequence[LevelStats]) -> list[str]:
     request (so it counts in completions/s as much as the first token does)."""
     parts = [f"{level.target} {_fmt(level.last_token_p50_ms, '.1f')} + {_fmt(level.after_last_token_p50_ms, '.2f')}"
              for level in levels if not math.isnan(level.last_token_p50_ms)]
-    return ["  whole answer p50 ms (to the last token + from it to the response's end): " + ", ".join(parts)] if parts else []
+    lines = ["  whole answer p50 ms (to the last token + from it to the response's end): " + ", ".join(parts)] if parts else []
+    per_completion = [f"{level.target} {_fmt(10 * level.server_cpu_percent / level.completions_per_s, '.2f')} "
+                      f"({_fmt(10 * level.server_system_percent / level.completions_per_s, '.2f')} in the kernel)"
+                      for level in levels if not math.isnan(level.server_cpu_percent) and level.completions_per_s > 0]
+    if per_completion:
+        lines.append("  CPU per completion, ms (of it in the kernel): " + ", ".join(per_completion))
+    return lines
 
 
 def _trip(op: str, parts: dict[str, float]) -> str:

@@ -35,10 +35,12 @@ def test_both_back_ends_run_in_the_same_rounds_and_one_report_is_judged(tmp_path
     assert levels["gateway uvicorn x1 embedded"]["live_round_trips_per_request"] is None
     assert "PostgreSQL" in report["setup"]["backend"] and report["setup"]["beside"].startswith("embedded default")
     # The back end's own processes (Redis's, PostgreSQL's) are measured in every round: here, beside.
-    assert "Redis + PG CPU %" in printed
-    assert all(isinstance(level["services_cpu_percent"], float) and level["services_cpu_percent"] >= 0
-               for level in levels.values())
-    assert {Path(f"/proc/{pid}/comm").read_text().strip() for pid in service_pids()} == {"redis-server", "postgres"}
+    assert "Redis / PG CPU %" in printed
+    assert all(isinstance(level[key], float) and level[key] >= 0 for level in levels.values()
+               for key in ("redis_cpu_percent", "postgres_cpu_percent"))
+    found = service_pids()
+    assert found["redis-server"] and found["postgres"]
+    assert {Path(f"/proc/{pid}/comm").read_text().strip() for pid in found["postgres"]} == {"postgres"}
     # Each gateway measured after its own direct and hop rounds: the hop ran once per gateway.
     assert len(levels["reference hop"]["rounds"]) == 2 and len(levels["gateway uvicorn x1"]["rounds"]) == 1
 
