@@ -31,14 +31,17 @@ def test_both_parsers_run_side_by_side_and_the_run_is_stored() -> None:
 
 
 @pytest.mark.django_db
-def test_both_clients_run_side_by_side() -> None:
+@pytest.mark.parametrize(("mode", "baseline", "candidate"), [("client", "redis-py", "lean"), ("floor", "ping", "lean")])
+def test_two_clients_or_the_floor_run_side_by_side(mode: str, baseline: str, candidate: str) -> None:
     out = StringIO()
-    call_command("bench_live_client", "--compare", "client", "--ops", "40", "--concurrency", "8", "--rounds", "1",
+    call_command("bench_live_client", "--compare", mode, "--ops", "200", "--concurrency", "8", "--rounds", "1",
                  stdout=out)
-    assert "(redis-py) →" in out.getvalue() and "(lean)" in out.getvalue()
+    assert f"({baseline}) →" in out.getvalue() and f"({candidate})" in out.getvalue()
     run = BenchmarkRun.objects.get(scenario="probe-live-client")
-    assert run.summary["compare"] == "client" and set(run.summary["rounds"][0]) == {"redis-py", "lean"}
-    assert run.label == "live-state round trip: lean against redis-py"
+    assert run.summary["compare"] == mode and set(run.summary["rounds"][0]) == {baseline, candidate}
+    assert run.label == f"live-state round trip: {candidate} against {baseline}"
+    if mode == "floor":  # a bare PING carries none of the load's read (five commands, one a Lua script)
+        assert run.summary["table"]["8"]["cpu_ratio"] > 1
 
 
 def test_the_ratio_is_of_the_medians_over_rounds() -> None:
@@ -50,14 +53,3 @@ def test_the_ratio_is_of_the_medians_over_rounds() -> None:
     row = compare(rounds)["1"]
     assert row["cpu_ratio"] == pytest.approx(50 / 110) and row["throughput_ratio"] == pytest.approx(1600 / 950)
 
-
-@pytest.mark.django_db
-def test_the_floor_is_a_bare_ping_beside_the_read_of_the_load() -> None:
-    out = StringIO()
-    call_command("bench_live_client", "--compare", "floor", "--ops", "200", "--concurrency", "8", "--rounds", "1",
-                 stdout=out)
-    assert "(ping) →" in out.getvalue() and "(lean)" in out.getvalue()
-    run = BenchmarkRun.objects.get(scenario="probe-live-client")
-    assert run.summary["compare"] == "floor" and set(run.summary["rounds"][0]) == {"ping", "lean"}
-    # A PING carries none of the read's work (a pipeline of five commands, one a Lua script): cheaper.
-    assert run.summary["table"]["8"]["cpu_ratio"] > 1
