@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -264,12 +264,15 @@ def replay_json(run: BenchmarkRun) -> dict[str, Any]:
 
 
 def probe_record(*, name: str, base_url: str, model: str, result: dict[str, Any], label: str = "",
-                 output_tokens: int = 0) -> BenchmarkRun:
+                 output_tokens: int = 0, started_at: datetime | None = None,
+                 ended_at: datetime | None = None) -> BenchmarkRun:
     """Stores one probe's result as a run (kind probe, `scenario` "probe-<name>"): `manage.py
-    share_probe`'s, bench_live_client's, judge_backends'. `model`: the model's public id, if any."""
+    share_probe`'s, bench_live_client's, judge_backends'. `model`: the model's public id, if any.
+    `started_at` / `ended_at`: when the probe ran, if not now (runs kept and stored again)."""
     now = timezone.now()
     return BenchmarkRun.objects.create(
         kind=BenchmarkRun.Kind.PROBE, group=new_group(), scenario=f"probe-{name}", label=label or f"{name} probe",
         target=BenchmarkRun.Target.GATEWAY, base_url=base_url, model=model, prompt_tokens=0,
-        output_tokens=output_tokens, requests=0, status=BenchmarkRun.Status.DONE, ended_at=now, summary=result,
+        output_tokens=output_tokens, requests=0, status=BenchmarkRun.Status.DONE, started_at=started_at or now,
+        ended_at=ended_at or now, summary=result,
     )

@@ -45,8 +45,8 @@ def beside_pair(report: Report) -> tuple[Report, Report]:
     gateways = {level["target"] for level in report["levels"] if level["target"].startswith("gateway")}
     shared = [level for level in report["levels"] if level["target"] not in gateways]
     redis = {**report, "levels": [level for level in report["levels"] if level["target"] != BESIDE]}
-    embedded = {**report, "setup": {**report["setup"], "backend": report["setup"]["beside"]},
-                "levels": shared + [{**level, "target": ONE} for level in report["levels"] if level["target"] == BESIDE]}
+    beside = [{**level, "target": ONE} for level in report["levels"] if level["target"] == BESIDE]
+    embedded = {**report, "setup": {**report["setup"], "backend": report["setup"]["beside"]}, "levels": shared + beside}
     return redis, embedded
 
 

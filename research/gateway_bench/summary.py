@@ -103,8 +103,8 @@ class RoundStats:
 
 # The figures a round measures that a level gives as their median over its rounds (NaNs left out).
 MEDIANS = ("ttft_p50_ms", "ttft_p99_ms", "completions_per_s", "chunks_per_s", "server_cpu_percent",
-           "server_system_percent",           "live_round_trips_per_request", "last_token_p50_ms", "after_last_token_p50_ms", "machine_busy_percent",
-           "machine_steal_percent", "redis_cpu_percent", "postgres_cpu_percent")
+           "server_system_percent", "live_round_trips_per_request", "last_token_p50_ms", "after_last_token_p50_ms",
+           "machine_busy_percent", "machine_steal_percent", "redis_cpu_percent", "postgres_cpu_percent")
 
 
 class _MedianOfRounds:
@@ -328,7 +328,8 @@ def level_table(levels: Sequence[LevelStats], *, heading: str) -> list[str]:
                     else f"{level.redis_cpu_percent:.1f} / {level.postgres_cpu_percent:.1f}")
         lines.append(f"  {level.target:<{width}}  {_fmt(level.ttft_p50_ms, '.2f'):>11}  "
                      f"{_fmt(level.ttft_p99_ms, '.2f'):>11}  {_fmt(level.completions_per_s, '.2f'):>13}  "
-                     f"{_fmt(level.chunks_per_s, '.1f'):>9}  {level.errors:>6}  {cpu:>13}  {trips:>15}  {machine:>23}  {services:>16}")
+                     f"{_fmt(level.chunks_per_s, '.1f'):>9}  {level.errors:>6}  {cpu:>13}  {trips:>15}  {machine:>23}  "
+                     f"{services:>16}")
     return lines
 
 
@@ -358,7 +359,8 @@ def answer_lines(levels: Sequence[LevelStats]) -> list[str]:
     request (so it counts in completions/s as much as the first token does)."""
     parts = [f"{level.target} {_fmt(level.last_token_p50_ms, '.1f')} + {_fmt(level.after_last_token_p50_ms, '.2f')}"
              for level in levels if not math.isnan(level.last_token_p50_ms)]
-    lines = ["  whole answer p50 ms (to the last token + from it to the response's end): " + ", ".join(parts)] if parts else []
+    lines = ["  whole answer p50 ms (to the last token + from it to the response's end): " + ", ".join(parts)
+             ] if parts else []
     per_completion = [f"{level.target} {_fmt(10 * level.server_cpu_percent / level.completions_per_s, '.2f')} "
                       f"({_fmt(10 * level.server_system_percent / level.completions_per_s, '.2f')} in the kernel)"
                       for level in levels if not math.isnan(level.server_cpu_percent) and level.completions_per_s > 0]

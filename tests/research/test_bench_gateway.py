@@ -239,7 +239,8 @@ def test_the_whole_answer_is_printed_as_its_last_token_and_the_wait_after_it() -
     # With the server's CPU measured: its CPU per completion, and the kernel's part of it.
     busy = [LevelStats("replay", 32, "gateway uvicorn x1", tuple(
         replace(_level("gateway uvicorn x1", (6.0, 9.0, 100.0)).rounds[0], server_cpu_percent=cpu,
-                server_system_percent=system, last_token_p50_ms=330.0) for cpu, system in ((50, 10), (40, 12), (60, 8))))]
+                server_system_percent=system, last_token_p50_ms=330.0)
+        for cpu, system in ((50, 10), (40, 12), (60, 8))))]
     assert answer_lines(busy)[1] == ("  CPU per completion, ms (of it in the kernel): "
                                      "gateway uvicorn x1 5.00 (1.00 in the kernel)")
     assert busy[0].as_dict()["server_system_percent"] == 10

@@ -131,6 +131,7 @@ def test_the_command_prints_the_verdicts_and_stores_the_pairs_as_a_probe_run(tmp
     client.force_login(admin_user)
     page = client.get(f"/research/runs/{run.pk}/").content.decode()
     assert "32 streams: completions/s, PostgreSQL + Redis ÷ embedded" in page and "not met" in page
+    assert '<span class="figure">0.950×</span>' in page  # a figure and its unit stay together on a phone
 
     with pytest.raises(CommandError, match="in pairs"):
         call_command("judge_backends", files[0], stdout=Out())
@@ -150,9 +151,10 @@ def test_the_stored_pairs_are_judged_again_from_their_own_reports() -> None:
     entries = json.loads(STORED.read_text())
     assert {e["group"] for e in entries} == {"backends-2026-12-07-746ed6b", "backends-2026-12-07-streamed",
                                              "backends-2026-12-08-same-rounds"}
-    for entry, (label, pairs) in zip(entries, stored_pairs()):
-        assert label == entry["label"] and len(pairs) == (4 if entry["group"].endswith("same-rounds") else 3)
-        assert [item.as_dict() for item in judge(pairs)] == entry["summary"]["judged"]
+    for entry, kept in zip(entries, stored_pairs()):
+        runs = 4 if entry["group"].endswith("same-rounds") else 3
+        assert kept.label == entry["label"] and len(kept.pairs) == runs
+        assert [item.as_dict() for item in judge(kept.pairs)] == entry["summary"]["judged"]
     same_rounds = next(e for e in entries if e["group"].endswith("same-rounds"))["summary"]
     verdicts = {item["target"]: item["verdict"] for item in same_rounds["judged"]}
     assert verdicts["32 streams: CPU per chunk, PostgreSQL + Redis ÷ embedded"] == "met"
@@ -166,6 +168,9 @@ def test_the_stored_pairs_are_judged_again_from_their_own_reports() -> None:
     assert sorted(run.label for run in runs) == sorted(e["label"] for e in entries)
     assert all(run.summary["judged"] == e["summary"]["judged"] for run in runs for e in entries
                if e["label"] == run.label)
+    # Stored with the time the runs were made, not the time they were stored again.
+    assert all(run.started_at.isoformat() == e["started_at"] and run.ended_at.isoformat() == e["ended_at"]
+               for run in runs for e in entries if e["label"] == run.label)
     assert "32 streams: CPU per chunk, PostgreSQL + Redis ÷ embedded: 1.153×, 1.264×, 1.155×" in out.getvalue()
     with pytest.raises(CommandError, match="pairs of reports, or --stored"):
         call_command("judge_backends", stdout=io.StringIO())

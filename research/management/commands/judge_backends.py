@@ -20,8 +20,9 @@ in pairs"), one probe run per set of pairs.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -31,11 +32,21 @@ from research.replay_services import probe_record
 STORED = Path(__file__).resolve().parents[2] / "data" / "backends_judged.json"
 
 
-def stored_pairs(path: Path = STORED) -> list[tuple[str, list[tuple[Report, Report]]]]:
-    """(label, pairs) of each set of pairs kept in the repository: a pair is two runs' reports
-    ("redis", "embedded") or one --beside-embedded report ("same_rounds")."""
-    return [(entry["label"], [beside_pair(pair["same_rounds"]) if "same_rounds" in pair
-                              else (pair["redis"], pair["embedded"]) for pair in entry["summary"]["pairs"]])
+class Kept(NamedTuple):
+    """A set of pairs kept in the repository, and when its runs were made."""
+
+    label: str
+    pairs: list[tuple[Report, Report]]
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+def stored_pairs(path: Path = STORED) -> list[Kept]:
+    """Each set of pairs kept in the repository: a pair is two runs' reports ("redis",
+    "embedded") or one --beside-embedded report ("same_rounds")."""
+    return [Kept(entry["label"], [beside_pair(pair["same_rounds"]) if "same_rounds" in pair
+                                  else (pair["redis"], pair["embedded"]) for pair in entry["summary"]["pairs"]],
+                 datetime.fromisoformat(entry["started_at"]), datetime.fromisoformat(entry["ended_at"]))
             for entry in json.loads(path.read_text())]
 
 
@@ -53,9 +64,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["stored"] == bool(options["reports"]):
             raise CommandError("give pairs of reports, or --stored")
-        sets = stored_pairs() if options["stored"] else [("", self._pairs(options["reports"]))]
-        for label, pairs in sets:
-            self._judge(pairs, label=label, save=not options["no_save"])
+        sets = stored_pairs() if options["stored"] else [Kept("", self._pairs(options["reports"]))]
+        for kept in sets:
+            self._judge(kept, save=not options["no_save"])
 
     def _pairs(self, paths: list[str]) -> list[tuple[Report, Report]]:
         reports = []
@@ -81,7 +92,8 @@ class Command(BaseCommand):
                                "(a --beside-embedded report is a pair by itself)")
         return pairs
 
-    def _judge(self, pairs: list[tuple[Report, Report]], *, label: str, save: bool) -> None:
+    def _judge(self, kept: Kept, *, save: bool) -> None:
+        label, pairs = kept.label, kept.pairs
         try:
             judged = judge(pairs)
         except (ValueError, KeyError, TypeError) as exc:
@@ -98,5 +110,6 @@ class Command(BaseCommand):
             name="backends", base_url="", model="bench-replay", output_tokens=int(pairs[0][0]["setup"].get("tokens", 0)),
             label=label or f"PostgreSQL + Redis against embedded, {len(pairs)} pair(s) of bench_gateway runs",
             result={"judged": [item.as_dict() for item in judged],
-                    "pairs": [{"redis": redis, "embedded": embedded} for redis, embedded in pairs]})
+                    "pairs": [{"redis": redis, "embedded": embedded} for redis, embedded in pairs]},
+            started_at=kept.started_at, ended_at=kept.ended_at)
         self.stdout.write(f"stored as run {run.pk}: /research/runs/{run.pk}/")
