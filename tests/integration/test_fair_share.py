@@ -5,17 +5,28 @@ another. With one line in Redis the question gets the next free slot; with a que
 the whole burst."""
 from __future__ import annotations
 
+import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from django.conf import settings
 
+from core.live import live_state
 from tests.conftest import MODEL_ID, start_gateway, wait_for
 from tests.integration.test_fleet import PROMPT, client_for, settle
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not settings.REDIS_URL, reason="several gateway processes need Redis")]
+
+
+def waiting_in(gateway: Any) -> int:  # noqa: ANN401 - tests.conftest.Gateway
+    """Requests waiting in the shared line through this gateway process, as it reports them in
+    live state (inference/admission/line.py, _publish_queue_depths)."""
+    live = live_state()
+    depths = live._sync.hgetall(live._k("queue", f"{socket.gethostname()}:{gateway.process.pid}"))
+    return sum(int(depth) for depth in depths.values())
 
 
 def test_a_classmate_on_another_gateway_process_is_not_starved_by_a_burst(
@@ -46,9 +57,13 @@ def test_a_classmate_on_another_gateway_process_is_not_starved_by_a_burst(
             # Bob asks once alice's backlog is queued on the first gateway process and being
             # served (a fixed sleep measured the machine's speed: on a quiet one most was served).
             assert wait_for(lambda: len(served) >= 2, timeout_s=60)
-            with lock:
-                served_before_bob = len(served)
             bob = pool.submit(ask, "bob", second.url, bob_raw)
+            # Counted from when bob is in the shared line (his process reports him waiting), or
+            # served: before that the line cannot rank him, and his way there (authentication,
+            # limits, the load's read) takes a loaded machine several of alice's 12-token answers.
+            assert wait_for(lambda: "bob" in served or waiting_in(second) > 0, timeout_s=30, interval_s=0.005)
+            with lock:
+                served_before_bob = served.index("bob") if "bob" in served else len(served)
             for future in alice + [bob]:
                 future.result()
     finally:
