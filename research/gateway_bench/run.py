@@ -488,6 +488,9 @@ class BenchRun:
         self.report.machine = {"cpus": os.cpu_count(), "platform": platform.platform(), "versions": found}
         self.say(f"machine: {os.cpu_count()} CPUs, {platform.platform()}")
         self.say("versions: " + ", ".join(f"{name} {version}" for name, version in found.items()))
+        if options.beside_embedded and not self.backend.multi_process:
+            raise RuntimeError("--beside-embedded needs REDIS_URL and a PostgreSQL DATABASE_URL: the embedded "
+                               "gateway is measured beside that back end")
         self.backend.open()
         self.stack.callback(self.backend.close)
         max_streams = max(max(options.levels(u)) for u in options.upstreams)
@@ -597,9 +600,6 @@ class BenchRun:
 
     def _start_beside(self, max_streams: int) -> None:
         """The embedded back end, one gateway process per server, measured in the same rounds."""
-        if not self.backend.multi_process:
-            self.note("--beside-embedded needs REDIS_URL and a PostgreSQL DATABASE_URL: nothing to compare beside")
-            return
         var_dir = self.var_dir / "embedded"
         var_dir.mkdir()
         self.beside = Backend(embedded=True, var_dir=var_dir, say=self.say)

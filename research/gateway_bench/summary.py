@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from research.gateway_bench.client import RoundResult
 
@@ -83,36 +83,31 @@ class RoundStats:
            postgres_cpu_s: float | None = None) -> RoundStats:
         seconds = measured.duration_s or math.nan
         busy, stolen, cores = machine_cpu_s or (math.nan, math.nan, 1)
+
+        def of_a_core(cpu_s: float | None) -> float:  # CPU seconds in the round, in % of one core
+            return math.nan if cpu_s is None else 100 * cpu_s / seconds
         return cls(
             ttft_p50_ms=percentile(measured.ttft_ms, 50), ttft_p99_ms=percentile(measured.ttft_ms, 99),
             completions_per_s=measured.completions / seconds, chunks_per_s=measured.content_chunks / seconds,
             completions=measured.completions, errors=measured.errors, duration_s=measured.duration_s,
             error_samples=tuple(measured.error_samples),
-            server_cpu_percent=math.nan if server_cpu_s is None else 100 * server_cpu_s / seconds,
-            server_system_percent=math.nan if server_system_s is None else 100 * server_system_s / seconds,
+            server_cpu_percent=of_a_core(server_cpu_s), server_system_percent=of_a_core(server_system_s),
             live_round_trips_per_request=(live_round_trips / measured.completions
                                           if live_round_trips and measured.completions else math.nan),
             step_ms=tuple((step_ms or {}).items()),
             last_token_p50_ms=percentile(measured.last_token_ms, 50),
             after_last_token_p50_ms=percentile(measured.after_last_token_ms, 50),
             machine_busy_percent=100 * busy / (seconds * cores), machine_steal_percent=100 * stolen / (seconds * cores),
-            redis_cpu_percent=math.nan if redis_cpu_s is None else 100 * redis_cpu_s / seconds,
-            postgres_cpu_percent=math.nan if postgres_cpu_s is None else 100 * postgres_cpu_s / seconds,
+            redis_cpu_percent=of_a_core(redis_cpu_s), postgres_cpu_percent=of_a_core(postgres_cpu_s),
         )
-
-
-# The figures a round measures that a level gives as their median over its rounds (NaNs left out).
-MEDIANS = ("ttft_p50_ms", "ttft_p99_ms", "completions_per_s", "chunks_per_s", "server_cpu_percent",
-           "server_system_percent", "live_round_trips_per_request", "last_token_p50_ms", "after_last_token_p50_ms",
-           "machine_busy_percent", "machine_steal_percent", "redis_cpu_percent", "postgres_cpu_percent")
 
 
 class _MedianOfRounds:
     """A LevelStats figure: the median over its rounds of the RoundStats field of the same name."""
 
     def __set_name__(self, owner: type, name: str) -> None:
-        if name not in MEDIANS:
-            raise TypeError(f"{name} is not one of MEDIANS")
+        if name not in {f.name for f in fields(RoundStats)}:
+            raise TypeError(f"{name} is not a field of RoundStats")
         self.name = name
 
     def __get__(self, level: LevelStats, owner: type | None = None) -> float:
@@ -159,6 +154,11 @@ class LevelStats:
                 "rounds": [{**{name: _number(getattr(r, name)) for name in MEDIANS}, "completions": r.completions,
                             "errors": r.errors, "duration_s": round(r.duration_s, 3),
                             "error_samples": list(r.error_samples)} for r in self.rounds]}
+
+
+# The figures a round measures that a level gives as their median over its rounds (NaNs left out):
+# LevelStats's figures, in their order there.
+MEDIANS = tuple(name for name, value in vars(LevelStats).items() if isinstance(value, _MedianOfRounds))
 
 
 @dataclass(frozen=True)
